@@ -1,0 +1,49 @@
+// The one error convention at module seams (see docs/conventions.md):
+// functions that can fail throw nvproxy::Error, which carries a gRPC status code and a message that
+// already names the object involved (container id, pid, file). The ttrpc server turns it into a
+// status; CLI entry points print it and exit non-zero. Nothing else crosses a module seam.
+#pragma once
+
+#include <cerrno>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+namespace nvproxy {
+
+// gRPC status codes, as ttrpc carries them.
+enum class Code : int {
+  Ok = 0,
+  Cancelled = 1,
+  Unknown = 2,
+  InvalidArgument = 3,
+  DeadlineExceeded = 4,
+  NotFound = 5,
+  AlreadyExists = 6,
+  PermissionDenied = 7,
+  ResourceExhausted = 8,
+  FailedPrecondition = 9,
+  Aborted = 10,
+  OutOfRange = 11,
+  Unimplemented = 12,
+  Internal = 13,
+  Unavailable = 14,
+  DataLoss = 15,
+  Unauthenticated = 16,
+};
+
+std::string_view code_name(Code c);
+
+class Error : public std::runtime_error {
+ public:
+  Error(Code code, const std::string& message) : std::runtime_error(message), code_(code) {}
+  [[nodiscard]] Code code() const { return code_; }
+
+ private:
+  Code code_;
+};
+
+// An Error for a failed system call: "<context>: <strerror(err)>", code mapped from errno.
+Error sys_error(std::string_view context, int err = errno);
+
+}  // namespace nvproxy

@@ -1,0 +1,77 @@
+#include "common/fs.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/error.h"
+#include "common/unique_fd.h"
+
+namespace nvproxy {
+
+std::string read_file(const std::filesystem::path& p) {
+  UniqueFd fd(::open(p.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) throw sys_error("open " + p.string());
+  std::string out;
+  char buf[65536];
+  while (true) {
+    ssize_t n = ::read(fd.get(), buf, sizeof buf);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw sys_error("read " + p.string());
+    }
+    if (n == 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  return out;
+}
+
+void write_file_atomic(const std::filesystem::path& p, std::string_view data, unsigned mode) {
+  std::filesystem::path tmp = p;
+  tmp += ".tmp." + std::to_string(::getpid());
+  {
+    UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode));
+    if (!fd) throw sys_error("create " + tmp.string());
+    const char* d = data.data();
+    size_t left = data.size();
+    while (left > 0) {
+      ssize_t n = ::write(fd.get(), d, left);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        int e = errno;
+        ::unlink(tmp.c_str());
+        throw sys_error("write " + tmp.string(), e);
+      }
+      d += n;
+      left -= static_cast<size_t>(n);
+    }
+    ::fchmod(fd.get(), mode);
+  }
+  if (::rename(tmp.c_str(), p.c_str()) < 0) {
+    int e = errno;
+    ::unlink(tmp.c_str());
+    throw sys_error("rename to " + p.string(), e);
+  }
+}
+
+bool path_within(const std::filesystem::path& root, const std::filesystem::path& p) {
+  auto r = root.lexically_normal();
+  auto q = p.lexically_normal();
+  auto rit = r.begin();
+  auto qit = q.begin();
+  for (; rit != r.end(); ++rit, ++qit) {
+    if (rit->empty()) continue;  // trailing slash
+    if (qit == q.end() || *rit != *qit) return false;
+  }
+  return true;
+}
+
+std::filesystem::path join_within(const std::filesystem::path& root, const std::filesystem::path& rel) {
+  std::filesystem::path r = rel.is_absolute() ? rel.relative_path() : rel;
+  std::filesystem::path full = (root / r).lexically_normal();
+  if (!path_within(root, full))
+    throw Error(Code::InvalidArgument, "path \"" + rel.string() + "\" escapes " + root.string());
+  return full;
+}
+
+}  // namespace nvproxy

@@ -1,0 +1,67 @@
+#include "common/log.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <ctime>
+
+#include "common/error.h"
+
+namespace nvproxy {
+
+LogLevel parse_log_level(std::string_view s) {
+  if (s == "debug" || s == "trace") return LogLevel::Debug;
+  if (s == "info") return LogLevel::Info;
+  if (s == "warn" || s == "warning") return LogLevel::Warn;
+  if (s == "error") return LogLevel::Error;
+  throw Error(Code::InvalidArgument, "unknown log level \"" + std::string(s) + "\"");
+}
+
+void Logger::set_fd(int fd) {
+  std::lock_guard lk(mu_);
+  fd_ = fd;
+}
+
+void Logger::set_field(std::string key, std::string value) {
+  std::lock_guard lk(mu_);
+  fields_ += " " + key + "=" + value;
+}
+
+namespace {
+std::string quote(std::string_view s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (c == '\n') { out += "\\n"; continue; }
+    out += c;
+  }
+  return out + "\"";
+}
+}  // namespace
+
+void Logger::log(LogLevel l, std::string_view msg) {
+  static constexpr const char* kNames[] = {"debug", "info", "warning", "error"};
+  if (l < level_) return;
+  auto now = std::chrono::system_clock::now();
+  std::time_t t = std::chrono::system_clock::to_time_t(now);
+  auto us = std::chrono::duration_cast<std::chrono::microseconds>(now.time_since_epoch()).count() % 1000000;
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char ts[64];
+  std::strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%S", &tm);
+  std::string line = "time=\"" + std::string(ts) + "." + std::to_string(1000000 + us).substr(1) +
+                     "Z\" level=" + kNames[static_cast<int>(l)] + " msg=" + quote(msg);
+  std::lock_guard lk(mu_);
+  line += fields_ + "\n";
+  if (fd_ < 0) return;
+  const char* p = line.data();
+  size_t left = line.size();
+  while (left > 0) {
+    ssize_t n = ::write(fd_, p, left);
+    if (n <= 0) { if (n < 0 && errno == EINTR) continue; return; }
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+}
+
+}  // namespace nvproxy

@@ -1,0 +1,216 @@
+#include "common/process.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <map>
+
+#include "common/error.h"
+#include "common/unique_fd.h"
+
+extern char** environ;
+
+namespace nvproxy {
+
+std::string RunResult::describe() const {
+  std::string s;
+  if (timed_out) s = "timed out, killed";
+  else if (term_signal != 0) s = "killed by signal " + std::to_string(term_signal);
+  else s = "exit status " + std::to_string(exit_code);
+  std::string tail = err.empty() ? out : err;
+  while (!tail.empty() && (tail.back() == '\n' || tail.back() == ' ')) tail.pop_back();
+  if (tail.size() > 2000) tail = "..." + tail.substr(tail.size() - 2000);
+  if (!tail.empty()) s += ": " + tail;
+  return s;
+}
+
+int exit_code_from_status(int status) {
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return 255;
+}
+
+int DirectWaiter::wait(pid_t pid) {
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) throw sys_error("waitpid " + std::to_string(pid));
+  }
+  return status;
+}
+
+std::optional<int> DirectWaiter::try_wait(pid_t pid) {
+  int status = 0;
+  pid_t r = ::waitpid(pid, &status, WNOHANG);
+  if (r == pid) return status;
+  return std::nullopt;
+}
+
+std::string find_program(const std::string& name) {
+  if (name.find('/') != std::string::npos) return ::access(name.c_str(), X_OK) == 0 ? name : "";
+  const char* path = ::getenv("PATH");
+  std::string p = path ? path : "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+  size_t start = 0;
+  while (start <= p.size()) {
+    size_t end = p.find(':', start);
+    if (end == std::string::npos) end = p.size();
+    std::string dir = p.substr(start, end - start);
+    if (!dir.empty()) {
+      std::string cand = dir + "/" + name;
+      struct stat st{};
+      if (::stat(cand.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(cand.c_str(), X_OK) == 0) return cand;
+    }
+    start = end + 1;
+  }
+  return "";
+}
+
+namespace {
+
+std::vector<std::string> merged_env(const std::vector<std::string>& add) {
+  std::map<std::string, std::string> kv;
+  std::vector<std::string> order;
+  auto put = [&](const std::string& e) {
+    auto eq = e.find('=');
+    std::string k = e.substr(0, eq);
+    if (!kv.count(k)) order.push_back(k);
+    kv[k] = e;
+  };
+  for (char** e = environ; e && *e; ++e) put(*e);
+  for (const auto& e : add) put(e);
+  std::vector<std::string> out;
+  out.reserve(order.size());
+  for (const auto& k : order) out.push_back(kv[k]);
+  return out;
+}
+
+UniqueFd open_devnull(int flags) {
+  UniqueFd fd(::open("/dev/null", flags | O_CLOEXEC));
+  if (!fd) throw sys_error("open /dev/null");
+  return fd;
+}
+
+struct Pipe {
+  UniqueFd r, w;
+  Pipe() {
+    int p[2];
+    if (::pipe2(p, O_CLOEXEC) < 0) throw sys_error("pipe2");
+    r.reset(p[0]);
+    w.reset(p[1]);
+  }
+};
+
+}  // namespace
+
+pid_t ProcessRunner::fork_exec(const Command& cmd, int in, int out, int err) {
+  if (cmd.argv.empty()) throw Error(Code::InvalidArgument, "empty command");
+  std::string prog = find_program(cmd.argv[0]);
+  if (prog.empty()) throw Error(Code::NotFound, "program \"" + cmd.argv[0] + "\" not found in PATH");
+  // Everything the child touches is prepared before fork: after fork only async-signal-safe calls.
+  std::vector<std::string> env = merged_env(cmd.env_add);
+  std::vector<char*> argv, envp;
+  for (const auto& a : cmd.argv) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  for (const auto& e : env) envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
+  const char* cwd = cmd.cwd.empty() ? nullptr : cmd.cwd.c_str();
+  const bool setsid_child = cmd.new_session;
+  const std::vector<int>& extra = cmd.extra_fds;
+
+  return waiter_.spawn([&]() -> pid_t {
+    pid_t pid = ::fork();
+    if (pid < 0) throw sys_error("fork for " + cmd.argv[0]);
+    if (pid > 0) return pid;
+    // Child.
+    sigset_t all;
+    sigemptyset(&all);
+    sigprocmask(SIG_SETMASK, &all, nullptr);
+    signal(SIGPIPE, SIG_DFL);
+    if (setsid_child) setsid();
+    int moved[64];
+    size_t n = extra.size() < 64 ? extra.size() : 64;
+    for (size_t i = 0; i < n; ++i) moved[i] = fcntl(extra[i], F_DUPFD, 100);
+    if (dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0) _exit(127);
+    for (size_t i = 0; i < n; ++i) dup2(moved[i], static_cast<int>(3 + i));
+    close_range(static_cast<unsigned>(3 + n), ~0U, 0);
+    if (cwd && chdir(cwd) < 0) _exit(127);
+    execve(prog.c_str(), argv.data(), envp.data());
+    _exit(127);
+  });
+}
+
+pid_t ProcessRunner::start(const Command& cmd) {
+  UniqueFd null_in, null_out;
+  int in = cmd.stdin_fd, out = cmd.stdout_fd, err = cmd.stderr_fd;
+  if (in < 0) { null_in = open_devnull(O_RDONLY); in = null_in.get(); }
+  if (out < 0 || err < 0) null_out = open_devnull(O_WRONLY);
+  if (out < 0) out = null_out.get();
+  if (err < 0) err = null_out.get();
+  return fork_exec(cmd, in, out, err);
+}
+
+RunResult ProcessRunner::run(const Command& cmd) {
+  UniqueFd null_in;
+  std::optional<Pipe> in_pipe, out_pipe, err_pipe;
+  int in = cmd.stdin_fd, out = cmd.stdout_fd, err = cmd.stderr_fd;
+  if (cmd.stdin_data) { in_pipe.emplace(); in = in_pipe->r.get(); }
+  else if (in < 0) { null_in = open_devnull(O_RDONLY); in = null_in.get(); }
+  if (out < 0) { out_pipe.emplace(); out = out_pipe->w.get(); }
+  if (err < 0) { err_pipe.emplace(); err = err_pipe->w.get(); }
+
+  pid_t pid = fork_exec(cmd, in, out, err);
+  if (in_pipe) in_pipe->r.reset();
+  if (out_pipe) out_pipe->w.reset();
+  if (err_pipe) err_pipe->w.reset();
+
+  RunResult res;
+  std::string_view to_write = cmd.stdin_data ? std::string_view(*cmd.stdin_data) : std::string_view();
+  if (in_pipe && to_write.empty()) in_pipe->w.reset();
+  if (in_pipe) ::fcntl(in_pipe->w.get(), F_SETFL, O_NONBLOCK);
+  auto deadline = std::chrono::steady_clock::now() + cmd.timeout;
+  while (true) {
+    std::vector<pollfd> fds;
+    if (out_pipe && out_pipe->r) fds.push_back({out_pipe->r.get(), POLLIN, 0});
+    if (err_pipe && err_pipe->r) fds.push_back({err_pipe->r.get(), POLLIN, 0});
+    if (in_pipe && in_pipe->w) fds.push_back({in_pipe->w.get(), POLLOUT, 0});
+    if (fds.empty()) break;
+    int wait_ms = -1;
+    if (cmd.timeout.count() > 0) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      wait_ms = left.count() > 0 ? static_cast<int>(left.count()) : 0;
+    }
+    int r = ::poll(fds.data(), fds.size(), wait_ms);
+    if (r < 0 && errno == EINTR) continue;
+    if (r == 0) {  // timeout: the child is stuck; kill it and stop reading
+      ::kill(pid, SIGKILL);
+      res.timed_out = true;
+      break;
+    }
+    for (const auto& p : fds) {
+      if (!p.revents) continue;
+      if (in_pipe && p.fd == in_pipe->w.get()) {
+        ssize_t n = ::write(p.fd, to_write.data(), to_write.size());
+        if (n > 0) to_write.remove_prefix(static_cast<size_t>(n));
+        if (n < 0 && errno != EAGAIN && errno != EINTR) to_write = {};
+        if (to_write.empty()) in_pipe->w.reset();
+        continue;
+      }
+      char buf[8192];
+      ssize_t n = ::read(p.fd, buf, sizeof buf);
+      bool is_out = out_pipe && p.fd == out_pipe->r.get();
+      if (n > 0) (is_out ? res.out : res.err).append(buf, static_cast<size_t>(n));
+      else if (n == 0 || (errno != EINTR && errno != EAGAIN)) (is_out ? out_pipe->r : err_pipe->r).reset();
+    }
+  }
+  int status = waiter_.wait(pid);
+  if (WIFEXITED(status)) res.exit_code = WEXITSTATUS(status);
+  else if (WIFSIGNALED(status)) res.term_signal = WTERMSIG(status);
+  return res;
+}
+
+}  // namespace nvproxy
