@@ -95,7 +95,7 @@ download() {
 
 unpack() {
   local p=$1 ver deb tmp
-  ver=$(nv_trixie_apt_cache show --no-all-versions "$p" | awk '/^Version:/ {print $2; exit}')
+  ver=$(nv_trixie_apt_cache show --no-all-versions "$p" | awk '/^Version:/ && !v {v = $2} END {print v}')
   [[ -n $ver ]] || { echo "fetch-trixie: $p not found in trixie" >&2; return 1; }
   deb="$NV_TRIXIE_APT/dl/${p}_${ver//:/%3a}_$(dpkg --print-architecture).deb"
   [[ -s $deb ]] || download "$p"
@@ -130,7 +130,7 @@ verify() {
   local bin flag out bad=0
   while read -r bin flag; do
     if out=$("$NV_TRIXIE_DEST/$bin" "$flag" 2>&1); then
-      echo "fetch-trixie: ok $bin: $(echo "$out" | grep -m1 -iE 'version' | sed 's/^ *//')"
+      echo "fetch-trixie: ok $bin: $(sed -n '/[0-9]\.[0-9]/{s/^ *//;p;q}' <<<"$out")"
     else
       echo "fetch-trixie: FAILED $bin $flag: $out" >&2
       bad=1
