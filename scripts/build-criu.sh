@@ -37,11 +37,16 @@ install_missing() {
     [[ $(dpkg-query -W -f='${db:Status-Abbrev}' "$p" 2>/dev/null) == "ii " ]] || missing+=("$p")
   done
   ((${#missing[@]})) || return 0
-  echo "build-criu: installing build deps: ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
-  apt-get -qq -o DPkg::Lock::Timeout=900 update
-  apt-get -qq -y -o DPkg::Lock::Timeout=900 install --no-install-recommends "${missing[@]}" </dev/null \
-    > >(grep -v '^debconf: delaying' || true) 2>&1
+  echo "build-criu: installing build deps: ${missing[*]}"
+  local log=$CRIU_WORK/apt.log
+  if ! { apt-get -q -o DPkg::Lock::Timeout=900 update \
+    && apt-get -q -y -o DPkg::Lock::Timeout=900 -o Dpkg::Use-Pty=0 install --no-install-recommends \
+      "${missing[@]}"; } </dev/null >"$log" 2>&1; then
+    tail -n 20 "$log" >&2
+    echo "build-criu: installing build deps failed (log: $log)" >&2
+    return 1
+  fi
 }
 
 # The orig tarball's line of `apt-get source --print-uris criu`, run in an empty dir (apt leaves out

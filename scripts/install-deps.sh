@@ -1,0 +1,62 @@
+#!/bin/bash
+# Why: one command brings a fresh Debian 12 machine to the point where the shim builds and every
+# test tier runs: Debian 12 build and test packages, Debian 13's containerd 1.7 / runsc / docker 26
+# (scripts/fetch-trixie.sh) and CRIU >= 4 (scripts/build-criu.sh). Idempotent; `apt-get update`
+# runs only when a package is missing; prints one line when everything is already there.
+# Safe without a terminal (CI=true, no stdin). Usage: sudo scripts/install-deps.sh
+set -euo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+
+BUILD_PKGS=(build-essential cmake pkg-config libboost-dev libboost-program-options-dev
+  protobuf-compiler libprotobuf-dev nlohmann-json3-dev libyaml-cpp-dev libgtest-dev libgmock-dev
+  clang clang-tidy clang-format libclang-rt-14-dev)
+TEST_PKGS=(containerd runc crun busybox-static iptables jq rpm util-linux procps psmisc)
+
+# Prints the packages of "$@" that are not installed.
+missing_pkgs() {
+  local p
+  for p in "$@"; do
+    [[ $(dpkg-query -W -f='${db:Status-Abbrev}' "$p" 2>/dev/null) == "ii " ]] || echo "$p"
+  done
+}
+
+APT_LOG=/var/tmp/nvproxy-install-deps.log
+
+# apt-get without a terminal; waits for the dpkg/apt locks instead of failing when another apt-get
+# runs; its chatter goes to $APT_LOG, shown only when it fails.
+apt_quiet() {
+  if ! DEBIAN_FRONTEND=noninteractive apt-get -q -y -o DPkg::Lock::Timeout=900 -o Dpkg::Use-Pty=0 \
+    "$@" </dev/null >>"$APT_LOG" 2>&1; then
+    tail -n 20 "$APT_LOG" >&2
+    echo "install-deps: apt-get $* failed (log: $APT_LOG)" >&2
+    return 1
+  fi
+}
+
+install_pkgs() {
+  local missing
+  mapfile -t missing < <(missing_pkgs "$@")
+  ((${#missing[@]})) || return 0
+  echo "install-deps: installing ${missing[*]}"
+  apt_quiet update
+  apt_quiet install --no-install-recommends "${missing[@]}"
+  mapfile -t missing < <(missing_pkgs "$@")
+  ((${#missing[@]} == 0)) || { echo "install-deps: still missing: ${missing[*]}" >&2; return 1; }
+}
+
+main() {
+  [[ $(id -u) == 0 ]] || { echo "install-deps: run as root" >&2; return 1; }
+  local all=("${BUILD_PKGS[@]}" "${TEST_PKGS[@]}")
+  if [[ -z $(missing_pkgs "${all[@]}") ]] && "$HERE/fetch-trixie.sh" --check \
+    && "$HERE/build-criu.sh" --check; then
+    echo "install-deps: all dependencies already installed"
+    return 0
+  fi
+  install_pkgs "${all[@]}"
+  "$HERE/fetch-trixie.sh"
+  "$HERE/build-criu.sh"
+  echo "install-deps: done"
+}
+
+main "$@"
