@@ -1,0 +1,172 @@
+#include "oci/runtime.h"
+
+#include <fstream>
+
+#include "common/error.h"
+#include "common/fs.h"
+#include "common/log.h"
+
+namespace nvproxy::oci {
+
+using nlohmann::json;
+
+Runtime::Runtime(RuntimeConfig cfg, ProcessRunner& runner, Logger& log, std::filesystem::path log_file)
+    : cfg_(std::move(cfg)), kind_(runtime_kind_from_binary(cfg_.binary)), runner_(runner), log_(log),
+      log_file_(std::move(log_file)) {}
+
+std::vector<std::string> Runtime::base_args(const std::vector<std::string>& extra_global) const {
+  std::vector<std::string> a{cfg_.binary};
+  if (!cfg_.root.empty()) a.push_back("--root=" + cfg_.root);
+  if (!log_file_.empty()) {
+    a.push_back("--log=" + log_file_.string());
+    if (supports_json_log(kind_)) a.push_back("--log-format=json");
+  }
+  if (cfg_.systemd_cgroup && kind_ != RuntimeKind::Runsc) a.push_back("--systemd-cgroup");
+  a.insert(a.end(), cfg_.extra_args.begin(), cfg_.extra_args.end());
+  a.insert(a.end(), extra_global.begin(), extra_global.end());
+  return a;
+}
+
+std::string Runtime::last_log_error() const {
+  // runc/crun write JSON lines {"level":"error","msg":...}; runsc writes text. Take the last error.
+  std::ifstream in(log_file_);
+  std::string line, last;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    if (line.front() == '{') {
+      auto j = json::parse(line, nullptr, false);
+      if (!j.is_discarded() && j.value("level", "") == "error") last = j.value("msg", line);
+    } else if (line.find("rror") != std::string::npos || line.find("fatal") != std::string::npos) {
+      last = line;
+    }
+  }
+  return last;
+}
+
+RunResult Runtime::run_checked(const std::string& id, const std::string& what, Command cmd) {
+  log_.debug("runtime: " + [&] { std::string s; for (auto& a : cmd.argv) s += a + " "; return s; }());
+  RunResult r = runner_.run(cmd);
+  if (!r.ok()) {
+    std::string detail = last_log_error();
+    if (detail.empty()) detail = r.describe();
+    Code code = Code::Unknown;
+    if (detail.find("does not exist") != std::string::npos || detail.find("not found") != std::string::npos ||
+        detail.find("no such file") != std::string::npos)
+      code = Code::NotFound;
+    throw Error(code, std::string(runtime_kind_name(kind_)) + " " + what + " of container \"" + id + "\" failed: " + detail);
+  }
+  return r;
+}
+
+void Runtime::create(const std::string& id, const CreateOptions& o) {
+  auto a = base_args(o.extra_global);
+  a.insert(a.end(), {"create", "--bundle", o.bundle.string(), "--pid-file", o.pid_file.string()});
+  if (!o.console_socket.empty()) a.insert(a.end(), {"--console-socket", o.console_socket});
+  if (o.no_pivot) a.push_back("--no-pivot");
+  if (o.no_new_keyring) a.push_back("--no-new-keyring");
+  a.push_back(id);
+  run_checked(id, "create", {.argv = a, .cwd = o.bundle.string(), .stdin_fd = o.stdio.in, .stdout_fd = o.stdio.out, .stderr_fd = o.stdio.err});
+}
+
+void Runtime::start(const std::string& id) {
+  auto a = base_args();
+  a.insert(a.end(), {"start", id});
+  run_checked(id, "start", {.argv = a});
+}
+
+RuntimeState Runtime::state(const std::string& id) {
+  auto a = base_args();
+  a.insert(a.end(), {"state", id});
+  RunResult r = run_checked(id, "state", {.argv = a});
+  auto j = json::parse(r.out, nullptr, false);
+  if (j.is_discarded() || !j.is_object())
+    throw Error(Code::Internal, std::string(runtime_kind_name(kind_)) + " state of \"" + id + "\": unparsable output");
+  return {j.value("status", ""), j.value("pid", 0), j.value("bundle", "")};
+}
+
+std::vector<int> Runtime::ps(const std::string& id) {
+  auto a = base_args();
+  a.insert(a.end(), {"ps", "--format", "json", id});
+  RunResult r = run_checked(id, "ps", {.argv = a});
+  auto j = json::parse(r.out, nullptr, false);
+  std::vector<int> pids;
+  if (j.is_array()) {
+    for (const auto& p : j) {
+      if (p.is_number_integer()) pids.push_back(p.get<int>());
+      else if (p.is_object() && p.contains("pid")) pids.push_back(p["pid"].get<int>());  // runsc's format
+    }
+  } else if (!j.is_null()) {
+    throw Error(Code::Internal, std::string(runtime_kind_name(kind_)) + " ps of \"" + id + "\": unparsable output");
+  }
+  return pids;
+}
+
+void Runtime::kill(const std::string& id, int signal, bool all) {
+  auto a = base_args();
+  a.push_back("kill");
+  if (all) a.push_back("--all");
+  a.insert(a.end(), {id, std::to_string(signal)});
+  run_checked(id, "kill", {.argv = a});
+}
+
+void Runtime::remove(const std::string& id, bool force) {
+  auto a = base_args();
+  a.push_back("delete");
+  if (force) a.push_back("--force");
+  a.push_back(id);
+  run_checked(id, "delete", {.argv = a});
+}
+
+void Runtime::pause(const std::string& id) {
+  auto a = base_args();
+  a.insert(a.end(), {"pause", id});
+  run_checked(id, "pause", {.argv = a});
+}
+
+void Runtime::resume(const std::string& id) {
+  auto a = base_args();
+  a.insert(a.end(), {"resume", id});
+  run_checked(id, "resume", {.argv = a});
+}
+
+void Runtime::update(const std::string& id, const json& resources) {
+  auto a = base_args();
+  a.insert(a.end(), {"update", "--resources", "-", id});
+  run_checked(id, "update", {.argv = a, .stdin_data = resources.dump()});
+}
+
+void Runtime::exec(const std::string& id, const ExecOptions& o) {
+  auto a = base_args();
+  a.insert(a.end(), {"exec", "--detach", "--process", o.process_json.string(), "--pid-file", o.pid_file.string()});
+  if (!o.console_socket.empty()) a.insert(a.end(), {"--console-socket", o.console_socket});
+  a.push_back(id);
+  run_checked(id, "exec", {.argv = a, .stdin_fd = o.stdio.in, .stdout_fd = o.stdio.out, .stderr_fd = o.stdio.err});
+}
+
+void Runtime::checkpoint(const std::string& id, const CheckpointFlags& f) {
+  std::vector<std::string> dropped;
+  auto a = base_args();
+  a.push_back("checkpoint");
+  auto ca = checkpoint_args(kind_, f, dropped);
+  a.insert(a.end(), ca.begin(), ca.end());
+  if (!cfg_.criu_path.empty() && kind_ == RuntimeKind::Runc) a.push_back("--criu=" + cfg_.criu_path);
+  a.push_back(id);
+  for (const auto& d : dropped) log_.info("checkpoint of \"" + id + "\": " + runtime_kind_name(kind_) + " does not take " + d + ", dropped");
+  run_checked(id, "checkpoint", {.argv = a});
+}
+
+void Runtime::restore(const std::string& id, const RestoreOptions& o) {
+  auto a = base_args(o.extra_global);
+  a.insert(a.end(), {"restore", "--detach", "--bundle", o.bundle.string(), "--image-path", o.image_path.string(), "--pid-file",
+                     o.pid_file.string()});
+  if (kind_ != RuntimeKind::Runsc) {
+    if (!o.work_path.empty()) a.insert(a.end(), {"--work-path", o.work_path.string()});
+    if (!cfg_.criu_path.empty()) a.push_back("--criu=" + cfg_.criu_path);
+    if (o.no_pivot) a.push_back("--no-pivot");
+  }
+  if (!o.console_socket.empty()) a.insert(a.end(), {"--console-socket", o.console_socket});
+  a.push_back(id);
+  run_checked(id, "restore", {.argv = a, .cwd = o.bundle.string(), .stdin_fd = o.stdio.in, .stdout_fd = o.stdio.out, .stderr_fd = o.stdio.err});
+}
+
+}  // namespace nvproxy::oci

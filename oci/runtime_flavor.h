@@ -1,0 +1,36 @@
+// What differs between the OCI runtimes we drive (runc, crun, runsc): one place per runtime, so the
+// driver itself has one code path.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace nvproxy::oci {
+
+enum class RuntimeKind { Runc, Crun, Runsc };
+
+// Decided from the binary's file name ("runsc", "/usr/bin/crun", ...); unknown names behave as runc.
+RuntimeKind runtime_kind_from_binary(const std::string& binary);
+const char* runtime_kind_name(RuntimeKind k);
+
+struct CheckpointFlags {
+  bool leave_running = false;   // containerd's exit=false
+  bool open_tcp = false;
+  bool external_unix_sockets = false;
+  bool terminal = false;
+  bool file_locks = false;
+  std::vector<std::string> empty_namespaces;
+  std::string cgroups_mode;
+  std::string image_path;
+  std::string work_path;
+};
+
+// Translates containerd's checkpoint options into this runtime's `checkpoint` arguments.
+// runsc has no CRIU: it rejects runc's CRIU flags and has no --leave-running before 2024 releases,
+// so those are dropped (and reported in `dropped` for the log).
+std::vector<std::string> checkpoint_args(RuntimeKind k, const CheckpointFlags& f, std::vector<std::string>& dropped);
+
+// Whether the runtime understands `--log-format json` (runc and crun do; runsc logs text).
+bool supports_json_log(RuntimeKind k);
+
+}  // namespace nvproxy::oci
