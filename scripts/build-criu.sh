@@ -8,7 +8,7 @@
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-# shellcheck source=fetch-trixie.sh
+# shellcheck source-path=SCRIPTDIR
 source "$HERE/fetch-trixie.sh"
 
 CRIU_BIN=${CRIU_BIN:-/usr/local/sbin/criu}
@@ -96,9 +96,9 @@ build() {
 }
 
 check_verdict() {
-  local out rc=0
+  local out line rc=0
   out=$("$CRIU_BIN" check 2>&1) || rc=$?
-  echo "$out" | sed 's/^/build-criu: criu check: /'
+  while IFS= read -r line; do echo "build-criu: criu check: $line"; done <<<"$out"
   if ((rc == 0)); then
     echo "build-criu: criu check passed ($CRIU_BIN $(installed_version))"
   else
