@@ -1,0 +1,61 @@
+// Moving a process's CUDA state (the driver's checkpoint API): RUNNING -lock-> LOCKED -checkpoint->
+// CHECKPOINTED -restore-> LOCKED -unlock-> RUNNING. Two implementations: the driver API through
+// dlopen (cuda_driver_api.h) and the cuda-checkpoint binary (cuda_checkpoint_bin.h).
+#pragma once
+
+#include <sys/types.h>
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "checkpoint/config.h"
+#include "common/error.h"
+#include "common/process.h"
+
+namespace nvproxy::checkpoint {
+
+enum class CudaState { Running = 0, Locked = 1, Checkpointed = 2, Failed = 3 };
+std::string_view state_name(CudaState s);  // running | locked | checkpointed | failed
+
+// A toggle the driver refused. driver_code is the CUresult (-1 when unknown, e.g. the binary
+// failed without saying), driver_name e.g. "CUDA_ERROR_NOT_SUPPORTED".
+class CudaError : public Error {
+ public:
+  CudaError(pid_t pid, std::string op, int driver_code, std::string driver_name, std::string detail = "");
+  pid_t pid() const { return pid_; }
+  const std::string& op() const { return op_; }
+  int driver_code() const { return driver_code_; }
+  const std::string& driver_name() const { return driver_name_; }
+  // "CUDA_ERROR_NOT_SUPPORTED (801)", plus detail if any: what the driver answered.
+  std::string answer() const;
+
+ private:
+  pid_t pid_;
+  std::string op_;
+  int driver_code_;
+  std::string driver_name_, detail_;
+};
+
+// CUresult values the orchestrator looks at.
+inline constexpr int kCudaNotInitialized = 3;
+inline constexpr int kCudaTimeout = 909;
+
+class CudaToggler {
+ public:
+  virtual ~CudaToggler() = default;
+  virtual std::string describe() = 0;  // for logs: "driver API (libcuda.so.1)"
+  // All throw CudaError when the driver refuses, Error when the API cannot be reached at all.
+  // get_state failing means "not a CUDA process" (the driver answers NOT_INITIALIZED for those).
+  virtual CudaState get_state(pid_t pid) = 0;
+  virtual void lock(pid_t pid, unsigned timeout_ms) = 0;
+  virtual void checkpoint(pid_t pid) = 0;
+  virtual void restore(pid_t pid) = 0;
+  virtual void unlock(pid_t pid) = 0;
+};
+
+// From config.cuda: "driver-api", "cuda-checkpoint", or "none" (nullptr: no CUDA toggling, e.g.
+// when the runtime toggles CUDA itself). Throws Error(InvalidArgument) for anything else.
+std::unique_ptr<CudaToggler> make_toggler(const CheckpointConfig& cfg, ProcessRunner& runner);
+
+}  // namespace nvproxy::checkpoint

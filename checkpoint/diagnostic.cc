@@ -1,0 +1,108 @@
+#include "checkpoint/diagnostic.h"
+
+#include <algorithm>
+#include <array>
+#include <cstdio>
+
+#include "common/error.h"
+#include "common/fs.h"
+
+namespace nvproxy::checkpoint {
+
+namespace {
+
+constexpr size_t kMaxCommand = 60;       // COMMAND column: enough to recognise the program
+constexpr size_t kMaxRowsPerProcess = 8;  // a CUDA process holds ~23 fds per GPU; show the first few
+
+std::string shorten(const std::string& s, size_t max) {
+  return s.size() <= max ? s : s.substr(0, max) + " ...";
+}
+
+std::string join_pids(const std::vector<pid_t>& pids) {
+  std::string s;
+  for (pid_t p : pids) s += (s.empty() ? "" : ", ") + std::to_string(p);
+  return s;
+}
+
+}  // namespace
+
+std::string count_processes(size_t n) {
+  return std::to_string(n) + (n == 1 ? " process" : " processes");
+}
+
+std::string render_text(const Diagnostic& d) {
+  std::string out = d.verdict.empty() ? "container \"" + d.container + "\": " + d.reason
+                                      : "checkpoint of container \"" + d.container + "\" " + d.verdict + ": " + d.reason;
+  out += "\n";
+  // Rows first, then column widths (at least the header's, two spaces apart).
+  std::vector<std::array<std::string, 6>> rows;
+  for (const auto& p : d.processes) {
+    size_t shown = 0;
+    auto add = [&](const std::string& fd, const std::string& dev) {
+      rows.push_back({std::to_string(p.pid), p.name, p.cuda_state, fd, dev, shorten(p.cmdline, kMaxCommand)});
+    };
+    for (const auto& h : p.holders) {
+      if (shown++ == kMaxRowsPerProcess) {
+        add("", "... " + std::to_string(p.holders.size() - kMaxRowsPerProcess) + " more");
+        break;
+      }
+      add(h.kind == HolderKind::Fd ? std::to_string(h.fd) : "map", h.path);
+    }
+    if (p.holders.empty()) add("-", "-");
+  }
+  if (!rows.empty()) {
+    std::array<std::string, 6> head{"PID", "NAME", "CUDA STATE", "FD", "DEVICE", "COMMAND"};
+    std::array<size_t, 6> w{};
+    for (size_t c = 0; c < 5; ++c) {
+      w[c] = head[c].size();
+      for (const auto& r : rows) w[c] = std::max(w[c], r[c].size());
+      w[c] += 2;
+    }
+    auto line = [&](const std::array<std::string, 6>& r) {
+      std::string l;
+      for (size_t c = 0; c < 5; ++c) l += r[c] + std::string(w[c] - r[c].size(), ' ');
+      l += r[5];
+      while (!l.empty() && l.back() == ' ') l.pop_back();
+      return l + "\n";
+    };
+    out += line(head);
+    for (const auto& r : rows) out += line(r);
+  }
+  for (const auto& p : d.processes)
+    if (!p.hint.empty()) out += "hint: " + p.hint + "\n";
+  for (const auto& w : d.warnings) out += "warning: " + w + "\n";
+  if (!d.rolled_back.empty())
+    out += "rolled back: pid " + join_pids(d.rolled_back) + " CUDA-running again; the container keeps running\n";
+  for (const auto& s : d.stuck)
+    out += "STUCK: pid " + std::to_string(s.pid) + " is left " + s.state + ": " + s.detail + "\n";
+  return out;
+}
+
+nlohmann::json to_json(const Diagnostic& d) {
+  using nlohmann::json;
+  json procs = json::array();
+  for (const auto& p : d.processes) {
+    json holders = json::array();
+    for (const auto& h : p.holders) {
+      if (h.kind == HolderKind::Fd) holders.push_back({{"fd", h.fd}, {"path", h.path}});
+      else holders.push_back({{"mapping", true}, {"path", h.path}});
+    }
+    json jp = {{"pid", p.pid}, {"name", p.name}, {"cmdline", p.cmdline}, {"cuda_state", p.cuda_state},
+               {"holders", holders}, {"hint", p.hint}};
+    if (!p.gpus.empty()) jp["gpus"] = p.gpus;
+    procs.push_back(jp);
+  }
+  json phases = json::object();
+  for (const auto& ph : d.phases) phases[ph.name + "_ms"] = ph.ms;
+  json stuck = json::array();
+  for (const auto& s : d.stuck) stuck.push_back({{"pid", s.pid}, {"state", s.state}, {"detail", s.detail}});
+  return {{"container", d.container}, {"verdict", d.verdict}, {"reason", d.reason}, {"processes", procs},
+          {"phases", phases}, {"rolled_back", d.rolled_back}, {"stuck", stuck}, {"warnings", d.warnings},
+          {"text", render_text(d)}};
+}
+
+void write_json(const Diagnostic& d, const std::filesystem::path& file) {
+  write_file_atomic(file, to_json(d).dump(2) + "\n");
+}
+
+}  // namespace nvproxy::checkpoint

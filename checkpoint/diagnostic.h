@@ -1,0 +1,62 @@
+// What a refused or failed checkpoint tells the user: a text table (the error message containerd
+// shows) and the same as JSON (checkpoint-diagnostic.json in the bundle).
+//
+//   checkpoint of container "sglang" refused: 2 processes still hold GPU devices after CUDA toggle
+//   PID   NAME        CUDA STATE    FD   DEVICE           COMMAND
+//   44    python3     running       17   /dev/nvidiactl   python3 -m sglang.launch_server ...
+//   91    nvidia-smi  (no CUDA)     3    /dev/nvidia0     nvidia-smi -l 1
+//   hint: pid 91 is not a CUDA process (NVML user?); stop it or exclude it before checkpointing
+#pragma once
+
+#include <sys/types.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "checkpoint/holder_scan.h"
+
+namespace nvproxy::checkpoint {
+
+struct ProcessReport {
+  pid_t pid = 0;
+  std::string name, cmdline;
+  std::string cuda_state;  // running | locked | checkpointed | failed | (no CUDA)
+  std::vector<Holder> holders;
+  std::vector<std::string> gpus;  // GPU UUIDs with compute contexts, when known
+  std::string hint;               // one sentence, empty if none
+};
+
+struct PhaseTiming {
+  std::string name;  // scan, classify, preflight, lock, checkpoint, verify, snapshot, resume, rollback
+  double ms = 0;
+};
+
+// A process the rollback or resume could not bring back to running.
+struct StuckProcess {
+  pid_t pid = 0;
+  std::string state;   // the CUDA state it is left in, as far as known
+  std::string detail;  // what the driver answered
+};
+
+struct Diagnostic {
+  std::string container;
+  std::string verdict;  // "refused" | "failed"; empty for the read-only diagnose report
+  std::string reason;   // e.g. "2 processes still hold GPU devices after CUDA toggle"
+  std::vector<ProcessReport> processes;
+  std::vector<PhaseTiming> phases;
+  std::vector<pid_t> rolled_back;  // toggled pids brought back to running
+  std::vector<StuckProcess> stuck;
+  std::vector<std::string> warnings;
+};
+
+// "1 process" / "2 processes".
+std::string count_processes(size_t n);
+
+std::string render_text(const Diagnostic& d);
+nlohmann::json to_json(const Diagnostic& d);
+// Atomically (temp + rename). Throws Error naming the file.
+void write_json(const Diagnostic& d, const std::filesystem::path& file);
+
+}  // namespace nvproxy::checkpoint

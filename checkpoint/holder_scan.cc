@@ -1,0 +1,146 @@
+#include "checkpoint/holder_scan.h"
+
+#include <dirent.h>
+#include <fnmatch.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+namespace nvproxy::checkpoint {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::optional<std::string> slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  if (!in) return std::nullopt;
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string comm_of(const fs::path& dir) {
+  auto s = slurp(dir / "comm");
+  if (!s) return "?";
+  while (!s->empty() && s->back() == '\n') s->pop_back();
+  return *s;
+}
+
+std::string cmdline_of(const fs::path& dir) {
+  auto s = slurp(dir / "cmdline");
+  if (!s) return "";
+  while (!s->empty() && s->back() == '\0') s->pop_back();
+  std::replace(s->begin(), s->end(), '\0', ' ');
+  return *s;
+}
+
+// The path of a /proc/PID/maps line (6th field onwards), without the " (deleted)" suffix.
+std::string maps_path(const std::string& line) {
+  std::istringstream ls(line);
+  std::string f;
+  for (int i = 0; i < 5; ++i)
+    if (!(ls >> f)) return "";
+  std::string rest;
+  std::getline(ls, rest);
+  size_t b = rest.find_first_not_of(' ');
+  if (b == std::string::npos) return "";
+  rest = rest.substr(b);
+  static const std::string kDeleted = " (deleted)";
+  if (rest.size() > kDeleted.size() && rest.compare(rest.size() - kDeleted.size(), kDeleted.size(), kDeleted) == 0)
+    rest.resize(rest.size() - kDeleted.size());
+  return rest;
+}
+
+std::string basename_of(const std::string& p) {
+  size_t s = p.rfind('/');
+  return s == std::string::npos ? p : p.substr(s + 1);
+}
+
+}  // namespace
+
+std::string_view kind_name(HolderKind k) { return k == HolderKind::Fd ? "fd" : "mapping"; }
+
+bool ProcHolderScanner::matches(const std::string& path) const {
+  return std::any_of(globs_.begin(), globs_.end(),
+                     [&](const std::string& g) { return ::fnmatch(g.c_str(), path.c_str(), 0) == 0; });
+}
+
+std::vector<Holder> ProcHolderScanner::scan_one(pid_t pid) {
+  fs::path dir = proc_ / std::to_string(pid);
+  std::vector<Holder> out;
+  // fds in numeric order, so diagnostics are stable.
+  std::vector<int> fds;
+  if (DIR* d = ::opendir((dir / "fd").c_str())) {
+    while (dirent* e = ::readdir(d)) {
+      char* end;
+      long n = std::strtol(e->d_name, &end, 10);
+      if (*end == 0 && end != e->d_name) fds.push_back(static_cast<int>(n));
+    }
+    ::closedir(d);
+  }
+  std::sort(fds.begin(), fds.end());
+  for (int fd : fds) {
+    std::error_code ec;
+    fs::path target = fs::read_symlink(dir / "fd" / std::to_string(fd), ec);
+    if (ec) continue;  // closed meanwhile
+    std::string t = target.string();
+    if (matches(t)) out.push_back({.pid = pid, .kind = HolderKind::Fd, .fd = fd, .path = t});
+  }
+  // Mappings: one holder per device, however many ranges map it.
+  if (auto maps = slurp(dir / "maps")) {
+    std::set<std::string> seen;
+    std::istringstream ms(*maps);
+    std::string line;
+    while (std::getline(ms, line)) {
+      std::string p = maps_path(line);
+      if (p.empty() || p[0] != '/' || !matches(p) || !seen.insert(p).second) continue;
+      out.push_back({.pid = pid, .kind = HolderKind::Mapping, .path = p});
+    }
+  }
+  if (out.empty()) return out;
+  std::string name = comm_of(dir), cmd = cmdline_of(dir);
+  for (auto& h : out) {
+    h.name = name;
+    h.cmdline = cmd;
+  }
+  return out;
+}
+
+std::vector<Holder> ProcHolderScanner::scan(const std::vector<pid_t>& pids) {
+  std::vector<pid_t> sorted = pids;
+  std::sort(sorted.begin(), sorted.end());
+  std::vector<Holder> all;
+  for (pid_t pid : sorted) {
+    auto hs = scan_one(pid);  // a vanished process simply yields nothing
+    all.insert(all.end(), hs.begin(), hs.end());
+  }
+  return all;
+}
+
+std::optional<ProcInfo> ProcHolderScanner::info(pid_t pid) {
+  fs::path dir = proc_ / std::to_string(pid);
+  auto status = slurp(dir / "status");
+  if (!status) return std::nullopt;
+  ProcInfo pi{.pid = pid, .name = comm_of(dir), .cmdline = cmdline_of(dir)};
+  std::istringstream ss(*status);
+  std::string line;
+  while (std::getline(ss, line))
+    if (line.rfind("PPid:", 0) == 0) pi.ppid = static_cast<pid_t>(std::strtol(line.c_str() + 5, nullptr, 10));
+  std::error_code ec;
+  pi.exe = fs::read_symlink(dir / "exe", ec).string();
+  if (auto maps = slurp(dir / "maps")) {
+    std::istringstream ms(*maps);
+    while (std::getline(ms, line)) {
+      std::string b = basename_of(maps_path(line));
+      if (b.rfind("libcuda.so", 0) == 0) pi.maps_libcuda = true;
+      if (b.rfind("libnvidia-ml.so", 0) == 0) pi.maps_libnvml = true;
+    }
+  }
+  return pi;
+}
+
+}  // namespace nvproxy::checkpoint

@@ -1,0 +1,63 @@
+// Which processes hold GPU devices: open fds and memory mappings whose path matches a device glob.
+// Driver libraries mapped into a process (libcuda.so, libnvidia-*.so) are not holders: they stay
+// mapped after a CUDA checkpoint, and CRIU dumps them like any other file mapping.
+#pragma once
+
+#include <sys/types.h>
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace nvproxy::checkpoint {
+
+enum class HolderKind { Fd, Mapping };
+
+struct Holder {
+  pid_t pid = 0;
+  std::string name;     // comm
+  std::string cmdline;  // NULs turned into spaces
+  HolderKind kind = HolderKind::Fd;
+  int fd = -1;          // for kind Fd
+  std::string path;     // the device
+};
+
+// What the hints need to know about a process besides its holders.
+struct ProcInfo {
+  pid_t pid = 0;
+  pid_t ppid = 0;
+  std::string name, cmdline, exe;
+  bool maps_libcuda = false;  // libcuda.so mapped
+  bool maps_libnvml = false;  // libnvidia-ml.so mapped
+};
+
+class HolderScanner {
+ public:
+  virtual ~HolderScanner() = default;
+  // Holders among pids, in pid order. A process that vanished mid-scan is skipped.
+  virtual std::vector<Holder> scan(const std::vector<pid_t>& pids) = 0;
+  // nullopt if the process is gone.
+  virtual std::optional<ProcInfo> info(pid_t pid) = 0;
+};
+
+class ProcHolderScanner final : public HolderScanner {
+ public:
+  // Globs are matched with fnmatch(3) without FNM_PATHNAME, so "/dev/nvidia*" also covers
+  // /dev/nvidia-caps/nvidia-cap1.
+  explicit ProcHolderScanner(std::vector<std::string> device_globs, std::filesystem::path proc_root = "/proc")
+      : globs_(std::move(device_globs)), proc_(std::move(proc_root)) {}
+  std::vector<Holder> scan(const std::vector<pid_t>& pids) override;
+  std::optional<ProcInfo> info(pid_t pid) override;
+
+  bool matches(const std::string& path) const;
+
+ private:
+  std::vector<Holder> scan_one(pid_t pid);
+  std::vector<std::string> globs_;
+  std::filesystem::path proc_;
+};
+
+std::string_view kind_name(HolderKind k);  // "fd" | "mapping"
+
+}  // namespace nvproxy::checkpoint

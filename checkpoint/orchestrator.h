@@ -1,0 +1,104 @@
+// The checkpoint of a container with GPU processes (DESIGN.md "Checkpoint orchestrator"):
+//
+//   list pids -> scan device holders -> classify (CUDA state of each holder) -> preflight (refuse
+//   processes the driver cannot restore) -> lock all -> checkpoint all (parallel) -> verify (rescan:
+//   no holder may remain) -> snapshot (the runtime's checkpoint) -> resume if the task keeps running.
+//
+// Any failure before the snapshot has completed restores and unlocks every toggled process and
+// throws Error(FailedPrecondition) carrying the diagnostic table; the diagnostic is also written as
+// JSON (checkpoint-diagnostic.json in the bundle). The container keeps running. A process that
+// cannot be brought back is reported as stuck, never claimed as rolled back.
+//
+// Everything it touches is injected (pid lister, holder scanner, CUDA toggler, GPU usage probe,
+// snapshot callback), so it runs in tests against fakes.
+#pragma once
+
+#include <sys/types.h>
+
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "checkpoint/config.h"
+#include "checkpoint/cuda_toggler.h"
+#include "checkpoint/diagnostic.h"
+#include "checkpoint/gpu_usage.h"
+#include "checkpoint/holder_scan.h"
+#include "checkpoint/process_list.h"
+#include "common/log.h"
+
+namespace nvproxy::checkpoint {
+
+struct CheckpointRequest {
+  std::string container_id;
+  bool keep_running = true;                // containerd's CheckpointOptions.exit == false
+  std::filesystem::path diagnostic_path;   // BUNDLE/checkpoint-diagnostic.json; empty: not written
+};
+
+// The runtime's checkpoint (`runc checkpoint --image-path ...`); throws Error on failure.
+using SnapshotFn = std::function<void()>;
+
+struct CheckpointOutcome {
+  std::vector<pid_t> toggled;  // CUDA processes checkpointed for the snapshot
+  std::vector<PhaseTiming> phases;
+  std::vector<std::string> warnings;
+};
+
+struct ResumeOutcome {
+  std::vector<pid_t> resumed;  // restored and unlocked
+  std::vector<PhaseTiming> phases;
+};
+
+// What `diagnose` shows: holders, CUDA states, and whether a checkpoint would be refused.
+struct Inspection {
+  Diagnostic diagnostic;
+  bool would_refuse = false;
+};
+
+class Orchestrator {
+ public:
+  // toggler == nullptr: CUDA toggling is off (checkpoint.cuda: none); the snapshot runs directly.
+  // probe == nullptr: no multi-GPU preflight.
+  Orchestrator(CheckpointConfig cfg, ProcessLister& lister, HolderScanner& scanner, CudaToggler* toggler,
+               GpuUsageProbe* probe, Logger& log)
+      : cfg_(std::move(cfg)), lister_(lister), scanner_(scanner), toggler_(toggler), probe_(probe), log_(log) {}
+
+  // Throws Error(FailedPrecondition) with the diagnostic text when refused or rolled back; the
+  // snapshot's own Error code when the snapshot failed (after rollback); Error(Internal) when the
+  // snapshot was written but CUDA could not be resumed.
+  CheckpointOutcome checkpoint(const CheckpointRequest& req, const SnapshotFn& snapshot);
+
+  // After the runtime's restore: lists the pids again (host pids change), restores and unlocks
+  // every process whose CUDA state is checkpointed (and unlocks locked ones), in parallel.
+  // Throws Error(FailedPrecondition) naming the stuck processes.
+  ResumeOutcome restore_after_runtime_restore(const std::string& container_id,
+                                              const std::filesystem::path& diagnostic_path = {});
+
+  // Read-only: nothing is toggled.
+  Inspection inspect(const std::string& container_id);
+
+  struct Classified;  // internal, shared by checkpoint() and inspect()
+
+ private:
+  struct Resumed {
+    std::vector<pid_t> running;
+    std::vector<StuckProcess> stuck;
+  };
+  Classified classify(const std::string& id, const std::vector<Holder>& holders);
+  // Brings each pid back to running from whatever state the driver reports (believed: the state we
+  // left it in, used when the driver cannot say).
+  Resumed bring_back(const std::vector<pid_t>& pids, const std::map<pid_t, CudaState>& believed);
+  std::map<pid_t, std::set<std::string>> probe_gpus(std::string& error);
+  ProcessReport report_for(pid_t pid, const std::vector<Holder>& holders);
+
+  CheckpointConfig cfg_;
+  ProcessLister& lister_;
+  HolderScanner& scanner_;
+  CudaToggler* toggler_;
+  GpuUsageProbe* probe_;
+  Logger& log_;
+};
+
+}  // namespace nvproxy::checkpoint
