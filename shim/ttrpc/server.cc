@@ -105,6 +105,17 @@ void Server::accept_ready(const std::shared_ptr<Listener>& l) {
     start_accept(l);
     return;
   }
+  if (opts_.require_same_user) {
+    ucred cred{};
+    socklen_t len = sizeof(cred);
+    if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 || cred.uid != ::geteuid()) {
+      log_.warn("ttrpc: refusing connection from pid " + std::to_string(cred.pid) + " uid " +
+                std::to_string(cred.uid) + ": not the shim's user");
+      ::close(fd);
+      start_accept(l);
+      return;
+    }
+  }
   std::shared_ptr<ServerConnection> conn;
   {
     std::lock_guard lk(mu_);

@@ -36,6 +36,9 @@ using Handler = std::function<std::string(const CallContext&, const std::string&
 struct ServerOptions {
   std::chrono::milliseconds shutdown_grace{10000};  // how long shutdown() waits for handlers
   std::size_t max_idle_workers = 4;
+  // Like containerd's shims (UnixSocketRequireSameUser): only a peer running as our effective
+  // uid may talk to us; others are disconnected at accept.
+  bool require_same_user = true;
 };
 
 class ServerConnection;

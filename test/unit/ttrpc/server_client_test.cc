@@ -1,6 +1,8 @@
 // Server and client over a real unix socket in a temp dir.
 #include <dirent.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <sys/un.h>
 
 #include <gtest/gtest.h>
@@ -388,6 +390,37 @@ TEST_F(TtrpcTest, ServeAdoptsListeningSocket) {
   server_->serve(std::move(fd));
   auto c = Client::connect(p);
   EXPECT_EQ(c->call("test.Svc", "Echo", "adopted"), "adopted");
+}
+
+TEST_F(TtrpcTest, PeerOfAnotherUserIsRefused) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to switch to another uid";
+  // Open the modes so that the refusal comes from the peer check, not from the file system.
+  ASSERT_EQ(::chmod(dir_.c_str(), 0755), 0);
+  ASSERT_EQ(::chmod(path_.c_str(), 0666), 0);
+  ::ttrpc::Request r;
+  r.set_service("test.Svc");
+  r.set_method("Echo");
+  std::string frame = encode_frame(1, FrameType::Request, r.SerializeAsString());
+  pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    // Child of a threaded process: plain system calls only, then _exit.
+    if (::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(10);
+    int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    std::memcpy(a.sun_path, path_.c_str(), path_.size());
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) ::_exit(11);
+    (void)::send(fd, frame.data(), frame.size(), MSG_NOSIGNAL);
+    char b;
+    ::_exit(::recv(fd, &b, 1, 0) <= 0 ? 0 : 12);  // closed without an answer
+  }
+  int st = 0;
+  ASSERT_EQ(::waitpid(pid, &st, 0), pid);
+  ASSERT_TRUE(WIFEXITED(st));
+  EXPECT_EQ(WEXITSTATUS(st), 0);
+  auto c = Client::connect(path_);
+  EXPECT_EQ(c->call("test.Svc", "Echo", "me"), "me");
 }
 
 TEST_F(TtrpcTest, ManyConnectionsComeAndGoWithoutLeaks) {
