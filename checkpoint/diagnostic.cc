@@ -52,12 +52,10 @@ std::string render_text(const Diagnostic& d) {
   }
   if (!rows.empty()) {
     std::array<std::string, 6> head{"PID", "NAME", "CUDA STATE", "FD", "DEVICE", "COMMAND"};
-    std::array<size_t, 6> w{};
-    for (size_t c = 0; c < 5; ++c) {
-      w[c] = head[c].size();
-      for (const auto& r : rows) w[c] = std::max(w[c], r[c].size());
-      w[c] += 2;
-    }
+    // The widths of DESIGN.md's table, wider where a value needs it (two spaces between columns).
+    std::array<size_t, 6> w{6, 9, 13, 5, 17, 0};
+    for (size_t c = 0; c < 5; ++c)
+      for (const auto& r : rows) w[c] = std::max(w[c], r[c].size() + 2);
     auto line = [&](const std::array<std::string, 6>& r) {
       std::string l;
       for (size_t c = 0; c < 5; ++c) l += r[c] + std::string(w[c] - r[c].size(), ' ');

@@ -249,7 +249,8 @@ CheckpointOutcome Orchestrator::checkpoint(const CheckpointRequest& req, const S
   if (!c.blockers.empty()) {
     diag.processes = c.blockers;
     throw fail(Code::FailedPrecondition, "refused",
-               count_processes(c.blockers.size()) + " hold GPU devices that the CUDA toggle cannot release");
+               count_processes(c.blockers.size()) + (c.blockers.size() == 1 ? " holds" : " hold") +
+                   " GPU devices that the CUDA toggle cannot release");
   }
 
   if (probe_) {
@@ -457,7 +458,8 @@ Inspection Orchestrator::inspect(const std::string& id) {
       r.cuda_state = "(not checked)";
       d.processes.push_back(std::move(r));
     }
-    d.reason = count_processes(d.processes.size()) + " hold GPU devices; CUDA toggling is off (checkpoint.cuda: none)";
+    d.reason = count_processes(d.processes.size()) + (d.processes.size() == 1 ? " holds" : " hold") +
+               " GPU devices; CUDA toggling is off (checkpoint.cuda: none)";
     return ins;
   }
   Classified c = classify(id, holders);
@@ -499,7 +501,7 @@ Inspection Orchestrator::inspect(const std::string& id) {
   if (!c.blockers.empty()) {
     ins.would_refuse = true;
     d.reason = "a checkpoint would be refused: " + count_processes(c.blockers.size()) +
-               " hold GPU devices that the CUDA toggle cannot release";
+               (c.blockers.size() == 1 ? " holds" : " hold") + " GPU devices that the CUDA toggle cannot release";
   } else if (multi > 0 && !cfg_.allow_unrestorable) {
     ins.would_refuse = true;
     d.reason = "a checkpoint would be refused: " + count_processes(multi) + " with CUDA contexts on several GPUs";

@@ -1,0 +1,74 @@
+#include "checkpoint/process_list.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include "common/error.h"
+#include "fake_gpu.h"
+
+using namespace nvproxy;
+using namespace nvproxy::checkpoint;
+using namespace nvproxy::checkpoint::testing;
+
+TEST(ProcessList, ParsesRuncPsJson) {
+  EXPECT_EQ(parse_pid_array_json("[44, 12, 44]\n", "ps"), (std::vector<pid_t>{12, 44}));
+  EXPECT_TRUE(parse_pid_array_json("null", "ps").empty());
+  EXPECT_TRUE(parse_pid_array_json("[]", "ps").empty());
+  EXPECT_THROW(parse_pid_array_json("{\"a\":1}", "ps"), Error);
+  EXPECT_THROW(parse_pid_array_json("[1, \"x\"]", "ps"), Error);
+  try {
+    parse_pid_array_json("not json", "runc ps of container \"c1\"");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("runc ps of container \"c1\""), std::string::npos);
+  }
+}
+
+TEST(ProcessList, CgroupIsRecursive) {
+  fs::path d = make_temp_dir();
+  fs::create_directories(d / "sub" / "deeper");
+  spit(d / "cgroup.procs", "10\n3\n");
+  spit(d / "sub" / "cgroup.procs", "7\n");
+  spit(d / "sub" / "deeper" / "cgroup.procs", "3\n99\n");
+  EXPECT_EQ(cgroup_pids(d), (std::vector<pid_t>{3, 7, 10, 99}));
+  EXPECT_EQ(CgroupLister(d / "sub").list(), (std::vector<pid_t>{3, 7, 99}));
+  EXPECT_THROW(cgroup_pids(d / "missing"), Error);
+  fs::remove_all(d);
+}
+
+TEST(ProcessList, CgroupOfPid) {
+  fs::path proc = make_temp_dir();
+  fs::create_directories(proc / "42");
+  fs::create_directories(proc / "43");
+  spit(proc / "42" / "cgroup", "0::/system.slice/containerd.service/k8s/abc\n");
+  spit(proc / "43" / "cgroup", "12:pids:/default/c1\n4:cpu,freezer:/default/c1\n0::/init.scope\n");
+  EXPECT_EQ(cgroup_of_pid(42, proc, "/sys/fs/cgroup"), fs::path("/sys/fs/cgroup/system.slice/containerd.service/k8s/abc"));
+  EXPECT_EQ(cgroup_of_pid(43, proc, "/sys/fs/cgroup"), fs::path("/sys/fs/cgroup/freezer/default/c1"));
+  EXPECT_THROW(cgroup_of_pid(44, proc), Error);
+  // This test process has a real cgroup.
+  EXPECT_FALSE(cgroup_of_pid(::getpid()).empty());
+  fs::remove_all(proc);
+}
+
+TEST(ProcessList, RuntimePsRunsTheRuntime) {
+  fs::path d = make_temp_dir();
+  fs::path rt = d / "fake-runc";
+  spit(rt, "#!/bin/sh\necho \"$@\" > " + (d / "args").string() + "\necho '[5,3]'\n");
+  ::chmod(rt.c_str(), 0755);
+  DirectWaiter w;
+  ProcessRunner r(w);
+  RuntimePsLister lister(r, rt.string(), "/run/x", "c1");
+  EXPECT_EQ(lister.list(), (std::vector<pid_t>{3, 5}));
+  EXPECT_EQ(slurp(d / "args"), "--root /run/x ps --format json c1");
+
+  spit(rt, "#!/bin/sh\necho 'container does not exist' >&2\nexit 1\n");
+  try {
+    lister.list();
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Code::FailedPrecondition);
+    EXPECT_NE(std::string(e.what()).find("does not exist"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("\"c1\""), std::string::npos);
+  }
+  fs::remove_all(d);
+}
