@@ -1,6 +1,5 @@
 #include "shim/ttrpc/server.h"
 
-#include <fcntl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
