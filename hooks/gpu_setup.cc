@@ -97,7 +97,12 @@ void run_gpu_setup(const json& state, const GpuSetupOptions& opts, std::ostream&
   check_nodes(root, *record);
   for (const auto& s : record->value("symlinks", json::array())) {
     std::string path = s.value("path", ""), target = s.value("target", "");
-    if (!root.symlink(path, target)) err << "warning: " << path << " exists in the image; link to " << target << " not made\n";
+    // A link we cannot make is not fatal: ldconfig below makes the soname links it needs.
+    try {
+      if (!root.symlink(path, target)) err << "warning: " << path << " exists in the image; link to " << target << " not made\n";
+    } catch (const Error& e) {
+      err << "warning: link " << path << " -> " << target << " not made: " << e.what() << "\n";
+    }
   }
   refresh_ld_cache(root, record->value("ldDirs", std::vector<std::string>{}), opts, err);
 }
