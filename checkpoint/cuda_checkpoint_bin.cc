@@ -1,6 +1,8 @@
 #include "checkpoint/cuda_checkpoint_bin.h"
 
-#include <regex>
+#include <cctype>
+#include <cstdlib>
+#include <cstring>
 
 namespace nvproxy::checkpoint {
 
@@ -11,15 +13,26 @@ std::string trim(std::string s) {
   return b == std::string::npos ? "" : s.substr(b);
 }
 
-// The binary prints the driver's answer in prose; pick out "CUDA_ERROR_X" and/or a number if present.
+// The binary prints the driver's answer in prose; pick out "CUDA_ERROR_X" and/or the number after
+// "error" or "code" if present.
 CudaError error_from(pid_t pid, const std::string& op, const RunResult& r) {
   std::string text = trim(r.err.empty() ? r.out : r.err);
-  std::smatch m;
   std::string name;
+  if (size_t at = text.find("CUDA_ERROR_"); at != std::string::npos) {
+    size_t end = at;
+    while (end < text.size() && (std::isupper(static_cast<unsigned char>(text[end])) || text[end] == '_')) ++end;
+    name = text.substr(at, end - at);
+  }
   int code = -1;
-  if (std::regex_search(text, m, std::regex("CUDA_ERROR_[A-Z_]+"))) name = m.str();
-  if (std::regex_search(text, m, std::regex("(error|code)[^0-9]{0,4}([0-9]+)", std::regex::icase)))
-    code = std::stoi(m.str(2));
+  std::string lower = text;
+  for (char& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  for (const char* word : {"error", "code"}) {
+    for (size_t at = lower.find(word); at != std::string::npos && code < 0; at = lower.find(word, at + 1)) {
+      size_t i = at + std::strlen(word), skipped = 0;
+      while (i < lower.size() && !std::isdigit(static_cast<unsigned char>(lower[i])) && skipped < 4) ++i, ++skipped;
+      if (i < lower.size() && std::isdigit(static_cast<unsigned char>(lower[i]))) code = std::atoi(lower.c_str() + i);
+    }
+  }
   if (name.empty()) name = "cuda-checkpoint " + r.describe();
   return CudaError(pid, op, code, name, text.size() > 300 ? text.substr(0, 300) + "..." : text);
 }
