@@ -405,11 +405,16 @@ ResumeOutcome Orchestrator::restore_after_runtime_restore(const std::string& id,
   std::vector<pid_t> pids = lister_.list();  // new host pids after the runtime's restore
   std::map<pid_t, CudaState> states;
   std::mutex mu;
-  toggle_all(pids, cfg_.parallelism, [&](pid_t pid) {
-    CudaState s = toggler_->get_state(pid);
-    std::lock_guard lk(mu);
-    states[pid] = s;
-  });  // a pid whose state cannot be read is not a CUDA process: nothing to do
+  try {
+    toggle_all(pids, cfg_.parallelism, [&](pid_t pid) {
+      CudaState s = toggler_->get_state(pid);
+      std::lock_guard lk(mu);
+      states[pid] = s;
+    });  // a pid whose state cannot be read is not a CUDA process: nothing to do
+  } catch (const Error& e) {
+    throw Error(e.code(), "restore of container \"" + id + "\": cannot read the CUDA state of its processes " +
+                              pid_list(pids) + ": " + e.what());
+  }
   std::vector<pid_t> todo;
   for (const auto& [pid, s] : states)
     if (s == CudaState::Checkpointed || s == CudaState::Locked) todo.push_back(pid);

@@ -364,3 +364,16 @@ TEST_F(OrchestratorTest, UnusableDriverLibraryIsAClearRefusal) {
   }
   EXPECT_EQ(snapshots, 0);
 }
+
+TEST_F(OrchestratorTest, RestorePathWithAnUnusableDriverNamesTheContainer) {
+  pids = {gpu.start_app()};
+  DriverApiToggler missing("/nonexistent/libcuda.so.1");
+  auto o = make(&missing);
+  try {
+    o.restore_after_runtime_restore("c7");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_TRUE(has(e.what(), "restore of container \"c7\"")) << e.what();
+    EXPECT_TRUE(has(e.what(), "/nonexistent/libcuda.so.1")) << e.what();
+  }
+}
