@@ -105,12 +105,9 @@ DeviceLayerResult apply_device_layer(json& spec, const GpuConfig& cfg, Logger& l
   if (!spec.contains("annotations") || spec["annotations"].is_null()) spec["annotations"] = json::object();
   if (!spec["annotations"].is_object()) throw Error(Code::InvalidArgument, "config.json: annotations: must be an object");
   spec["annotations"][kRecordAnnotation] = res.record.dump();
-  for (const auto& w : res.warnings) log.warn(w);
-  log.info("GPU devices [" + [&] {
-    std::string s;
-    for (const auto& d : res.devices) s += (s.empty() ? "" : ", ") + d;
-    return s;
-  }() + "] applied via " + p.mode + " (" + std::to_string(res.added) + " new edits)");
+  // Warnings are returned, not logged: the caller logs them with the container id.
+  log.debug("GPU layer: " + p.mode + ", " + std::to_string(res.devices.size()) + " devices, " +
+            std::to_string(res.added) + " new edits");
   return res;
 }
 

@@ -26,7 +26,8 @@ struct DeviceLayerResult {
 
 // Edits `spec` in place. No GPU request (or mode off): spec untouched, gpu_requested=false.
 // Throws Error naming the CDI file+field, the env variable or the annotation at fault; an
-// unresolvable CDI device's message also lists the spec files that failed to load.
+// unresolvable CDI device's message also lists the spec files that failed to load. `log` gets the
+// per-file CDI load errors (warn) and a debug summary; `warnings` are returned, not logged.
 DeviceLayerResult apply_device_layer(nlohmann::json& spec, const GpuConfig& cfg, Logger& log);
 
 // What apply_device_layer would do to `spec` (which is not changed): as text for people, or as JSON
