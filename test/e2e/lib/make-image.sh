@@ -44,6 +44,7 @@ make_rootfs() {
   printf 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n' \
     >"$root/etc/passwd"
   printf 'root:x:0:\nnogroup:x:65534:\n' >"$root/etc/group"
+  echo nvproxy-test >"$root/etc/hostname"
 }
 
 sha() { sha256sum "$1" | cut -d' ' -f1; }

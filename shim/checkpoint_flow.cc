@@ -1,0 +1,83 @@
+#include "shim/checkpoint_flow.h"
+
+#include <nlohmann/json.hpp>
+
+#include "checkpoint/cuda_toggler.h"
+#include "checkpoint/gpu_usage.h"
+#include "checkpoint/holder_scan.h"
+#include "checkpoint/orchestrator.h"
+#include "checkpoint/process_list.h"
+#include "common/error.h"
+#include "common/fs.h"
+#include "shim/container.h"
+#include "shim/task_service.h"
+
+namespace nvproxy::shim {
+
+namespace {
+
+// Written into the checkpoint image so that a restore (maybe on another host, by another shim)
+// knows whether CUDA state has to be brought back, without touching libcuda otherwise.
+constexpr const char* kCudaRecord = "nvproxy-cuda.json";
+
+std::vector<pid_t> container_pids(Container& c) {
+  // runsc's pids live inside the sandbox: host /proc does not describe them, so the host-side
+  // scan must not run on them (it would inspect unrelated host processes).
+  if (c.runtime->kind() == oci::RuntimeKind::Runsc) {
+    if (c.gpu)
+      throw Error(Code::FailedPrecondition, "checkpoint of GPU container \"" + c.id +
+                                                "\" under runsc: CUDA toggling inside the gVisor sandbox is not supported yet");
+    return {};
+  }
+  std::vector<pid_t> pids;
+  for (int p : c.runtime->ps(c.id)) pids.push_back(static_cast<pid_t>(p));
+  return pids;
+}
+
+struct Tools {
+  checkpoint::FunctionLister lister;
+  checkpoint::ProcHolderScanner scanner;
+  std::unique_ptr<checkpoint::CudaToggler> toggler;
+  checkpoint::NvmlGpuUsageProbe probe;
+  checkpoint::Orchestrator orch;
+  Tools(Container& c, const ServiceEnv& env)
+      : lister([&c] { return container_pids(c); }),
+        scanner(c.config.checkpoint.device_globs),
+        toggler(checkpoint::make_toggler(c.config.checkpoint, env.runner)),
+        probe(c.config.checkpoint.libnvml),
+        orch(c.config.checkpoint, lister, scanner, toggler.get(), &probe, env.log) {}
+};
+
+}  // namespace
+
+void run_checkpoint(Container& c, const oci::CheckpointFlags& flags, const ServiceEnv& env) {
+  Tools t(c, env);
+  checkpoint::CheckpointRequest req{.container_id = c.id, .keep_running = flags.leave_running,
+                                    .diagnostic_path = c.bundle / "checkpoint-diagnostic.json"};
+  auto outcome = t.orch.checkpoint(req, [&] {
+    c.runtime->checkpoint(c.id, flags);
+  });
+  // The image exists now; note whether its processes carry checkpointed CUDA state.
+  nlohmann::json rec{{"container", c.id}, {"cuda_processes", outcome.toggled.size()}};
+  try {
+    write_file_atomic(std::filesystem::path(flags.image_path) / kCudaRecord, rec.dump());
+  } catch (const Error& e) {
+    env.log.warn("checkpoint of \"" + c.id + "\": " + e.what());
+  }
+  for (const auto& w : outcome.warnings) env.log.warn("checkpoint of \"" + c.id + "\": " + w);
+  std::string phases;
+  for (const auto& p : outcome.phases) phases += " " + p.name + "=" + std::to_string(static_cast<long>(p.ms)) + "ms";
+  env.log.info("checkpoint of \"" + c.id + "\" done: " + std::to_string(outcome.toggled.size()) + " CUDA processes;" + phases);
+}
+
+void restore_cuda_after_runtime_restore(Container& c, const ServiceEnv& env) {
+  auto rec_path = std::filesystem::path(c.restore_from) / kCudaRecord;
+  if (!std::filesystem::exists(rec_path)) return;
+  auto rec = nlohmann::json::parse(read_file(rec_path), nullptr, false);
+  if (rec.is_discarded() || rec.value("cuda_processes", 0) == 0) return;
+  Tools t(c, env);
+  auto outcome = t.orch.restore_after_runtime_restore(c.id, c.bundle / "checkpoint-diagnostic.json");
+  env.log.info("restore of \"" + c.id + "\": CUDA resumed in " + std::to_string(outcome.resumed.size()) + " processes");
+}
+
+}  // namespace nvproxy::shim

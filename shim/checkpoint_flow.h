@@ -1,0 +1,18 @@
+// The Checkpoint RPC's work (GPU-aware, see checkpoint/) and the CUDA side of a restore.
+#pragma once
+
+#include "oci/runtime_flavor.h"
+
+namespace nvproxy::shim {
+
+struct Container;
+struct ServiceEnv;
+
+// Toggles CUDA off for every process holding a GPU, verifies, runs the runtime's checkpoint and
+// brings CUDA back if the task keeps running. On failure everything is rolled back and an
+// Error(FailedPrecondition) carries the diagnostic; the container keeps running.
+void run_checkpoint(Container& c, const oci::CheckpointFlags& flags, const ServiceEnv& env);
+// After the runtime restored the container: restore + unlock CUDA in every checkpointed process.
+void restore_cuda_after_runtime_restore(Container& c, const ServiceEnv& env);
+
+}  // namespace nvproxy::shim

@@ -1,0 +1,95 @@
+#include "shim/config.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <cstdlib>
+
+#include "common/error.h"
+#include "common/fs.h"
+
+namespace nvproxy::shim {
+
+namespace {
+
+template <typename T>
+void get(const YAML::Node& n, const char* key, T& out, const std::string& origin, const std::string& section) {
+  if (!n[key]) return;
+  try {
+    out = n[key].as<T>();
+  } catch (const YAML::Exception& e) {
+    throw Error(Code::InvalidArgument, origin + ": " + section + "." + key + ": " + e.msg);
+  }
+}
+
+void check_keys(const YAML::Node& n, std::initializer_list<const char*> known, const std::string& origin, const std::string& section) {
+  if (!n.IsMap()) throw Error(Code::InvalidArgument, origin + ": " + section + ": must be a mapping");
+  for (const auto& kv : n) {
+    auto k = kv.first.as<std::string>();
+    bool ok = false;
+    for (const char* c : known) ok = ok || k == c;
+    if (!ok) throw Error(Code::InvalidArgument, origin + ": " + (section.empty() ? "" : section + ".") + k + ": unknown key");
+  }
+}
+
+}  // namespace
+
+ShimConfig parse_config(const std::string& text, const std::string& origin) {
+  ShimConfig c;
+  c.source = origin;
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    throw Error(Code::InvalidArgument, origin + ": not valid YAML: " + e.what());
+  }
+  if (root.IsNull()) return c;
+  check_keys(root, {"runtime", "gpu", "checkpoint", "log_level"}, origin, "");
+  if (auto r = root["runtime"]) {
+    check_keys(r, {"binary", "root", "extra_args", "systemd_cgroup", "criu_path"}, origin, "runtime");
+    get(r, "binary", c.runtime.binary, origin, "runtime");
+    get(r, "root", c.runtime.root, origin, "runtime");
+    get(r, "extra_args", c.runtime.extra_args, origin, "runtime");
+    get(r, "systemd_cgroup", c.runtime.systemd_cgroup, origin, "runtime");
+    get(r, "criu_path", c.runtime.criu_path, origin, "runtime");
+  }
+  if (auto g = root["gpu"]) c.gpu = gpu::gpu_config_from_yaml(g, origin);
+  if (auto k = root["checkpoint"]) {
+    check_keys(k, {"cuda", "cuda_checkpoint_path", "libcuda", "libnvml", "lock_timeout_ms", "parallelism", "device_globs",
+                   "allow_unrestorable"},
+               origin, "checkpoint");
+    get(k, "cuda", c.checkpoint.cuda, origin, "checkpoint");
+    get(k, "cuda_checkpoint_path", c.checkpoint.cuda_checkpoint_path, origin, "checkpoint");
+    get(k, "libcuda", c.checkpoint.libcuda, origin, "checkpoint");
+    get(k, "libnvml", c.checkpoint.libnvml, origin, "checkpoint");
+    get(k, "lock_timeout_ms", c.checkpoint.lock_timeout_ms, origin, "checkpoint");
+    get(k, "parallelism", c.checkpoint.parallelism, origin, "checkpoint");
+    get(k, "device_globs", c.checkpoint.device_globs, origin, "checkpoint");
+    get(k, "allow_unrestorable", c.checkpoint.allow_unrestorable, origin, "checkpoint");
+  }
+  if (root["log_level"]) {
+    std::string l;
+    get(root, "log_level", l, origin, "");
+    c.log_level = parse_log_level(l);
+  }
+  if (c.runtime.binary.empty()) throw Error(Code::InvalidArgument, origin + ": runtime.binary: must not be empty");
+  return c;
+}
+
+ShimConfig load_config(const std::string& explicit_path) {
+  std::string path = explicit_path;
+  if (path.empty()) {
+    const char* env = std::getenv("NVPROXY_SHIM_CONFIG");
+    if (env && *env) path = env;
+  }
+  if (path.empty()) {
+    if (!std::filesystem::exists(kDefaultConfigPath)) {
+      ShimConfig c;
+      c.source = "defaults";
+      return c;
+    }
+    path = kDefaultConfigPath;
+  }
+  return parse_config(read_file(path), path);
+}
+
+}  // namespace nvproxy::shim

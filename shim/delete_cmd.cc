@@ -1,0 +1,49 @@
+// `delete`: containerd's cleanup after a shim died (or never started). Works with no daemon: the
+// runtime settings come from the record the daemon left in the bundle.
+#include <signal.h>
+
+#include <chrono>
+#include <iostream>
+
+#include "common/error.h"
+#include "common/log.h"
+#include "common/validate.h"
+#include "proto/shim_task.pb.h"
+#include "shim/cli.h"
+#include "shim/config.h"
+#include "shim/rootfs.h"
+#include "shim/runtime_record.h"
+
+namespace nvproxy::shim {
+
+int delete_main(const ShimArgs& a, std::ostream& out) {
+  validate_id("container id", a.id);
+  std::filesystem::path bundle = a.bundle.empty() ? std::filesystem::current_path() : std::filesystem::path(a.bundle);
+  Logger log(2);
+  oci::RuntimeConfig rc;
+  if (auto rec = read_runtime_record(bundle)) {
+    rc = *rec;
+  } else {
+    rc = load_config("").runtime;
+    if (!rc.root.empty()) rc.root += "/" + a.ns;
+  }
+  DirectWaiter waiter;
+  ProcessRunner runner(waiter);
+  oci::Runtime rt(rc, runner, log, bundle / "log.json");
+  try {
+    rt.remove(a.id, true);
+  } catch (const Error& e) {
+    if (e.code() != Code::NotFound) log.warn(std::string("delete: ") + e.what());
+  }
+  unmount_all(bundle / "rootfs");
+
+  containerd::task::v2::DeleteResponse resp;
+  resp.set_exit_status(128 + SIGKILL);
+  auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  resp.mutable_exited_at()->set_seconds(ns / 1000000000);
+  resp.mutable_exited_at()->set_nanos(static_cast<int>(ns % 1000000000));
+  out << resp.SerializeAsString();
+  return 0;
+}
+
+}  // namespace nvproxy::shim

@@ -1,0 +1,58 @@
+// containerd-shim-nvproxy-v1: dispatches containerd's actions (start, delete, daemon) and the
+// operator commands (gpu-spec, diagnose) and the OCI hook mode.
+#include <unistd.h>
+
+#include <filesystem>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "checkpoint/diagnose.h"
+#include "common/error.h"
+#include "gpu/gpu_spec_cmd.h"
+#include "hooks/hook_main.h"
+#include "shim/cli.h"
+#include "shim/version.h"
+
+namespace {
+std::string self_exe(const char* argv0) {
+  std::error_code ec;
+  auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string(argv0) : p.string();
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  using namespace nvproxy;
+  try {
+    if (!args.empty()) {
+      std::vector<std::string> rest(args.begin() + 1, args.end());
+      if (args[0] == "gpu-spec") return gpu::gpu_spec_main(rest, std::cout, std::cerr);
+      if (args[0] == "diagnose") return checkpoint::diagnose_main(rest, std::cout, std::cerr);
+      if (args[0] == "hook") return hooks::hook_main(rest, std::cin, std::cerr);
+    }
+    shim::ShimArgs a = shim::parse_shim_args(args);
+    if (a.help) {
+      std::cout << shim::shim_usage();
+      return 0;
+    }
+    if (a.version) {
+      std::cout << shim::kBinaryName << ":\n  Version:  " << shim::kVersion << "\n  Runtime:  " << shim::kRuntimeType << "\n";
+      return 0;
+    }
+    if (a.action == "start") return shim::start_main(a, self_exe(argv[0]), std::cin, std::cout);
+    if (a.action == "delete") return shim::delete_main(a, std::cout);
+    if (a.id.empty() || a.ns.empty()) {
+      std::cerr << "error: -namespace and -id are required\n" << shim::shim_usage();
+      return 2;
+    }
+    return shim::daemon_main(a, self_exe(argv[0]));
+  } catch (const Error& e) {
+    std::cerr << "containerd-shim-nvproxy-v1: " << e.what() << "\n";
+    return 1;
+  } catch (const std::exception& e) {
+    std::cerr << "containerd-shim-nvproxy-v1: internal error: " << e.what() << "\n";
+    return 1;
+  }
+}

@@ -1,0 +1,35 @@
+// One process of a container as the shim tracks it: the init process or an exec.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+#include "shim/stdio.h"
+
+namespace nvproxy::shim {
+
+enum class ProcStatus { Created, Running, Paused, Stopped };
+
+struct ExitInfo {
+  uint32_t status = 0;
+  std::chrono::system_clock::time_point at;
+};
+
+struct Process {
+  std::string exec_id;  // empty for init
+  StdioPaths stdio;
+  std::unique_ptr<PipeIO> io;
+  nlohmann::json spec;  // exec: the OCI process spec
+  pid_t pid = 0;
+  ProcStatus status = ProcStatus::Created;
+  std::optional<ExitInfo> exit;
+
+  [[nodiscard]] bool is_init() const { return exec_id.empty(); }
+};
+
+}  // namespace nvproxy::shim

@@ -1,0 +1,31 @@
+#include "shim/runtime_record.h"
+
+#include <nlohmann/json.hpp>
+
+#include "common/error.h"
+#include "common/fs.h"
+
+namespace nvproxy::shim {
+
+void write_runtime_record(const std::filesystem::path& bundle, const oci::RuntimeConfig& rc) {
+  nlohmann::json j{{"binary", rc.binary}, {"root", rc.root}, {"extra_args", rc.extra_args},
+                   {"systemd_cgroup", rc.systemd_cgroup}, {"criu_path", rc.criu_path}};
+  write_file_atomic(bundle / kRuntimeRecordFile, j.dump(), 0600);
+}
+
+std::optional<oci::RuntimeConfig> read_runtime_record(const std::filesystem::path& bundle) {
+  try {
+    auto j = nlohmann::json::parse(read_file(bundle / kRuntimeRecordFile));
+    oci::RuntimeConfig rc;
+    rc.binary = j.at("binary").get<std::string>();
+    rc.root = j.at("root").get<std::string>();
+    rc.extra_args = j.at("extra_args").get<std::vector<std::string>>();
+    rc.systemd_cgroup = j.at("systemd_cgroup").get<bool>();
+    rc.criu_path = j.value("criu_path", "");
+    return rc;
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
+}  // namespace nvproxy::shim

@@ -1,0 +1,76 @@
+// `start`: containerd runs this with cwd = bundle; we start (or find) the daemon, write the
+// `address` file and print the address. It must return quickly; the daemon outlives it.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <iostream>
+#include <iterator>
+
+#include "common/error.h"
+#include "common/fs.h"
+#include "common/process.h"
+#include "common/validate.h"
+#include "oci/spec.h"
+#include "shim/address.h"
+#include "shim/cli.h"
+
+namespace nvproxy::shim {
+
+namespace {
+
+// Containers of one pod share a shim: the CRI plugin marks them with the sandbox id.
+std::string grouping_id(const ShimArgs& a) {
+  try {
+    auto spec = oci::Spec::load(std::filesystem::current_path());
+    if (auto sb = spec.annotation("io.kubernetes.cri.sandbox-id"); sb && !sb->empty()) return *sb;
+  } catch (const Error&) {
+    // No readable spec here: group by the container id alone.
+  }
+  return a.id;
+}
+
+}  // namespace
+
+int start_main(const ShimArgs& a, const std::string& self_exe, std::istream& in, std::ostream& out) {
+  validate_id("container id", a.id);
+  if (a.ns.empty()) throw Error(Code::InvalidArgument, "start: -namespace is required");
+  // containerd <= 2.2 sends the runtime options (a protobuf Any) on stdin; the daemon gets them
+  // again with Create, so they are read and dropped here.
+  std::string ignored((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+
+  std::string group = grouping_id(a);
+  validate_id("sandbox id", group);
+  std::string path = socket_path(a.address, a.ns, group);
+  std::string address = "unix://" + path;
+
+  UniqueFd listener;
+  if (std::filesystem::exists(path)) {
+    if (can_connect(path)) {  // a shim for this pod (or a restarted containerd's task) already runs
+      write_file_atomic("address", address);
+      out << address;
+      return 0;
+    }
+    std::filesystem::remove(path);  // stale socket of a dead shim
+  }
+  listener = listen_unix(path);
+
+  std::vector<std::string> argv{self_exe, "-namespace", a.ns, "-id", a.id, "-address", a.address};
+  if (!a.publish_binary.empty()) argv.insert(argv.end(), {"-publish-binary", a.publish_binary});
+  if (a.debug) argv.push_back("-debug");
+  DirectWaiter waiter;
+  ProcessRunner runner(waiter);
+  pid_t pid;
+  try {
+    pid = runner.start({.argv = argv, .cwd = std::filesystem::current_path().string(), .extra_fds = {listener.get()},
+                        .new_session = true});
+  } catch (...) {
+    std::filesystem::remove(path);
+    throw;
+  }
+  write_file_atomic("address", address);
+  write_file_atomic("shim.pid", std::to_string(pid));
+  out << address;
+  return 0;
+}
+
+}  // namespace nvproxy::shim

@@ -1,0 +1,124 @@
+#include "shim/stdio.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <unistd.h>
+
+#include "common/error.h"
+
+namespace nvproxy::shim {
+
+namespace {
+
+void make_pipe(UniqueFd& r, UniqueFd& w) {
+  int p[2];
+  if (::pipe2(p, O_CLOEXEC) < 0) throw sys_error("pipe2 for container stdio");
+  r.reset(p[0]);
+  w.reset(p[1]);
+}
+
+bool write_all(int fd, const char* p, size_t n) {
+  while (n > 0) {
+    ssize_t w = ::write(fd, p, n);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+  return true;
+}
+
+// O_RDWR on a FIFO never blocks in open (Linux), so a client that is slow to attach cannot hang Create.
+UniqueFd open_output_fifo(const std::string& path) {
+  UniqueFd fd(::open(path.c_str(), O_RDWR | O_CLOEXEC));
+  if (!fd) throw sys_error("open stdio fifo " + path);
+  return fd;
+}
+
+}  // namespace
+
+PipeIO::PipeIO(const StdioPaths& paths) : paths_(paths) {
+  if (!paths_.in.empty()) make_pipe(in_r_, s_->in_w);
+  if (!paths_.out.empty()) {
+    out_fifo_ = open_output_fifo(paths_.out);
+    make_pipe(out_r_, out_w_);
+  }
+  if (!paths_.err.empty()) {
+    err_fifo_ = open_output_fifo(paths_.err);
+    make_pipe(err_r_, err_w_);
+  }
+}
+
+PipeIO::~PipeIO() {
+  s_->stopping = true;
+  // Wake a stdin thread blocked in open() of the FIFO: opening its write side completes that open.
+  if (!paths_.in.empty()) {
+    UniqueFd w(::open(paths_.in.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC));
+  }
+  close_stdin();
+  for (auto& t : threads_) t.detach();  // each holds the shared state it needs
+}
+
+oci::Stdio PipeIO::child_stdio() const { return {in_r_.get(), out_w_.get(), err_w_.get()}; }
+
+void PipeIO::start_copying() {
+  in_r_.reset();
+  out_w_.reset();
+  err_w_.reset();
+  std::lock_guard lk(s_->mu);
+  if (out_r_) {
+    ++s_->copies_left;
+    threads_.emplace_back(copy_out, s_, std::move(out_r_), std::move(out_fifo_));
+  }
+  if (err_r_) {
+    ++s_->copies_left;
+    threads_.emplace_back(copy_out, s_, std::move(err_r_), std::move(err_fifo_));
+  }
+  if (s_->in_w) threads_.emplace_back(copy_in, s_, paths_.in);
+}
+
+void PipeIO::copy_out(const std::shared_ptr<Shared>& s, UniqueFd from, UniqueFd to) {
+  char buf[32768];
+  while (true) {
+    ssize_t n = ::read(from.get(), buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    if (!write_all(to.get(), buf, static_cast<size_t>(n))) break;
+  }
+  to.reset();  // the client sees EOF
+  {
+    std::lock_guard lk(s->mu);
+    --s->copies_left;
+  }
+  s->cv.notify_all();
+}
+
+void PipeIO::copy_in(const std::shared_ptr<Shared>& s, std::string fifo_path) {
+  // Blocks until the client opens the FIFO's write side (or the destructor wakes us).
+  UniqueFd fifo(::open(fifo_path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fifo || s->stopping) return;
+  char buf[32768];
+  while (!s->stopping) {
+    ssize_t n = ::read(fifo.get(), buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    std::lock_guard lk(s->mu);
+    if (!s->in_w || !write_all(s->in_w.get(), buf, static_cast<size_t>(n))) break;
+  }
+  std::lock_guard lk(s->mu);
+  s->in_w.reset();
+}
+
+void PipeIO::close_stdin() {
+  std::lock_guard lk(s_->mu);
+  s_->in_w.reset();
+}
+
+bool PipeIO::wait_output(std::chrono::milliseconds timeout) {
+  std::unique_lock lk(s_->mu);
+  return s_->cv.wait_for(lk, timeout, [&] { return s_->copies_left == 0; });
+}
+
+}  // namespace nvproxy::shim

@@ -1,0 +1,64 @@
+// A process's stdio without a terminal: pipes between the runtime's process and the FIFOs
+// containerd hands over, copied by small threads. The FIFO side is closed when the pipe reaches
+// EOF so that clients (ctr) see the end of output; Delete waits (bounded) for the copies to finish.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/unique_fd.h"
+#include "oci/runtime.h"
+
+namespace nvproxy::shim {
+
+struct StdioPaths {
+  std::string in, out, err;
+  bool terminal = false;
+};
+
+class PipeIO {
+ public:
+  // Opens the FIFOs (stdout/stderr without blocking) and creates the pipes. Throws Error naming the FIFO.
+  explicit PipeIO(const StdioPaths& paths);
+  ~PipeIO();
+  PipeIO(const PipeIO&) = delete;
+  PipeIO& operator=(const PipeIO&) = delete;
+
+  // The ends the runtime's process gets.
+  [[nodiscard]] oci::Stdio child_stdio() const;
+  // After the runtime has started the process: drop our copies of its ends, start copying.
+  void start_copying();
+  // Closes the process's stdin (CloseIO).
+  void close_stdin();
+  // Waits until stdout and stderr reached EOF and were flushed; false on timeout.
+  bool wait_output(std::chrono::milliseconds timeout);
+
+ private:
+  // What the copy threads touch lives here, shared with them: a copy blocked on a stuck client is
+  // detached at destruction and must not outlive its data.
+  struct Shared {
+    std::mutex mu;
+    std::condition_variable cv;
+    int copies_left = 0;
+    UniqueFd in_w;  // we write the child's stdin here
+    std::atomic<bool> stopping{false};
+  };
+  static void copy_out(const std::shared_ptr<Shared>& s, UniqueFd from, UniqueFd to);
+  static void copy_in(const std::shared_ptr<Shared>& s, std::string fifo_path);
+
+  StdioPaths paths_;
+  std::shared_ptr<Shared> s_ = std::make_shared<Shared>();
+  UniqueFd in_r_;
+  UniqueFd out_r_, out_w_;
+  UniqueFd err_r_, err_w_;
+  UniqueFd out_fifo_, err_fifo_;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace nvproxy::shim

@@ -1,0 +1,50 @@
+# shellcheck shell=bash
+# Shared set-up for e2e tests of our shim: picks the backing runtime (NV_RUNTIME=runc|crun|runsc)
+# and writes the shim config that containerd's shims inherit through NVPROXY_SHIM_CONFIG.
+#   NV_RUNTIME       runc (default), crun or runsc
+#   NV_SHIM_EXTRA    extra YAML appended to the config (e.g. a checkpoint: section)
+source "$(dirname "${BASH_SOURCE[0]}")/harness.sh"
+
+NV_RUNTIME=${NV_RUNTIME:-runc}
+NV_RT=io.containerd.nvproxy.v1
+
+# nv_shim_config_write FILE: the config for $NV_RUNTIME.
+nv_shim_config_write() {
+  local bin root extra=""
+  case $NV_RUNTIME in
+    runc) bin=$(command -v runc) ;;
+    crun) bin=$(command -v crun) ;;
+    runsc)
+      [[ -r /opt/nvproxy-deps/trixie/env.sh ]] && source /opt/nvproxy-deps/trixie/env.sh
+      bin=${NVPROXY_RUNSC:-}
+      [[ -x $bin ]] || nv_fail "runsc not found (run scripts/install-deps.sh)"
+      # gVisor bug 10704: kernels >= 6.11 need --network=none with runsc 2024-07-29.
+      extra='  extra_args: ["--network=none", "--ignore-cgroups"]'
+      ;;
+    *) nv_fail "unknown NV_RUNTIME=$NV_RUNTIME" ;;
+  esac
+  [[ -n $bin ]] || nv_fail "$NV_RUNTIME not installed"
+  root=/run/containerd/nvproxy-$NV_RUNTIME
+  {
+    echo "runtime:"
+    echo "  binary: $bin"
+    echo "  root: $root"
+    if [[ -n $extra ]]; then echo "$extra"; fi
+    echo "log_level: debug"
+    if [[ -n ${NV_SHIM_EXTRA:-} ]]; then echo "$NV_SHIM_EXTRA"; fi
+  } >"$1"
+}
+
+# nv_start_with_shim [--containerd 1.6|1.7]: config + private containerd with our shim on PATH.
+nv_start_with_shim() {
+  [[ -n ${NVPROXY_SHIM_DIR:-} ]] || nv_fail "NVPROXY_SHIM_DIR is not set (ctest sets it)"
+  local cfg
+  cfg=$(mktemp /tmp/nvproxy-shim-config.XXXXXX.yaml)
+  nv_defer rm -f "$cfg"
+  nv_shim_config_write "$cfg"
+  export NVPROXY_SHIM_CONFIG=$cfg
+  nv_harness_start "$@"
+}
+
+# Processes of our shim started by this test's containerd.
+nv_shim_pids() { pgrep -f "containerd-shim-nvproxy-v1 .*-address $NV_SOCK" || true; }

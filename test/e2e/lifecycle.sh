@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# Issue 2/3 acceptance: the container lifecycle through our shim under a real containerd, with
+# runc (or NV_RUNTIME) underneath. Usage: lifecycle.sh [1.6|1.7]
+set -euo pipefail
+source "$(dirname "$0")/lib/shim-env.sh"
+nv_start_with_shim --containerd "${1:-1.6}"
+
+sockets_before=$(ls /run/containerd/s 2>/dev/null | sort)
+
+nv_log "run --rm echo hello"
+out=$(nv_ctr run --rm --runtime $NV_RT "$NV_IMAGE" t-echo echo hello)
+nv_assert_eq "hello" "$out" "ctr run --rm echo output"
+
+nv_log "exit code passes through"
+set +e
+nv_ctr run --rm --runtime $NV_RT "$NV_IMAGE" t-exit sh -c 'exit 3'
+rc=$?
+set -e
+nv_assert_eq 3 "$rc" "ctr run exit code"
+
+nv_log "events of a run"
+# A plain command (not a shell function) so the background job is ctr itself, without our traps.
+timeout 30 "$NV_CTR" -a "$NV_SOCK" -n "$NV_NAMESPACE" events >"$NV_DIR/events.txt" 2>&1 &
+events_pid=$!
+sleep 0.5
+nv_ctr run --rm --runtime $NV_RT "$NV_IMAGE" t-ev true
+nv_wait_for -t 10 grep -q '/tasks/delete' "$NV_DIR/events.txt" || true
+kill $events_pid 2>/dev/null || true
+wait $events_pid 2>/dev/null || true
+for topic in /tasks/create /tasks/start /tasks/exit /tasks/delete; do
+  grep -q "$topic" "$NV_DIR/events.txt" || nv_fail "ctr events lacks $topic: $(cat "$NV_DIR/events.txt")"
+done
+
+nv_log "detached container: task ls, ps, exec"
+nv_ctr run -d --runtime $NV_RT "$NV_IMAGE" t-long sleep 1000
+nv_wait_for nv_ctr task ls
+line=$(nv_ctr task ls | awk '$1=="t-long"')
+status=$(awk '{print $3}' <<<"$line")
+pid=$(awk '{print $2}' <<<"$line")
+nv_assert_eq RUNNING "$status" "task ls status"
+if [[ $NV_RUNTIME != runsc ]]; then
+  # The pid containerd reports is the container's init, a host process running sleep.
+  nv_assert_contains "$(tr '\0' ' ' </proc/"$pid"/cmdline)" "sleep 1000" "pid $pid is the container's init"
+fi
+ps_out=$(nv_ctr task ps t-long)
+nv_assert_contains "$ps_out" "$pid" "task ps lists init"
+
+out=$(nv_ctr task exec --exec-id e1 t-long cat /etc/hostname)
+nv_assert_eq "nvproxy-test" "$out" "exec output"
+set +e
+nv_ctr task exec --exec-id e2 t-long sh -c 'exit 5'
+rc=$?
+set -e
+nv_assert_eq 5 "$rc" "exec exit code"
+
+nv_log "kill -> STOPPED, then rm leaves nothing behind"
+shim_pids=$(nv_shim_pids)
+[[ -n $shim_pids ]] || nv_fail "no shim process found for the running container"
+# sleep as pid 1 ignores SIGTERM (no handler), as under the runc shim: use KILL.
+nv_ctr task kill -s KILL t-long
+nv_wait_for -t 10 bash -c "ctr -a $NV_SOCK -n $NV_NAMESPACE task ls | awk '\$1==\"t-long\"{print \$3}' | grep -qx STOPPED" ||
+  nv_fail "task not STOPPED after kill: $(nv_ctr task ls)"
+nv_ctr task rm t-long
+nv_ctr c rm t-long
+nv_wait_for -t 10 bash -c "! kill -0 $shim_pids 2>/dev/null" || nv_fail "shim $shim_pids still running after task rm"
+grep -q "$NV_DIR.*t-long" /proc/mounts && nv_fail "a mount of t-long is left: $(grep t-long /proc/mounts)"
+sockets_after=$(ls /run/containerd/s 2>/dev/null | sort)
+nv_assert_eq "$sockets_before" "$sockets_after" "shim sockets left behind"
+
+nv_log "10 containers at once"
+pids=()
+for i in $(seq 1 10); do
+  nv_ctr run -d --runtime $NV_RT "$NV_IMAGE" "t-par$i" sleep 1000 &
+  pids+=($!)
+done
+for p in "${pids[@]}"; do wait "$p" || nv_fail "a concurrent ctr run failed"; done
+running=$(nv_ctr task ls | awk '$1 ~ /^t-par/ && $3=="RUNNING"' | wc -l)
+nv_assert_eq 10 "$running" "concurrent containers running"
+pids=()
+for i in $(seq 1 10); do
+  (nv_ctr task kill -s KILL "t-par$i" && nv_wait_for -t 10 bash -c "ctr -a $NV_SOCK -n $NV_NAMESPACE task ls | awk '\$1==\"t-par$i\"{print \$3}' | grep -qx STOPPED" &&
+    nv_ctr task rm "t-par$i" >/dev/null && nv_ctr c rm "t-par$i") &
+  pids+=($!)
+done
+for p in "${pids[@]}"; do wait "$p" || nv_fail "a concurrent cleanup failed"; done
+left=$(nv_ctr c ls -q | grep -c t-par || true)
+nv_assert_eq 0 "$left" "containers left after parallel cleanup"
+no_shims() { [[ -z $(nv_shim_pids) ]]; }
+nv_wait_for -t 10 no_shims ||
+  nv_fail "shims left: $(nv_shim_pids)"
+sockets_after=$(ls /run/containerd/s 2>/dev/null | sort)
+nv_assert_eq "$sockets_before" "$sockets_after" "shim sockets left behind after parallel run"
+echo "PASS lifecycle ($NV_RUNTIME, containerd $NV_CONTAINERD_VERSION)"
