@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Issue 5 acceptance: `ctr` checkpoint of a busybox container through our shim, with runc + CRIU
+# (or NV_RUNTIME=runsc, whose checkpoint needs no CRIU), restores to a running container whose
+# state continued: a shell loop's counter, kept in the process's memory, goes on from where it was.
+# Usage: checkpoint_restore.sh [1.6|1.7]
+set -euo pipefail
+source "$(dirname "$0")/lib/shim-env.sh"
+nv_start_with_shim --containerd "${1:-1.6}"
+
+counter() { nv_ctr task exec --exec-id "c$RANDOM" "$1" cat /tmp/counter; }
+counter_positive() { [[ $(counter "$1" 2>/dev/null || echo 0) -gt 0 ]]; }
+
+nv_ctr run -d --runtime $NV_RT "$NV_IMAGE" ck sh -c 'i=0; while :; do i=$((i+1)); echo $i >/tmp/counter; sleep 0.1; done'
+nv_wait_for -t 20 counter_positive ck || nv_fail "counter never started"
+sleep 3  # the counter reaches ~30: far from where a loop started afresh would be
+
+nv_log "checkpoint (container keeps running)"
+nv_ctr c checkpoint --task --rw ck ckref
+before=$(counter ck)
+nv_log "counter after checkpoint: $before"
+st=$(nv_ctr task ls | awk '$1=="ck"{print $3}')
+nv_assert_eq RUNNING "$st" "container state after a leave-running checkpoint"
+
+nv_log "remove the original, restore from the checkpoint"
+nv_ctr task kill -s KILL ck
+nv_wait_for -t 10 bash -c "ctr -a $NV_SOCK -n $NV_NAMESPACE task ls | awk '\$1==\"ck\"{print \$3}' | grep -qx STOPPED"
+nv_ctr task rm ck >/dev/null
+nv_ctr c rm ck
+nv_ctr c restore --live --rw ck ckref </dev/null
+st=$(nv_ctr task ls | awk '$1=="ck"{print $3}')
+nv_assert_eq RUNNING "$st" "restored container state"
+after=$(counter ck)
+nv_log "counter right after restore: $after"
+sleep 1
+later=$(counter ck)
+nv_log "counter 1 s later: $later"
+# The checkpoint was taken just before `before` was read, so the restored loop resumes at most a
+# few steps below it; a loop that started afresh would be back near 1.
+((before >= 20)) || nv_fail "counter too low before the checkpoint: $before"
+((after >= before - 10)) || nv_fail "state did not continue: before=$before after=$after"
+((later > after)) || nv_fail "restored loop is not running: $after then $later"
+nv_ctr task kill -s KILL ck
+echo "PASS checkpoint_restore ($NV_RUNTIME, containerd $NV_CONTAINERD_VERSION)"
