@@ -26,7 +26,9 @@ std::string socket_path(const std::string& containerd_address, const std::string
   return dir + "/" + hex;
 }
 
-std::string strip_unix_scheme(const std::string& a) { return a.rfind("unix://", 0) == 0 ? a.substr(7) : a; }
+std::string strip_unix_scheme(const std::string& a) {
+  return a.rfind("unix://", 0) == 0 ? a.substr(7) : a;
+}
 
 namespace {
 sockaddr_un make_addr(const std::string& path) {

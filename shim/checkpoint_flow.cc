@@ -50,13 +50,40 @@ struct Tools {
 
 }  // namespace
 
-void run_checkpoint(Container& c, const oci::CheckpointFlags& flags, const ServiceEnv& env) {
+// containerd's client pauses a task before it asks for a checkpoint. A frozen CUDA process cannot
+// take part in its own lock/checkpoint/restore (the driver needs its threads), so while GPU
+// holders exist the container is thawed for the toggles and frozen again on every way out.
+class ThawForToggle {
+ public:
+  ThawForToggle(Container& c, bool paused, bool has_holders, Logger& log) : c_(c), log_(log), active_(paused && has_holders) {
+    if (!active_) return;
+    log_.info("checkpoint of \"" + c_.id + "\": thawing the paused container for the CUDA toggle");
+    c_.runtime->resume(c_.id);
+  }
+  ~ThawForToggle() {
+    if (!active_) return;
+    try {
+      c_.runtime->pause(c_.id);
+    } catch (const std::exception& e) {
+      log_.error("checkpoint of \"" + c_.id + "\": could not pause it again: " + e.what());
+    }
+  }
+  ThawForToggle(const ThawForToggle&) = delete;
+  ThawForToggle& operator=(const ThawForToggle&) = delete;
+
+ private:
+  Container& c_;
+  Logger& log_;
+  bool active_;
+};
+
+void run_checkpoint(Container& c, const oci::CheckpointFlags& flags, bool paused, const ServiceEnv& env) {
   Tools t(c, env);
-  checkpoint::CheckpointRequest req{.container_id = c.id, .keep_running = flags.leave_running,
-                                    .diagnostic_path = c.bundle / "checkpoint-diagnostic.json"};
-  auto outcome = t.orch.checkpoint(req, [&] {
-    c.runtime->checkpoint(c.id, flags);
-  });
+  bool has_holders = paused && !t.scanner.scan(t.lister.list()).empty();
+  ThawForToggle thaw(c, paused, has_holders, env.log);
+  checkpoint::CheckpointRequest req{
+      .container_id = c.id, .keep_running = flags.leave_running, .diagnostic_path = c.bundle / "checkpoint-diagnostic.json"};
+  auto outcome = t.orch.checkpoint(req, [&] { c.runtime->checkpoint(c.id, flags); });
   // The image exists now; note whether its processes carry checkpointed CUDA state.
   nlohmann::json rec{{"container", c.id}, {"cuda_processes", outcome.toggled.size()}};
   try {

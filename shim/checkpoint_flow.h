@@ -11,7 +11,8 @@ struct ServiceEnv;
 // Toggles CUDA off for every process holding a GPU, verifies, runs the runtime's checkpoint and
 // brings CUDA back if the task keeps running. On failure everything is rolled back and an
 // Error(FailedPrecondition) carries the diagnostic; the container keeps running.
-void run_checkpoint(Container& c, const oci::CheckpointFlags& flags, const ServiceEnv& env);
+// `paused`: the client froze the task first (containerd does); it is frozen again before returning.
+void run_checkpoint(Container& c, const oci::CheckpointFlags& flags, bool paused, const ServiceEnv& env);
 // After the runtime restored the container: restore + unlock CUDA in every checkpointed process.
 void restore_cuda_after_runtime_restore(Container& c, const ServiceEnv& env);
 

@@ -12,17 +12,12 @@ namespace po = boost::program_options;
 namespace {
 po::options_description shim_options(ShimArgs& a) {
   po::options_description d("containerd shim flags (also accepted with one dash, as containerd passes them)");
-  d.add_options()
-      ("namespace", po::value(&a.ns), "containerd namespace")
-      ("id", po::value(&a.id), "container (or sandbox) id")
-      ("address", po::value(&a.address), "containerd's grpc address")
-      ("publish-binary", po::value(&a.publish_binary), "containerd binary used to publish events (unused: events go over ttrpc)")
-      ("bundle", po::value(&a.bundle), "bundle path (delete)")
-      ("socket", po::value<std::string>(), "ignored (compatibility)")
-      ("debug", po::bool_switch(&a.debug), "debug logging")
-      ("version,v", po::bool_switch(&a.version), "print the version")
-      ("help,h", po::bool_switch(&a.help), "this help")
-      ("action", po::value(&a.action), "start | delete");
+  d.add_options()("namespace", po::value(&a.ns), "containerd namespace")("id", po::value(&a.id), "container (or sandbox) id")(
+      "address", po::value(&a.address), "containerd's grpc address")(
+      "publish-binary", po::value(&a.publish_binary), "containerd binary used to publish events (unused: events go over ttrpc)")(
+      "bundle", po::value(&a.bundle), "bundle path (delete)")("socket", po::value<std::string>(), "ignored (compatibility)")(
+      "debug", po::bool_switch(&a.debug), "debug logging")("version,v", po::bool_switch(&a.version), "print the version")(
+      "help,h", po::bool_switch(&a.help), "this help")("action", po::value(&a.action), "start | delete");
   return d;
 }
 }  // namespace

@@ -17,7 +17,7 @@ struct ShimArgs {
   bool debug = false;
   bool version = false;
   bool help = false;
-  std::string action;          // "start", "delete" or "" (daemon)
+  std::string action;  // "start", "delete" or "" (daemon)
 };
 
 // Throws Error(InvalidArgument) for unknown flags or missing values.

@@ -21,7 +21,8 @@ void get(const YAML::Node& n, const char* key, T& out, const std::string& origin
   }
 }
 
-void check_keys(const YAML::Node& n, std::initializer_list<const char*> known, const std::string& origin, const std::string& section) {
+void check_keys(const YAML::Node& n, std::initializer_list<const char*> known, const std::string& origin,
+                const std::string& section) {
   if (!n.IsMap()) throw Error(Code::InvalidArgument, origin + ": " + section + ": must be a mapping");
   for (const auto& kv : n) {
     auto k = kv.first.as<std::string>();
@@ -54,8 +55,9 @@ ShimConfig parse_config(const std::string& text, const std::string& origin) {
   }
   if (auto g = root["gpu"]) c.gpu = gpu::gpu_config_from_yaml(g, origin);
   if (auto k = root["checkpoint"]) {
-    check_keys(k, {"cuda", "cuda_checkpoint_path", "libcuda", "libnvml", "lock_timeout_ms", "parallelism", "device_globs",
-                   "allow_unrestorable"},
+    check_keys(k,
+               {"cuda", "cuda_checkpoint_path", "libcuda", "libnvml", "lock_timeout_ms", "parallelism", "device_globs",
+                "allow_unrestorable"},
                origin, "checkpoint");
     get(k, "cuda", c.checkpoint.cuda, origin, "checkpoint");
     get(k, "cuda_checkpoint_path", c.checkpoint.cuda_checkpoint_path, origin, "checkpoint");

@@ -49,7 +49,8 @@ pid_t Reaper::spawn(const std::function<pid_t()>& fork_fn) {
 int Reaper::wait(pid_t pid) {
   std::unique_lock lk(mu_);
   auto it = ours_.find(pid);
-  if (it == ours_.end()) throw Error(Code::Internal, "reaper: wait for pid " + std::to_string(pid) + " that was not spawned through it");
+  if (it == ours_.end())
+    throw Error(Code::Internal, "reaper: wait for pid " + std::to_string(pid) + " that was not spawned through it");
   cv_.wait(lk, [&] { return ours_[pid].has_value(); });
   int status = *ours_[pid];
   ours_.erase(pid);
@@ -74,8 +75,10 @@ void Reaper::reap_all() {
       pid_t pid = ::waitpid(-1, &status, WNOHANG);
       if (pid <= 0) break;
       auto it = ours_.find(pid);
-      if (it != ours_.end()) it->second = status;
-      else others.emplace_back(pid, status);
+      if (it != ours_.end())
+        it->second = status;
+      else
+        others.emplace_back(pid, status);
     }
   }
   cv_.notify_all();

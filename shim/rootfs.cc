@@ -14,12 +14,24 @@ namespace nvproxy::shim {
 
 MountArgs parse_mount_options(const std::vector<std::string>& options, const std::string& type) {
   static const std::map<std::string, std::pair<bool, unsigned long>> kFlags = {
-      {"ro", {false, MS_RDONLY}},      {"rw", {true, MS_RDONLY}},       {"nosuid", {false, MS_NOSUID}},
-      {"suid", {true, MS_NOSUID}},     {"nodev", {false, MS_NODEV}},    {"dev", {true, MS_NODEV}},
-      {"noexec", {false, MS_NOEXEC}},  {"exec", {true, MS_NOEXEC}},     {"sync", {false, MS_SYNCHRONOUS}},
-      {"async", {true, MS_SYNCHRONOUS}}, {"noatime", {false, MS_NOATIME}}, {"atime", {true, MS_NOATIME}},
-      {"nodiratime", {false, MS_NODIRATIME}}, {"relatime", {false, MS_RELATIME}}, {"strictatime", {false, MS_STRICTATIME}},
-      {"bind", {false, MS_BIND}},      {"rbind", {false, MS_BIND | MS_REC}}, {"remount", {false, MS_REMOUNT}},
+      {"ro", {false, MS_RDONLY}},
+      {"rw", {true, MS_RDONLY}},
+      {"nosuid", {false, MS_NOSUID}},
+      {"suid", {true, MS_NOSUID}},
+      {"nodev", {false, MS_NODEV}},
+      {"dev", {true, MS_NODEV}},
+      {"noexec", {false, MS_NOEXEC}},
+      {"exec", {true, MS_NOEXEC}},
+      {"sync", {false, MS_SYNCHRONOUS}},
+      {"async", {true, MS_SYNCHRONOUS}},
+      {"noatime", {false, MS_NOATIME}},
+      {"atime", {true, MS_NOATIME}},
+      {"nodiratime", {false, MS_NODIRATIME}},
+      {"relatime", {false, MS_RELATIME}},
+      {"strictatime", {false, MS_STRICTATIME}},
+      {"bind", {false, MS_BIND}},
+      {"rbind", {false, MS_BIND | MS_REC}},
+      {"remount", {false, MS_REMOUNT}},
       {"defaults", {false, 0}},
   };
   MountArgs a;
@@ -29,8 +41,10 @@ MountArgs parse_mount_options(const std::vector<std::string>& options, const std
       a.data += (a.data.empty() ? "" : ",") + o;
       continue;
     }
-    if (it->second.first) a.flags &= ~it->second.second;
-    else a.flags |= it->second.second;
+    if (it->second.first)
+      a.flags &= ~it->second.second;
+    else
+      a.flags |= it->second.second;
   }
   if (type == "bind") a.flags |= MS_BIND;
   if ((a.flags & MS_BIND) && (a.flags & MS_RDONLY)) a.read_only_remount = true;

@@ -15,7 +15,7 @@ struct MountSpec {
 
 struct MountArgs {
   unsigned long flags = 0;
-  std::string data;       // comma-joined filesystem options
+  std::string data;                // comma-joined filesystem options
   bool read_only_remount = false;  // a bind with "ro" needs a second, remounting call
 };
 // Splits mount(8)-style options into flags and data.

@@ -8,8 +8,11 @@
 namespace nvproxy::shim {
 
 void write_runtime_record(const std::filesystem::path& bundle, const oci::RuntimeConfig& rc) {
-  nlohmann::json j{{"binary", rc.binary}, {"root", rc.root}, {"extra_args", rc.extra_args},
-                   {"systemd_cgroup", rc.systemd_cgroup}, {"criu_path", rc.criu_path}};
+  nlohmann::json j{{"binary", rc.binary},
+                   {"root", rc.root},
+                   {"extra_args", rc.extra_args},
+                   {"systemd_cgroup", rc.systemd_cgroup},
+                   {"criu_path", rc.criu_path}};
   write_file_atomic(bundle / kRuntimeRecordFile, j.dump(), 0600);
 }
 

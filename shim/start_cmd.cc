@@ -61,8 +61,8 @@ int start_main(const ShimArgs& a, const std::string& self_exe, std::istream& in,
   ProcessRunner runner(waiter);
   pid_t pid;
   try {
-    pid = runner.start({.argv = argv, .cwd = std::filesystem::current_path().string(), .extra_fds = {listener.get()},
-                        .new_session = true});
+    pid = runner.start(
+        {.argv = argv, .cwd = std::filesystem::current_path().string(), .extra_fds = {listener.get()}, .new_session = true});
   } catch (...) {
     std::filesystem::remove(path);
     throw;

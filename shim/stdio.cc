@@ -61,7 +61,9 @@ PipeIO::~PipeIO() {
   for (auto& t : threads_) t.detach();  // each holds the shared state it needs
 }
 
-oci::Stdio PipeIO::child_stdio() const { return {in_r_.get(), out_w_.get(), err_w_.get()}; }
+oci::Stdio PipeIO::child_stdio() const {
+  return {in_r_.get(), out_w_.get(), err_w_.get()};
+}
 
 void PipeIO::start_copying() {
   in_r_.reset();
@@ -95,7 +97,7 @@ void PipeIO::copy_out(const std::shared_ptr<Shared>& s, UniqueFd from, UniqueFd 
   s->cv.notify_all();
 }
 
-void PipeIO::copy_in(const std::shared_ptr<Shared>& s, std::string fifo_path) {
+void PipeIO::copy_in(const std::shared_ptr<Shared>& s, const std::string& fifo_path) {
   // Blocks until the client opens the FIFO's write side (or the destructor wakes us).
   UniqueFd fifo(::open(fifo_path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fifo || s->stopping) return;

@@ -50,7 +50,7 @@ class PipeIO {
     std::atomic<bool> stopping{false};
   };
   static void copy_out(const std::shared_ptr<Shared>& s, UniqueFd from, UniqueFd to);
-  static void copy_in(const std::shared_ptr<Shared>& s, std::string fifo_path);
+  static void copy_in(const std::shared_ptr<Shared>& s, const std::string& fifo_path);
 
   StdioPaths paths_;
   std::shared_ptr<Shared> s_ = std::make_shared<Shared>();

@@ -126,8 +126,7 @@ task::CreateTaskResponse TaskService::create(const task::CreateTaskRequest& r) {
   write_runtime_record(bundle, c->config.runtime);
 
   std::vector<MountSpec> mounts;
-  for (const auto& m : r.rootfs())
-    mounts.push_back({m.type(), m.source(), m.target(), {m.options().begin(), m.options().end()}});
+  for (const auto& m : r.rootfs()) mounts.push_back({m.type(), m.source(), m.target(), {m.options().begin(), m.options().end()}});
   if (!mounts.empty()) {
     mount_rootfs(mounts, bundle / "rootfs");
     c->rootfs_mounted = true;
@@ -157,8 +156,10 @@ task::CreateTaskResponse TaskService::create(const task::CreateTaskRequest& r) {
       c->restore_from = r.checkpoint();  // the runtime restore runs at Start, as in containerd's runc shim
     } else {
       auto pid_file = bundle / "init.pid";
-      oci::CreateOptions o{.bundle = bundle, .pid_file = pid_file, .extra_global = c->runtime_global, .stdio = c->init.io->child_stdio()};
-      start_process_locked_out(*c, c->init, [&] { c->runtime->create(c->id, o); }, pid_file);
+      oci::CreateOptions o{
+          .bundle = bundle, .pid_file = pid_file, .extra_global = c->runtime_global, .stdio = c->init.io->child_stdio()};
+      start_process_locked_out(
+          *c, c->init, [&] { c->runtime->create(c->id, o); }, pid_file);
     }
   } catch (...) {
     forget();
@@ -222,9 +223,14 @@ task::StartResponse TaskService::start(const task::StartRequest& r) {
   if (r.exec_id().empty()) {
     if (!c->restore_from.empty()) {
       auto pid_file = c->bundle / "init.pid";
-      oci::RestoreOptions o{.bundle = c->bundle, .image_path = c->restore_from, .work_path = c->bundle / "criu-work",
-                            .pid_file = pid_file, .extra_global = c->runtime_global, .stdio = c->init.io->child_stdio()};
-      start_process_locked_out(*c, c->init, [&] { c->runtime->restore(c->id, o); }, pid_file);
+      oci::RestoreOptions o{.bundle = c->bundle,
+                            .image_path = c->restore_from,
+                            .work_path = c->bundle / "criu-work",
+                            .pid_file = pid_file,
+                            .extra_global = c->runtime_global,
+                            .stdio = c->init.io->child_stdio()};
+      start_process_locked_out(
+          *c, c->init, [&] { c->runtime->restore(c->id, o); }, pid_file);
       cuda_restore_after_start(*c);
       c->restore_from.clear();
     } else {
@@ -259,7 +265,8 @@ task::StartResponse TaskService::start(const task::StartRequest& r) {
   write_file_atomic(spec_file, p->spec.dump(), 0600);
   try {
     oci::ExecOptions o{.process_json = spec_file, .pid_file = pid_file, .stdio = p->io->child_stdio()};
-    start_process_locked_out(*c, *p, [&] { c->runtime->exec(c->id, o); }, pid_file);
+    start_process_locked_out(
+        *c, *p, [&] { c->runtime->exec(c->id, o); }, pid_file);
   } catch (...) {
     std::filesystem::remove(spec_file);
     throw;
@@ -306,7 +313,8 @@ task::DeleteResponse TaskService::remove(const task::DeleteRequest& r) {
     {
       std::lock_guard lk(mu_);
       auto it = c->execs.find(r.exec_id());
-      if (it == c->execs.end()) throw Error(Code::NotFound, "exec \"" + r.exec_id() + "\" of container \"" + c->id + "\" not found");
+      if (it == c->execs.end())
+        throw Error(Code::NotFound, "exec \"" + r.exec_id() + "\" of container \"" + c->id + "\" not found");
       if (it->second->status == ProcStatus::Running)
         throw Error(Code::FailedPrecondition, "exec \"" + r.exec_id() + "\" of container \"" + c->id + "\" is still running");
       p = std::move(it->second);
@@ -391,7 +399,8 @@ void TaskService::kill(const task::KillRequest& r) {
       c->runtime->kill(c->id, sig, r.all());
     } catch (const Error& e) {
       std::lock_guard lk(mu_);
-      if (c->init.status == ProcStatus::Stopped) throw Error(Code::NotFound, "container \"" + c->id + "\": process already finished");
+      if (c->init.status == ProcStatus::Stopped)
+        throw Error(Code::NotFound, "container \"" + c->id + "\": process already finished");
       throw;
     }
     return;
@@ -520,19 +529,23 @@ void TaskService::checkpoint(const task::CheckpointTaskRequest& r) {
   }
   if (f.image_path.empty()) throw Error(Code::InvalidArgument, "checkpoint of container \"" + c->id + "\": no image path");
   std::lock_guard op(c->op_mu);
+  bool paused;
   {
     std::lock_guard lk(mu_);
     if (c->init.status != ProcStatus::Running && c->init.status != ProcStatus::Paused)
       throw Error(Code::FailedPrecondition, "checkpoint of container \"" + c->id + "\": it is not running");
+    paused = c->init.status == ProcStatus::Paused;
   }
-  run_checkpoint(*c, f, env_);
+  run_checkpoint(*c, f, paused, env_);
   events::TaskCheckpointed ev;
   ev.set_container_id(c->id);
   ev.set_checkpoint(f.image_path);
   env_.events.publish("/tasks/checkpointed", ev);
 }
 
-void TaskService::cuda_restore_after_start(Container& c) { restore_cuda_after_runtime_restore(c, env_); }
+void TaskService::cuda_restore_after_start(Container& c) {
+  restore_cuda_after_runtime_restore(c, env_);
+}
 
 task::StatsResponse TaskService::stats(const task::StatsRequest& r) {
   auto c = find(r.id());

@@ -25,12 +25,12 @@ namespace nvproxy::shim {
 struct Container;
 
 struct ServiceEnv {
-  std::string ns;                      // containerd namespace
-  std::string self_binary;             // our own executable (for OCI hooks)
+  std::string ns;           // containerd namespace
+  std::string self_binary;  // our own executable (for OCI hooks)
   Logger& log;
   ProcessRunner& runner;
   EventPublisher& events;
-  std::function<void()> shutdown;      // ends the daemon (Shutdown RPC once no container is left)
+  std::function<void()> shutdown;  // ends the daemon (Shutdown RPC once no container is left)
 };
 
 class TaskService {
@@ -69,7 +69,7 @@ class TaskService {
   void cuda_restore_after_start(Container& c);
 
   ServiceEnv env_;
-  std::mutex mu_;                 // guards containers_, every Process, early_exits_
+  std::mutex mu_;  // guards containers_, every Process, early_exits_
   std::condition_variable exit_cv_;
   std::map<std::string, std::shared_ptr<Container>> containers_;
   // Exits that arrive while a runtime create/exec/restore is still running (the pid is not known

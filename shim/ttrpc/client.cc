@@ -18,8 +18,8 @@ std::unique_ptr<Client> Client::connect(const std::string& path) {
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   if (p.empty() || p.size() >= sizeof(addr.sun_path)) {
-    throw Error(Code::InvalidArgument, "ttrpc address \"" + path + "\" is empty or longer than " +
-                                           std::to_string(sizeof(addr.sun_path) - 1) + " bytes");
+    throw Error(Code::InvalidArgument,
+                "ttrpc address \"" + path + "\" is empty or longer than " + std::to_string(sizeof(addr.sun_path) - 1) + " bytes");
   }
   std::memcpy(addr.sun_path, p.data(), p.size());
   if (p[0] == '@') addr.sun_path[0] = '\0';
@@ -87,8 +87,8 @@ void Client::reader_loop() {
       Pending& p = *it->second;
       if (ev.kind == FrameParser::Event::Kind::Oversized) {
         p.code = Code::ResourceExhausted;
-        p.message = "ttrpc response of " + std::to_string(ev.header.length) +
-                    " bytes exceeds the maximum message size of " + std::to_string(kMaxMessageSize);
+        p.message = "ttrpc response of " + std::to_string(ev.header.length) + " bytes exceeds the maximum message size of " +
+                    std::to_string(kMaxMessageSize);
       } else if (ev.header.type != static_cast<std::uint8_t>(FrameType::Response)) {
         continue;  // not for a unary call; ignored like Go does
       } else {
@@ -125,9 +125,8 @@ void Client::write_all(const std::string& frame) {
   }
 }
 
-std::string Client::call(const std::string& service, const std::string& method,
-                         const std::string& payload, const Metadata& metadata,
-                         std::chrono::nanoseconds timeout) {
+std::string Client::call(const std::string& service, const std::string& method, const std::string& payload,
+                         const Metadata& metadata, std::chrono::nanoseconds timeout) {
   const std::string what = service + "/" + method;
   ::ttrpc::Request req;
   req.set_service(service);
@@ -142,8 +141,7 @@ std::string Client::call(const std::string& service, const std::string& method,
   std::string body = req.SerializeAsString();
   if (body.size() > kMaxMessageSize) {
     throw Error(Code::ResourceExhausted, "ttrpc " + what + ": request of " + std::to_string(body.size()) +
-                                             " bytes exceeds the maximum message size of " +
-                                             std::to_string(kMaxMessageSize));
+                                             " bytes exceeds the maximum message size of " + std::to_string(kMaxMessageSize));
   }
 
   auto p = std::make_shared<Pending>();

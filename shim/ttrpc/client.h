@@ -34,9 +34,8 @@ class Client {
   // Returns the response payload. Throws Error with the server's status code and message;
   // Unavailable when the connection is (or gets) broken; DeadlineExceeded after timeout
   // (zero: wait as long as the connection lives). The timeout also travels to the server.
-  std::string call(const std::string& service, const std::string& method,
-                   const std::string& payload, const Metadata& metadata = {},
-                   std::chrono::nanoseconds timeout = std::chrono::nanoseconds::zero());
+  std::string call(const std::string& service, const std::string& method, const std::string& payload,
+                   const Metadata& metadata = {}, std::chrono::nanoseconds timeout = std::chrono::nanoseconds::zero());
 
   // Closes the connection; later calls throw Unavailable.
   void close();

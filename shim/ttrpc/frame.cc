@@ -14,8 +14,7 @@ void put_u32(std::uint8_t* p, std::uint32_t v) {
   p[3] = static_cast<std::uint8_t>(v);
 }
 std::uint32_t get_u32(const std::uint8_t* p) {
-  return (std::uint32_t{p[0]} << 24) | (std::uint32_t{p[1]} << 16) | (std::uint32_t{p[2]} << 8) |
-         std::uint32_t{p[3]};
+  return (std::uint32_t{p[0]} << 24) | (std::uint32_t{p[1]} << 16) | (std::uint32_t{p[2]} << 8) | std::uint32_t{p[3]};
 }
 }  // namespace
 
@@ -32,12 +31,11 @@ FrameHeader decode_header(const std::uint8_t* p) {
   return FrameHeader{.length = get_u32(p), .stream_id = get_u32(p + 4), .type = p[8], .flags = p[9]};
 }
 
-std::string encode_frame(std::uint32_t stream_id, FrameType type, std::string_view payload,
-                         std::uint8_t flags, std::uint32_t max_size) {
+std::string encode_frame(std::uint32_t stream_id, FrameType type, std::string_view payload, std::uint8_t flags,
+                         std::uint32_t max_size) {
   if (payload.size() > max_size) {
-    throw Error(Code::ResourceExhausted, "ttrpc message of " + std::to_string(payload.size()) +
-                                             " bytes on stream " + std::to_string(stream_id) +
-                                             " exceeds the maximum of " + std::to_string(max_size));
+    throw Error(Code::ResourceExhausted, "ttrpc message of " + std::to_string(payload.size()) + " bytes on stream " +
+                                             std::to_string(stream_id) + " exceeds the maximum of " + std::to_string(max_size));
   }
   auto h = encode_header({.length = static_cast<std::uint32_t>(payload.size()),
                           .stream_id = stream_id,

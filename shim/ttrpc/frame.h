@@ -29,8 +29,8 @@ FrameHeader decode_header(const std::uint8_t* p);  // reads exactly kHeaderSize 
 
 // Header + payload in one buffer, ready to write. Throws Error(ResourceExhausted) when the
 // payload exceeds max_size: the peer would refuse it anyway.
-std::string encode_frame(std::uint32_t stream_id, FrameType type, std::string_view payload,
-                         std::uint8_t flags = 0, std::uint32_t max_size = kMaxMessageSize);
+std::string encode_frame(std::uint32_t stream_id, FrameType type, std::string_view payload, std::uint8_t flags = 0,
+                         std::uint32_t max_size = kMaxMessageSize);
 
 // Incremental parser: feed it whatever the socket returned; it emits complete frames.
 // A frame longer than max_size is never buffered: its payload bytes are skipped as they

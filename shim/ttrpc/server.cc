@@ -19,11 +19,7 @@ namespace nvproxy::ttrpc {
 namespace asio = boost::asio;
 
 Server::Server(Logger& log, ServerOptions opts)
-    : log_(log),
-      opts_(opts),
-      work_(asio::make_work_guard(io_)),
-      grace_timer_(io_),
-      pool_(opts.max_idle_workers) {}
+    : log_(log), opts_(opts), work_(asio::make_work_guard(io_)), grace_timer_(io_), pool_(opts.max_idle_workers) {}
 
 Server::~Server() {
   shutdown();
@@ -65,8 +61,8 @@ void Server::serve(UniqueFd listening_socket) {
   boost::system::error_code ec;
   l->acceptor.assign(asio::local::stream_protocol(), listening_socket.get(), ec);
   if (ec) {
-    throw Error(Code::Internal, "ttrpc: adopting listening socket fd " +
-                                    std::to_string(listening_socket.get()) + ": " + ec.message());
+    throw Error(Code::Internal,
+                "ttrpc: adopting listening socket fd " + std::to_string(listening_socket.get()) + ": " + ec.message());
   }
   listening_socket.release();
   {
@@ -77,7 +73,7 @@ void Server::serve(UniqueFd listening_socket) {
   start_accept(std::move(l));
 }
 
-void Server::start_accept(std::shared_ptr<Listener> l) {
+void Server::start_accept(const std::shared_ptr<Listener>& l) {
   asio::post(l->strand, [this, l] {
     // Wait for readability and accept ourselves: accept4 sets CLOEXEC atomically, so no fd of
     // a client leaks into the runtime processes the shim forks meanwhile.
@@ -108,8 +104,8 @@ void Server::accept_ready(const std::shared_ptr<Listener>& l) {
     ucred cred{};
     socklen_t len = sizeof(cred);
     if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 || cred.uid != ::geteuid()) {
-      log_.warn("ttrpc: refusing connection from pid " + std::to_string(cred.pid) + " uid " +
-                std::to_string(cred.uid) + ": not the shim's user");
+      log_.warn("ttrpc: refusing connection from pid " + std::to_string(cred.pid) + " uid " + std::to_string(cred.uid) +
+                ": not the shim's user");
       ::close(fd);
       start_accept(l);
       return;
@@ -129,8 +125,8 @@ void Server::accept_ready(const std::shared_ptr<Listener>& l) {
   start_accept(l);
 }
 
-void Server::dispatch(const std::shared_ptr<ServerConnection>& conn, std::uint32_t stream_id,
-                      CallContext ctx, std::string payload) {
+void Server::dispatch(const std::shared_ptr<ServerConnection>& conn, std::uint32_t stream_id, CallContext ctx,
+                      std::string payload) {
   Handler handler;
   {
     std::lock_guard lk(mu_);
@@ -151,8 +147,7 @@ void Server::dispatch(const std::shared_ptr<ServerConnection>& conn, std::uint32
     handler = m->second;
     ++in_flight_;
   }
-  pool_.submit([this, conn, stream_id, ctx = std::move(ctx), payload = std::move(payload),
-                handler = std::move(handler)] {
+  pool_.submit([this, conn, stream_id, ctx = std::move(ctx), payload = std::move(payload), handler = std::move(handler)] {
     Code code = Code::Ok;
     std::string message;
     std::string out;
@@ -169,8 +164,7 @@ void Server::dispatch(const std::shared_ptr<ServerConnection>& conn, std::uint32
       message = "non-standard exception";
     }
     if (code != Code::Ok) {
-      log_.debug("ttrpc: " + ctx.service + "/" + ctx.method + " failed: " +
-                 std::string(code_name(code)) + ": " + message);
+      log_.debug("ttrpc: " + ctx.service + "/" + ctx.method + " failed: " + std::string(code_name(code)) + ": " + message);
     }
     try {
       conn->send_response(stream_id, code, message, out);

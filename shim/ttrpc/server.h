@@ -73,19 +73,17 @@ class Server {
   friend class ServerConnection;
   using Executor = boost::asio::io_context::executor_type;
   struct Listener {
-    explicit Listener(boost::asio::io_context& io)
-        : strand(boost::asio::make_strand(io)), acceptor(strand) {}
+    explicit Listener(boost::asio::io_context& io) : strand(boost::asio::make_strand(io)), acceptor(strand) {}
     boost::asio::strand<Executor> strand;
     boost::asio::local::stream_protocol::acceptor acceptor;
   };
 
   void add_listener(UniqueFd fd);
-  void start_accept(std::shared_ptr<Listener> l);
+  void start_accept(const std::shared_ptr<Listener>& l);
   void accept_ready(const std::shared_ptr<Listener>& l);
 
   // Called by connections (on their strand).
-  void dispatch(const std::shared_ptr<ServerConnection>& conn, std::uint32_t stream_id,
-                CallContext ctx, std::string payload);
+  void dispatch(const std::shared_ptr<ServerConnection>& conn, std::uint32_t stream_id, CallContext ctx, std::string payload);
   void connection_closed(const ServerConnection* conn);
 
   void request_done();

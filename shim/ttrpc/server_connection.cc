@@ -22,29 +22,27 @@ void ServerConnection::start() {
 
 void ServerConnection::read_more() {
   if (closed_) return;
-  socket_.async_read_some(
-      asio::buffer(rbuf_), [self = shared_from_this()](boost::system::error_code ec, std::size_t n) {
-        if (ec) {
-          if (ec != asio::error::operation_aborted && !self->parser_.idle()) {
-            self->server_.log_.warn("ttrpc: connection closed in the middle of a frame (" +
-                                    ec.message() + "); dropping it");
-          }
-          self->do_close();
-          return;
-        }
-        std::vector<FrameParser::Event> events;
-        self->parser_.feed({self->rbuf_.data(), n}, events);
-        for (auto& ev : events) self->on_event(ev);
-        self->read_more();
-      });
+  socket_.async_read_some(asio::buffer(rbuf_), [self = shared_from_this()](boost::system::error_code ec, std::size_t n) {
+    if (ec) {
+      if (ec != asio::error::operation_aborted && !self->parser_.idle()) {
+        self->server_.log_.warn("ttrpc: connection closed in the middle of a frame (" + ec.message() + "); dropping it");
+      }
+      self->do_close();
+      return;
+    }
+    std::vector<FrameParser::Event> events;
+    self->parser_.feed({self->rbuf_.data(), n}, events);
+    for (auto& ev : events) self->on_event(ev);
+    self->read_more();
+  });
 }
 
 void ServerConnection::on_event(FrameParser::Event& ev) {
   const auto sid = ev.header.stream_id;
   if (ev.kind == FrameParser::Event::Kind::Oversized) {
     send_response(sid, Code::ResourceExhausted,
-                  "message length " + std::to_string(ev.header.length) +
-                      " exceed maximum message size of " + std::to_string(kMaxMessageSize),
+                  "message length " + std::to_string(ev.header.length) + " exceed maximum message size of " +
+                      std::to_string(kMaxMessageSize),
                   {});
     return;
   }
@@ -75,8 +73,7 @@ void ServerConnection::on_event(FrameParser::Event& ev) {
   server_.dispatch(shared_from_this(), sid, std::move(ctx), std::move(*req.mutable_payload()));
 }
 
-void ServerConnection::send_response(std::uint32_t stream_id, Code code, const std::string& message,
-                                     const std::string& payload) {
+void ServerConnection::send_response(std::uint32_t stream_id, Code code, const std::string& message, const std::string& payload) {
   ::ttrpc::Response resp;
   // Go always sets status (code 0 on success); mirror it so any client version is satisfied.
   resp.mutable_status()->set_code(static_cast<int>(code));
@@ -87,14 +84,11 @@ void ServerConnection::send_response(std::uint32_t stream_id, Code code, const s
     resp.Clear();
     resp.mutable_status()->set_code(static_cast<int>(Code::ResourceExhausted));
     resp.mutable_status()->set_message("response of " + std::to_string(body.size()) +
-                                       " bytes exceeds the maximum message size of " +
-                                       std::to_string(kMaxMessageSize));
+                                       " bytes exceeds the maximum message size of " + std::to_string(kMaxMessageSize));
     body = resp.SerializeAsString();
   }
   std::string frame = encode_frame(stream_id, FrameType::Response, body);
-  asio::post(strand_, [self = shared_from_this(), f = std::move(frame)]() mutable {
-    self->enqueue(std::move(f));
-  });
+  asio::post(strand_, [self = shared_from_this(), f = std::move(frame)]() mutable { self->enqueue(std::move(f)); });
 }
 
 void ServerConnection::enqueue(std::string frame) {

@@ -26,8 +26,7 @@ class ServerConnection : public std::enable_shared_from_this<ServerConnection> {
 
   void start();
   // Thread-safe: queue a response (status Ok when code is Ok) for stream_id.
-  void send_response(std::uint32_t stream_id, Code code, const std::string& message,
-                     const std::string& payload);
+  void send_response(std::uint32_t stream_id, Code code, const std::string& message, const std::string& payload);
   // Thread-safe: close once queued responses are written (graceful shutdown).
   void close_after_flush();
   // Thread-safe: close now.

@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# Issue 5 acceptance on a machine without a GPU: the GPU-aware checkpoint through containerd, our
+# shim, runc and CRIU, with the test fixtures standing in for the driver (fake libcuda and
+# libnvidia-ml loaded by the shim, a static fake CUDA app in the container holding a fake device
+# that matches a configured glob). The same orchestrator code runs against the real driver in
+# test/gpu/. Cases:
+#   refuse   a child holds the device without CUDA: checkpoint fails naming its pid and the path,
+#            checkpoint-diagnostic.json is in the bundle, the container keeps running and working
+#   cuda     a CUDA parent and child: all locked before any checkpoint, CRIU dump, CUDA resumed;
+#            then restore from the image brings CUDA back in both, and their work continues
+#   mixed    CUDA processes plus a non-CUDA holder: refused before any toggle, all keep running
+# Usage: checkpoint_gpu_fake.sh [1.6|1.7]
+set -euo pipefail
+source "$(dirname "$0")/lib/shim-env.sh"
+FIX=${NVPROXY_FIXTURES_DIR:?NVPROXY_FIXTURES_DIR (build/test/fixtures) is not set}
+[[ -x $FIX/fake_cuda_app && -f $FIX/libcuda.so && -f $FIX/libnvidia-ml.so ]] || nv_fail "fixtures missing in $FIX"
+
+FAKE=$(mktemp -d /tmp/nvproxy-fakecuda.XXXXXX)
+nv_defer rm -rf "$FAKE"
+mkdir -p "$FAKE/cuda" "$FAKE/bin"
+touch "$FAKE/fakegpu0"
+cp "$FIX/fake_cuda_app" "$FAKE/bin/"
+export NVPROXY_FAKE_CUDA_DIR=$FAKE/cuda  # read by the fake libcuda inside the shim
+NV_SHIM_EXTRA="checkpoint:
+  libcuda: $FIX/libcuda.so
+  libnvml: $FIX/libnvidia-ml.so
+  lock_timeout_ms: 5000
+  device_globs: [\"/dev/nvidia*\", \"/dev/fakegpu*\"]"
+export NV_SHIM_EXTRA
+nv_start_with_shim --containerd "${1:-1.6}"
+
+MOUNTS=(--mount "type=bind,src=$FAKE/fakegpu0,dst=/dev/fakegpu0,options=rbind:rw"
+  --mount "type=bind,src=$FAKE/cuda,dst=/fakecuda,options=rbind:rw"
+  --mount "type=bind,src=$FAKE/bin,dst=/fake,options=rbind:ro")
+bundle() { echo "$NV_STATE_DIR/io.containerd.runtime.v2.task/$NV_NAMESPACE/$1"; }
+task_status() { nv_ctr task ls | awk -v id="$1" '$1==id{print $3}'; }
+state_of() { cat "$FAKE/cuda/$1.state"; }
+counter_of() { cat "$FAKE/cuda/$1.counter" 2>/dev/null || echo 0; }
+cuda_cpids() { ls "$FAKE/cuda" | sed -n 's/^\([0-9]*\)\.cuda$/\1/p' | sort -n; }
+advancing() { local a; a=$(counter_of "$1"); sleep 0.5; (($(counter_of "$1") > a)); }
+
+nv_log "case refuse: a child holds the device without CUDA"
+nv_ctr run -d --runtime $NV_RT "${MOUNTS[@]}" "$NV_IMAGE" refuse sh -c 'sleep 1000 3</dev/fakegpu0 & exec sleep 1000'
+init=$(nv_ctr task ls | awk '$1=="refuse"{print $2}')
+nv_wait_for -t 10 bash -c "[[ \$(ctr -a $NV_SOCK -n $NV_NAMESPACE task ps refuse | wc -l) -ge 3 ]]"
+child=$(nv_ctr task ps refuse | awk 'NR>1{print $1}' | grep -vx "$init")
+set +e
+err=$(nv_ctr task checkpoint refuse 2>&1)
+rc=$?
+set -e
+((rc != 0)) || nv_fail "checkpoint of a container with a device holder succeeded"
+echo "$err" >&2
+nv_assert_contains "$err" "$child" "error names the holder's pid"
+nv_assert_contains "$err" "/dev/fakegpu0" "error names the device path"
+nv_assert_contains "$err" "no CUDA" "error says the holder is not a CUDA process"
+diag=$(bundle refuse)/checkpoint-diagnostic.json
+[[ -s $diag ]] || nv_fail "no $diag"
+jq -e --argjson p "$child" '.processes[] | select(.pid == $p)' "$diag" >/dev/null || nv_fail "diagnostic JSON lacks pid $child: $(cat "$diag")"
+nv_assert_eq RUNNING "$(task_status refuse)" "container state after the refused checkpoint"
+nv_assert_eq ok "$(nv_ctr task exec --exec-id after refuse echo ok)" "container works after the refusal"
+nv_ctr task kill -s KILL refuse
+
+nv_log "case cuda: CUDA parent + child, checkpoint, then restore"
+nv_ctr run -d --runtime $NV_RT "${MOUNTS[@]}" "$NV_IMAGE" cuda /fake/fake_cuda_app --dir /fakecuda --device /dev/fakegpu0 --map --children 1
+nv_wait_for -t 10 bash -c "[[ \$(ls $FAKE/cuda | grep -c '\.ready$') -ge 2 ]]" || nv_fail "fake CUDA app did not start: $(ls "$FAKE/cuda")"
+mapfile -t cp < <(cuda_cpids)
+nv_assert_eq 2 "${#cp[@]}" "CUDA processes in the container"
+nv_ctr c checkpoint --task --rw cuda cudaref
+log=$FAKE/cuda/calls.log
+# Every lock finished before the first checkpoint started (DESIGN: lock all, then checkpoint all).
+last_lock_end=$(awk '$2=="lock"{print $4}' "$log" | sort -n | tail -1)
+first_ckpt_start=$(awk '$2=="checkpoint"{print $3}' "$log" | sort -n | head -1)
+nv_assert_eq 2 "$(awk '$2=="lock" && $5==0' "$log" | wc -l)" "successful locks"
+nv_assert_eq 2 "$(awk '$2=="checkpoint" && $5==0' "$log" | wc -l)" "successful checkpoints"
+((last_lock_end <= first_ckpt_start)) || nv_fail "a checkpoint started before all locks ended: $(cat "$log")"
+for c in "${cp[@]}"; do
+  nv_assert_eq running "$(state_of "$c")" "CUDA state of $c after a leave-running checkpoint"
+  nv_wait_for -t 5 advancing "$c" || nv_fail "process $c does not work after the checkpoint"
+done
+nv_assert_eq RUNNING "$(task_status cuda)" "container state after checkpoint"
+before=$(counter_of "${cp[0]}")
+nv_ctr task kill -s KILL cuda
+nv_wait_for -t 10 bash -c "[[ \$(ctr -a $NV_SOCK -n $NV_NAMESPACE task ls | awk '\$1==\"cuda\"{print \$3}') == STOPPED ]]"
+nv_ctr task rm cuda >/dev/null
+nv_ctr c rm cuda
+# The checkpoint image carries the processes in the checkpointed CUDA state: the shim must bring
+# them back after CRIU restores them (new host pids, same container pids).
+for c in "${cp[@]}"; do echo checkpointed >"$FAKE/cuda/$c.state"; touch "$FAKE/cuda/$c.closed"; done
+: >"$log"
+nv_ctr c restore --live --rw cuda cudaref </dev/null
+nv_assert_eq RUNNING "$(task_status cuda)" "restored container state"
+nv_assert_eq 2 "$(awk '$2=="restore" && $5==0' "$log" | wc -l)" "CUDA restores after the runtime restore"
+nv_assert_eq 2 "$(awk '$2=="unlock" && $5==0' "$log" | wc -l)" "CUDA unlocks after the runtime restore"
+for c in "${cp[@]}"; do
+  nv_assert_eq running "$(state_of "$c")" "CUDA state of $c after restore"
+  nv_wait_for -t 5 advancing "$c" || nv_fail "process $c does not work after the restore"
+done
+after=$(counter_of "${cp[0]}")
+((after >= before - 50)) || nv_fail "work did not continue from the checkpoint: before=$before after=$after"
+nv_ctr task kill -s KILL cuda
+nv_wait_for -t 10 bash -c "[[ \$(ctr -a $NV_SOCK -n $NV_NAMESPACE task ls | awk '\$1==\"cuda\"{print \$3}') == STOPPED ]]"
+nv_ctr task rm cuda >/dev/null
+
+nv_log "case mixed: CUDA processes and a non-CUDA holder"
+rm -f "$FAKE"/cuda/*
+nv_ctr run -d --runtime $NV_RT "${MOUNTS[@]}" "$NV_IMAGE" mixed /fake/fake_cuda_app --dir /fakecuda --device /dev/fakegpu0 --map --fork-holder
+nv_wait_for -t 10 bash -c "ls $FAKE/cuda | grep -q '\.ready$'"
+sleep 0.5
+set +e
+err=$(nv_ctr task checkpoint mixed 2>&1)
+rc=$?
+set -e
+((rc != 0)) || nv_fail "checkpoint with a non-CUDA holder succeeded"
+echo "$err" >&2
+nv_assert_contains "$err" "/dev/fakegpu0" "error names the device"
+if grep -qE ' (lock|checkpoint) ' "$FAKE/cuda/calls.log" 2>/dev/null; then
+  nv_fail "processes were toggled although the refusal was certain: $(cat "$FAKE/cuda/calls.log")"
+fi
+for c in $(cuda_cpids); do
+  nv_assert_eq running "$(state_of "$c")" "CUDA state of $c after the refusal"
+  nv_wait_for -t 5 advancing "$c" || nv_fail "process $c stopped working after the refusal"
+done
+nv_assert_eq RUNNING "$(task_status mixed)" "container state after the refusal"
+echo "PASS checkpoint_gpu_fake ($NV_RUNTIME, containerd $NV_CONTAINERD_VERSION)"
