@@ -78,8 +78,7 @@ const DriverApiToggler::Api& DriverApiToggler::api() {
       int v = 0;
       if (a->version) a->version(&v);
       load_error_ = "the CUDA driver library \"" + lib_ + "\" (driver API " + std::to_string(v / 1000) + "." +
-                    std::to_string(v % 1000 / 10) + ") lacks " + missing +
-                    ": CUDA checkpointing needs driver 550 or newer";
+                    std::to_string(v % 1000 / 10) + ") lacks " + missing + ": CUDA checkpointing needs driver 550 or newer";
       return;  // handle stays loaded; harmless
     }
     api_ = std::move(a);
@@ -95,7 +94,9 @@ void DriverApiToggler::check(int rc, pid_t pid, const char* op) {
   throw CudaError(pid, op, rc, name ? name : "CUDA_ERROR_" + std::to_string(rc));
 }
 
-std::string DriverApiToggler::describe() { return "CUDA driver API (" + lib_ + ")"; }
+std::string DriverApiToggler::describe() {
+  return "CUDA driver API (" + lib_ + ")";
+}
 
 int DriverApiToggler::driver_version() {
   int v = 0;

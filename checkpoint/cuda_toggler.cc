@@ -29,19 +29,23 @@ std::string answer_text(int code, const std::string& name, const std::string& de
 }  // namespace
 
 CudaError::CudaError(pid_t pid, std::string op, int driver_code, std::string driver_name, std::string detail)
-    : Error(code_for(driver_code), "CUDA " + op + " of pid " + std::to_string(pid) + " failed: " +
-                                       answer_text(driver_code, driver_name, detail)),
-      pid_(pid), op_(std::move(op)), driver_code_(driver_code), driver_name_(std::move(driver_name)),
+    : Error(code_for(driver_code),
+            "CUDA " + op + " of pid " + std::to_string(pid) + " failed: " + answer_text(driver_code, driver_name, detail)),
+      pid_(pid),
+      op_(std::move(op)),
+      driver_code_(driver_code),
+      driver_name_(std::move(driver_name)),
       detail_(std::move(detail)) {}
 
-std::string CudaError::answer() const { return answer_text(driver_code_, driver_name_, detail_); }
+std::string CudaError::answer() const {
+  return answer_text(driver_code_, driver_name_, detail_);
+}
 
 std::unique_ptr<CudaToggler> make_toggler(const CheckpointConfig& cfg, ProcessRunner& runner) {
   if (cfg.cuda == "driver-api") return std::make_unique<DriverApiToggler>(cfg.libcuda);
   if (cfg.cuda == "cuda-checkpoint") return std::make_unique<CudaCheckpointBinToggler>(runner, cfg.cuda_checkpoint_path);
   if (cfg.cuda == "none") return nullptr;
-  throw Error(Code::InvalidArgument,
-              "checkpoint.cuda: \"" + cfg.cuda + "\" is not one of driver-api, cuda-checkpoint, none");
+  throw Error(Code::InvalidArgument, "checkpoint.cuda: \"" + cfg.cuda + "\" is not one of driver-api, cuda-checkpoint, none");
 }
 
 }  // namespace nvproxy::checkpoint

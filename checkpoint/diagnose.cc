@@ -23,18 +23,17 @@ int diagnose_main(const std::vector<std::string>& args, std::ostream& out, std::
   std::vector<int> pid_args;
   std::vector<std::string> globs;
   po::options_description opts("diagnose options");
-  opts.add_options()("help,h", "show this help")
-      ("id", po::value(&id), "container id")
-      ("namespace", po::value(&ns)->default_value(ns), "containerd namespace")
-      ("runtime-root", po::value(&root), "the runtime's --root (default /run/containerd/runc/NAMESPACE)")
-      ("runtime", po::value(&runtime)->default_value(runtime), "OCI runtime binary for `ps`")
-      ("pid", po::value(&pid_args)->multitoken(), "pids to inspect instead of asking the runtime")
-      ("json", po::bool_switch(), "print JSON")
-      ("cuda", po::value(&cfg.cuda)->default_value(cfg.cuda), "driver-api | cuda-checkpoint | none")
-      ("cuda-checkpoint-path", po::value(&cfg.cuda_checkpoint_path)->default_value(cfg.cuda_checkpoint_path), "")
-      ("libcuda", po::value(&cfg.libcuda)->default_value(cfg.libcuda), "CUDA driver library")
-      ("libnvml", po::value(&cfg.libnvml)->default_value(cfg.libnvml), "NVML library")
-      ("device-glob", po::value(&globs)->multitoken(), "device path globs (default /dev/nvidia*)");
+  opts.add_options()("help,h", "show this help")("id", po::value(&id), "container id")(
+      "namespace", po::value(&ns)->default_value(ns), "containerd namespace")(
+      "runtime-root", po::value(&root), "the runtime's --root (default /run/containerd/runc/NAMESPACE)")(
+      "runtime", po::value(&runtime)->default_value(runtime), "OCI runtime binary for `ps`")(
+      "pid", po::value(&pid_args)->multitoken(), "pids to inspect instead of asking the runtime")(
+      "json", po::bool_switch(), "print JSON")("cuda", po::value(&cfg.cuda)->default_value(cfg.cuda),
+                                               "driver-api | cuda-checkpoint | none")(
+      "cuda-checkpoint-path", po::value(&cfg.cuda_checkpoint_path)->default_value(cfg.cuda_checkpoint_path), "")(
+      "libcuda", po::value(&cfg.libcuda)->default_value(cfg.libcuda), "CUDA driver library")(
+      "libnvml", po::value(&cfg.libnvml)->default_value(cfg.libnvml), "NVML library")(
+      "device-glob", po::value(&globs)->multitoken(), "device path globs (default /dev/nvidia*)");
   po::variables_map vm;
   try {
     po::store(po::command_line_parser(args).options(opts).run(), vm);
@@ -58,8 +57,10 @@ int diagnose_main(const std::vector<std::string>& args, std::ostream& out, std::
     DirectWaiter waiter;
     ProcessRunner runner(waiter);
     std::unique_ptr<ProcessLister> lister;
-    if (!pid_args.empty()) lister = std::make_unique<FunctionLister>(std::vector<pid_t>(pid_args.begin(), pid_args.end()));
-    else lister = std::make_unique<RuntimePsLister>(runner, runtime, root, id);
+    if (!pid_args.empty())
+      lister = std::make_unique<FunctionLister>(std::vector<pid_t>(pid_args.begin(), pid_args.end()));
+    else
+      lister = std::make_unique<RuntimePsLister>(runner, runtime, root, id);
     ProcHolderScanner scanner(cfg.device_globs);
     std::unique_ptr<CudaToggler> toggler = make_toggler(cfg, runner);
     NvmlGpuUsageProbe probe(cfg.libnvml);

@@ -11,7 +11,7 @@ namespace nvproxy::checkpoint {
 
 namespace {
 
-constexpr size_t kMaxCommand = 60;       // COMMAND column: enough to recognise the program
+constexpr size_t kMaxCommand = 60;        // COMMAND column: enough to recognise the program
 constexpr size_t kMaxRowsPerProcess = 8;  // a CUDA process holds ~23 fds per GPU; show the first few
 
 std::string shorten(const std::string& s, size_t max) {
@@ -71,8 +71,7 @@ std::string render_text(const Diagnostic& d) {
   for (const auto& w : d.warnings) out += "warning: " + w + "\n";
   if (!d.rolled_back.empty())
     out += "rolled back: pid " + join_pids(d.rolled_back) + " CUDA-running again; the container keeps running\n";
-  for (const auto& s : d.stuck)
-    out += "STUCK: pid " + std::to_string(s.pid) + " is left " + s.state + ": " + s.detail + "\n";
+  for (const auto& s : d.stuck) out += "STUCK: pid " + std::to_string(s.pid) + " is left " + s.state + ": " + s.detail + "\n";
   return out;
 }
 
@@ -82,10 +81,12 @@ nlohmann::json to_json(const Diagnostic& d) {
   for (const auto& p : d.processes) {
     json holders = json::array();
     for (const auto& h : p.holders) {
-      if (h.kind == HolderKind::Fd) holders.push_back({{"fd", h.fd}, {"path", h.path}});
-      else holders.push_back({{"mapping", true}, {"path", h.path}});
+      if (h.kind == HolderKind::Fd)
+        holders.push_back({{"fd", h.fd}, {"path", h.path}});
+      else
+        holders.push_back({{"mapping", true}, {"path", h.path}});
     }
-    json jp = {{"pid", p.pid}, {"name", p.name}, {"cmdline", p.cmdline}, {"cuda_state", p.cuda_state},
+    json jp = {{"pid", p.pid},       {"name", p.name}, {"cmdline", p.cmdline}, {"cuda_state", p.cuda_state},
                {"holders", holders}, {"hint", p.hint}};
     if (!p.gpus.empty()) jp["gpus"] = p.gpus;
     procs.push_back(jp);
@@ -94,9 +95,9 @@ nlohmann::json to_json(const Diagnostic& d) {
   for (const auto& ph : d.phases) phases[ph.name + "_ms"] = ph.ms;
   json stuck = json::array();
   for (const auto& s : d.stuck) stuck.push_back({{"pid", s.pid}, {"state", s.state}, {"detail", s.detail}});
-  return {{"container", d.container}, {"verdict", d.verdict}, {"reason", d.reason}, {"processes", procs},
-          {"phases", phases}, {"rolled_back", d.rolled_back}, {"stuck", stuck}, {"warnings", d.warnings},
-          {"text", render_text(d)}};
+  return {{"container", d.container}, {"verdict", d.verdict},   {"reason", d.reason},
+          {"processes", procs},       {"phases", phases},       {"rolled_back", d.rolled_back},
+          {"stuck", stuck},           {"warnings", d.warnings}, {"text", render_text(d)}};
 }
 
 void write_json(const Diagnostic& d, const std::filesystem::path& file) {

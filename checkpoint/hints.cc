@@ -3,19 +3,20 @@
 namespace nvproxy::checkpoint {
 
 namespace {
-std::string P(pid_t pid) { return "pid " + std::to_string(pid); }
+std::string P(pid_t pid) {
+  return "pid " + std::to_string(pid);
+}
 }  // namespace
 
-std::string hint_not_cuda(const ProcInfo& p, const ProcInfo* cuda_parent, const std::string& device,
-                          const std::string& answer) {
+std::string hint_not_cuda(const ProcInfo& p, const ProcInfo* cuda_parent, const std::string& device, const std::string& answer) {
   if (cuda_parent && !p.exe.empty() && p.exe == cuda_parent->exe)
     return P(p.pid) + " was forked from CUDA process " + std::to_string(cuda_parent->pid) +
            " without exec and inherited its GPU device files (" + device +
            "); the driver cannot checkpoint it: start children with exec (e.g. multiprocessing start method "
            "'spawn') or close the inherited fds";
   if (p.maps_libcuda)
-    return P(p.pid) + " has libcuda loaded and holds " + device + ", but the driver reports no CUDA state for it (" +
-           answer + "); stop it or exclude it before checkpointing";
+    return P(p.pid) + " has libcuda loaded and holds " + device + ", but the driver reports no CUDA state for it (" + answer +
+           "); stop it or exclude it before checkpointing";
   return P(p.pid) + " is not a CUDA process (NVML user?); stop it or exclude it before checkpointing";
 }
 
@@ -41,8 +42,7 @@ std::string hint_toggle_failed(const CudaError& e, unsigned lock_timeout_ms) {
 }
 
 std::string hint_still_holds(pid_t pid, const std::string& state, const std::string& device, bool toggled, bool known) {
-  if (!known)
-    return P(pid) + " started during the checkpoint and holds " + device + "; retry the checkpoint";
+  if (!known) return P(pid) + " started during the checkpoint and holds " + device + "; retry the checkpoint";
   if (toggled)
     return P(pid) + " is CUDA-" + state + " but still holds " + device +
            ": the driver did not release it (a device outside CUDA's checkpoint, e.g. /dev/dri, or a "

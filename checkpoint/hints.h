@@ -13,8 +13,7 @@ namespace nvproxy::checkpoint {
 
 // A holder whose CUDA state cannot be read. parent: its parent's info when the parent is a CUDA
 // process (nullptr otherwise); answer: what GetState said.
-std::string hint_not_cuda(const ProcInfo& p, const ProcInfo* cuda_parent, const std::string& device,
-                          const std::string& answer);
+std::string hint_not_cuda(const ProcInfo& p, const ProcInfo* cuda_parent, const std::string& device, const std::string& answer);
 std::string hint_wrong_state(pid_t pid, CudaState s);
 std::string hint_multi_gpu(pid_t pid, const std::set<std::string>& gpus);
 std::string hint_toggle_failed(const CudaError& e, unsigned lock_timeout_ms);

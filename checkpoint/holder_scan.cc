@@ -62,7 +62,9 @@ std::string basename_of(const std::string& p) {
 
 }  // namespace
 
-std::string_view kind_name(HolderKind k) { return k == HolderKind::Fd ? "fd" : "mapping"; }
+std::string_view kind_name(HolderKind k) {
+  return k == HolderKind::Fd ? "fd" : "mapping";
+}
 
 bool ProcHolderScanner::matches(const std::string& path) const {
   return std::any_of(globs_.begin(), globs_.end(),

@@ -19,8 +19,8 @@ struct Holder {
   std::string name;     // comm
   std::string cmdline;  // NULs turned into spaces
   HolderKind kind = HolderKind::Fd;
-  int fd = -1;          // for kind Fd
-  std::string path;     // the device
+  int fd = -1;       // for kind Fd
+  std::string path;  // the device
 };
 
 // What the hints need to know about a process besides its holders.

@@ -46,8 +46,8 @@ std::map<pid_t, std::set<std::string>> NvmlGpuUsageProbe::gpus_by_pid() {
   auto uuid_fn = reinterpret_cast<UuidFn>(sym("nvmlDeviceGetUUID"));
   auto errstr = reinterpret_cast<ErrStrFn>(::dlsym(h, "nvmlErrorString"));
   auto fail = [&](const std::string& what, int rc) {
-    return Error(Code::FailedPrecondition, "NVML " + what + " failed: " + (errstr ? errstr(rc) : "error") +
-                                               " (" + std::to_string(rc) + ")");
+    return Error(Code::FailedPrecondition,
+                 "NVML " + what + " failed: " + (errstr ? errstr(rc) : "error") + " (" + std::to_string(rc) + ")");
   };
 
   if (int rc = init(); rc != 0) throw fail("nvmlInit_v2", rc);

@@ -17,10 +17,10 @@ namespace fs = std::filesystem;
 
 struct Orchestrator::Classified {
   std::map<pid_t, std::vector<Holder>> holders;
-  std::map<pid_t, CudaState> state;                 // holders whose state the driver reports
-  std::map<pid_t, std::string> state_error;         // the others: what GetState answered
-  std::vector<pid_t> cuda;                          // running CUDA holders: the ones to toggle
-  std::vector<ProcessReport> blockers;              // holders the toggle cannot release, with hints
+  std::map<pid_t, CudaState> state;          // holders whose state the driver reports
+  std::map<pid_t, std::string> state_error;  // the others: what GetState answered
+  std::vector<pid_t> cuda;                   // running CUDA holders: the ones to toggle
+  std::vector<ProcessReport> blockers;       // holders the toggle cannot release, with hints
 };
 
 namespace {
@@ -192,8 +192,10 @@ Orchestrator::Resumed Orchestrator::bring_back(const std::vector<pid_t>& pids, c
       stuck = StuckProcess{pid, s ? std::string(state_name(*s)) : "unknown", e.what()};
     }
     std::lock_guard lk(mu);
-    if (stuck) out.stuck.push_back(*stuck);
-    else out.running.push_back(pid);
+    if (stuck)
+      out.stuck.push_back(*stuck);
+    else
+      out.running.push_back(pid);
   });
   std::sort(out.running.begin(), out.running.end());
   std::sort(out.stuck.begin(), out.stuck.end(), [](const auto& a, const auto& b) { return a.pid < b.pid; });
@@ -358,9 +360,9 @@ CheckpointOutcome Orchestrator::checkpoint(const CheckpointRequest& req, const S
                                   std::binary_search(pids.begin(), pids.end(), pid));
         reps.push_back(std::move(r));
       }
-      throw rollback(std::move(reps), Code::FailedPrecondition, "refused",
-                     count_processes(left.size()) + (left.size() == 1 ? " still holds" : " still hold") +
-                         " GPU devices after CUDA toggle");
+      throw rollback(
+          std::move(reps), Code::FailedPrecondition, "refused",
+          count_processes(left.size()) + (left.size() == 1 ? " still holds" : " still hold") + " GPU devices after CUDA toggle");
     }
 
     Phase snap(out.phases, log_, id, "snapshot");
@@ -412,8 +414,8 @@ ResumeOutcome Orchestrator::restore_after_runtime_restore(const std::string& id,
       states[pid] = s;
     });  // a pid whose state cannot be read is not a CUDA process: nothing to do
   } catch (const Error& e) {
-    throw Error(e.code(), "restore of container \"" + id + "\": cannot read the CUDA state of its processes " +
-                              pid_list(pids) + ": " + e.what());
+    throw Error(e.code(), "restore of container \"" + id + "\": cannot read the CUDA state of its processes " + pid_list(pids) +
+                              ": " + e.what());
   }
   std::vector<pid_t> todo;
   for (const auto& [pid, s] : states)

@@ -33,8 +33,8 @@ namespace nvproxy::checkpoint {
 
 struct CheckpointRequest {
   std::string container_id;
-  bool keep_running = true;                // containerd's CheckpointOptions.exit == false
-  std::filesystem::path diagnostic_path;   // BUNDLE/checkpoint-diagnostic.json; empty: not written
+  bool keep_running = true;               // containerd's CheckpointOptions.exit == false
+  std::filesystem::path diagnostic_path;  // BUNDLE/checkpoint-diagnostic.json; empty: not written
 };
 
 // The runtime's checkpoint (`runc checkpoint --image-path ...`); throws Error on failure.
@@ -61,8 +61,8 @@ class Orchestrator {
  public:
   // toggler == nullptr: CUDA toggling is off (checkpoint.cuda: none); the snapshot runs directly.
   // probe == nullptr: no multi-GPU preflight.
-  Orchestrator(CheckpointConfig cfg, ProcessLister& lister, HolderScanner& scanner, CudaToggler* toggler,
-               GpuUsageProbe* probe, Logger& log)
+  Orchestrator(CheckpointConfig cfg, ProcessLister& lister, HolderScanner& scanner, CudaToggler* toggler, GpuUsageProbe* probe,
+               Logger& log)
       : cfg_(std::move(cfg)), lister_(lister), scanner_(scanner), toggler_(toggler), probe_(probe), log_(log) {}
 
   // Throws Error(FailedPrecondition) with the diagnostic text when refused or rolled back; the
@@ -73,8 +73,7 @@ class Orchestrator {
   // After the runtime's restore: lists the pids again (host pids change), restores and unlocks
   // every process whose CUDA state is checkpointed (and unlocks locked ones), in parallel.
   // Throws Error(FailedPrecondition) naming the stuck processes.
-  ResumeOutcome restore_after_runtime_restore(const std::string& container_id,
-                                              const std::filesystem::path& diagnostic_path = {});
+  ResumeOutcome restore_after_runtime_restore(const std::string& container_id, const std::filesystem::path& diagnostic_path = {});
 
   // Read-only: nothing is toggled.
   Inspection inspect(const std::string& container_id);

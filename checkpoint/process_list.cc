@@ -28,15 +28,17 @@ void read_procs(const fs::path& file, std::vector<pid_t>& out) {
 }
 }  // namespace
 
-std::vector<pid_t> FunctionLister::list() { return sorted_unique(fn_()); }
+std::vector<pid_t> FunctionLister::list() {
+  return sorted_unique(fn_());
+}
 
 std::vector<pid_t> cgroup_pids(const fs::path& dir) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) throw Error(Code::NotFound, "cgroup " + dir.string() + " does not exist");
   std::vector<pid_t> pids;
   read_procs(dir / "cgroup.procs", pids);
-  for (fs::recursive_directory_iterator it(dir, fs::directory_options::skip_permission_denied, ec), end;
-       !ec && it != end; it.increment(ec)) {
+  for (fs::recursive_directory_iterator it(dir, fs::directory_options::skip_permission_denied, ec), end; !ec && it != end;
+       it.increment(ec)) {
     if (it->is_directory(ec)) read_procs(it->path() / "cgroup.procs", pids);
   }
   return sorted_unique(std::move(pids));
@@ -55,8 +57,10 @@ fs::path cgroup_of_pid(pid_t pid, const fs::path& proc_root, const fs::path& cgr
     size_t c1 = line.find(':'), c2 = c1 == std::string::npos ? c1 : line.find(':', c1 + 1);
     if (c2 == std::string::npos) continue;
     std::string ctrls = line.substr(c1 + 1, c2 - c1 - 1), path = line.substr(c2 + 1);
-    if (line.compare(0, c1, "0") == 0 && ctrls.empty()) unified = path;
-    else if (("," + ctrls + ",").find(",freezer,") != std::string::npos) freezer = path;
+    if (line.compare(0, c1, "0") == 0 && ctrls.empty())
+      unified = path;
+    else if (("," + ctrls + ",").find(",freezer,") != std::string::npos)
+      freezer = path;
   }
   if (!freezer.empty()) return cgroup_root / "freezer" / fs::path(freezer).relative_path();
   if (!unified.empty()) return cgroup_root / fs::path(unified).relative_path();
@@ -70,8 +74,7 @@ std::vector<pid_t> parse_pid_array_json(const std::string& text, const std::stri
     if (!j.is_array()) throw Error(Code::Internal, what + ": expected a JSON array of pids, got: " + text.substr(0, 200));
     std::vector<pid_t> pids;
     for (const auto& e : j) {
-      if (!e.is_number_integer() || e.get<long>() <= 0)
-        throw Error(Code::Internal, what + ": not a pid: " + e.dump());
+      if (!e.is_number_integer() || e.get<long>() <= 0) throw Error(Code::Internal, what + ": not a pid: " + e.dump());
       pids.push_back(static_cast<pid_t>(e.get<long>()));
     }
     return sorted_unique(std::move(pids));

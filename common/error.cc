@@ -30,9 +30,11 @@ std::string_view code_name(Code c) {
 Error sys_error(std::string_view context, int err) {
   Code code = Code::Internal;
   switch (err) {
-    case ENOENT: case ESRCH: code = Code::NotFound; break;
+    case ENOENT:
+    case ESRCH: code = Code::NotFound; break;
     case EEXIST: code = Code::AlreadyExists; break;
-    case EACCES: case EPERM: code = Code::PermissionDenied; break;
+    case EACCES:
+    case EPERM: code = Code::PermissionDenied; break;
     case EINVAL: code = Code::InvalidArgument; break;
     case ETIMEDOUT: code = Code::DeadlineExceeded; break;
     default: break;

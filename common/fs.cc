@@ -69,8 +69,7 @@ bool path_within(const std::filesystem::path& root, const std::filesystem::path&
 std::filesystem::path join_within(const std::filesystem::path& root, const std::filesystem::path& rel) {
   std::filesystem::path r = rel.is_absolute() ? rel.relative_path() : rel;
   std::filesystem::path full = (root / r).lexically_normal();
-  if (!path_within(root, full))
-    throw Error(Code::InvalidArgument, "path \"" + rel.string() + "\" escapes " + root.string());
+  if (!path_within(root, full)) throw Error(Code::InvalidArgument, "path \"" + rel.string() + "\" escapes " + root.string());
   return full;
 }
 

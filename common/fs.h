@@ -6,7 +6,7 @@
 
 namespace nvproxy {
 
-std::string read_file(const std::filesystem::path& p);                  // throws Error
+std::string read_file(const std::filesystem::path& p);  // throws Error
 // Writes via a temp file + rename so a crash never leaves a half-written file.
 void write_file_atomic(const std::filesystem::path& p, std::string_view data, unsigned mode = 0644);
 // Resolves `rel` under `root` lexically and refuses results outside root (".." escapes).

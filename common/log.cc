@@ -22,7 +22,7 @@ void Logger::set_fd(int fd) {
   fd_ = fd;
 }
 
-void Logger::set_field(std::string key, std::string value) {
+void Logger::set_field(const std::string& key, const std::string& value) {
   std::lock_guard lk(mu_);
   fields_ += " " + key + "=" + value;
 }
@@ -32,7 +32,10 @@ std::string quote(std::string_view s) {
   std::string out = "\"";
   for (char c : s) {
     if (c == '"' || c == '\\') out += '\\';
-    if (c == '\n') { out += "\\n"; continue; }
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
     out += c;
   }
   return out + "\"";
@@ -58,7 +61,10 @@ void Logger::log(LogLevel l, std::string_view msg) {
   size_t left = line.size();
   while (left > 0) {
     ssize_t n = ::write(fd_, p, left);
-    if (n <= 0) { if (n < 0 && errno == EINTR) continue; return; }
+    if (n <= 0) {
+      if (n < 0 && errno == EINTR) continue;
+      return;
+    }
     p += n;
     left -= static_cast<size_t>(n);
   }

@@ -21,7 +21,7 @@ class Logger {
   void set_fd(int fd);
   void set_level(LogLevel l) { level_ = l; }
   [[nodiscard]] LogLevel level() const { return level_; }
-  void set_field(std::string key, std::string value);  // e.g. id=<container>, namespace=<ns>
+  void set_field(const std::string& key, const std::string& value);  // e.g. id=<container>, namespace=<ns>
 
   void log(LogLevel l, std::string_view msg);
   void debug(std::string_view m) { log(LogLevel::Debug, m); }

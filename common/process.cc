@@ -20,9 +20,12 @@ namespace nvproxy {
 
 std::string RunResult::describe() const {
   std::string s;
-  if (timed_out) s = "timed out, killed";
-  else if (term_signal != 0) s = "killed by signal " + std::to_string(term_signal);
-  else s = "exit status " + std::to_string(exit_code);
+  if (timed_out)
+    s = "timed out, killed";
+  else if (term_signal != 0)
+    s = "killed by signal " + std::to_string(term_signal);
+  else
+    s = "exit status " + std::to_string(exit_code);
   std::string tail = err.empty() ? out : err;
   while (!tail.empty() && (tail.back() == '\n' || tail.back() == ' ')) tail.pop_back();
   if (tail.size() > 2000) tail = "..." + tail.substr(tail.size() - 2000);
@@ -62,7 +65,7 @@ std::string find_program(const std::string& name) {
     std::string dir = p.substr(start, end - start);
     if (!dir.empty()) {
       std::string cand = dir + "/" + name;
-      struct stat st{};
+      struct stat st {};
       if (::stat(cand.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(cand.c_str(), X_OK) == 0) return cand;
     }
     start = end + 1;
@@ -147,7 +150,10 @@ pid_t ProcessRunner::fork_exec(const Command& cmd, int in, int out, int err) {
 pid_t ProcessRunner::start(const Command& cmd) {
   UniqueFd null_in, null_out;
   int in = cmd.stdin_fd, out = cmd.stdout_fd, err = cmd.stderr_fd;
-  if (in < 0) { null_in = open_devnull(O_RDONLY); in = null_in.get(); }
+  if (in < 0) {
+    null_in = open_devnull(O_RDONLY);
+    in = null_in.get();
+  }
   if (out < 0 || err < 0) null_out = open_devnull(O_WRONLY);
   if (out < 0) out = null_out.get();
   if (err < 0) err = null_out.get();
@@ -158,10 +164,21 @@ RunResult ProcessRunner::run(const Command& cmd) {
   UniqueFd null_in;
   std::optional<Pipe> in_pipe, out_pipe, err_pipe;
   int in = cmd.stdin_fd, out = cmd.stdout_fd, err = cmd.stderr_fd;
-  if (cmd.stdin_data) { in_pipe.emplace(); in = in_pipe->r.get(); }
-  else if (in < 0) { null_in = open_devnull(O_RDONLY); in = null_in.get(); }
-  if (out < 0) { out_pipe.emplace(); out = out_pipe->w.get(); }
-  if (err < 0) { err_pipe.emplace(); err = err_pipe->w.get(); }
+  if (cmd.stdin_data) {
+    in_pipe.emplace();
+    in = in_pipe->r.get();
+  } else if (in < 0) {
+    null_in = open_devnull(O_RDONLY);
+    in = null_in.get();
+  }
+  if (out < 0) {
+    out_pipe.emplace();
+    out = out_pipe->w.get();
+  }
+  if (err < 0) {
+    err_pipe.emplace();
+    err = err_pipe->w.get();
+  }
 
   pid_t pid = fork_exec(cmd, in, out, err);
   if (in_pipe) in_pipe->r.reset();
@@ -203,13 +220,17 @@ RunResult ProcessRunner::run(const Command& cmd) {
       char buf[8192];
       ssize_t n = ::read(p.fd, buf, sizeof buf);
       bool is_out = out_pipe && p.fd == out_pipe->r.get();
-      if (n > 0) (is_out ? res.out : res.err).append(buf, static_cast<size_t>(n));
-      else if (n == 0 || (errno != EINTR && errno != EAGAIN)) (is_out ? out_pipe->r : err_pipe->r).reset();
+      if (n > 0)
+        (is_out ? res.out : res.err).append(buf, static_cast<size_t>(n));
+      else if (n == 0 || (errno != EINTR && errno != EAGAIN))
+        (is_out ? out_pipe->r : err_pipe->r).reset();
     }
   }
   int status = waiter_.wait(pid);
-  if (WIFEXITED(status)) res.exit_code = WEXITSTATUS(status);
-  else if (WIFSIGNALED(status)) res.term_signal = WTERMSIG(status);
+  if (WIFEXITED(status))
+    res.exit_code = WEXITSTATUS(status);
+  else if (WIFSIGNALED(status))
+    res.term_signal = WTERMSIG(status);
   return res;
 }
 

@@ -17,8 +17,8 @@ namespace nvproxy {
 
 struct Command {
   std::vector<std::string> argv;
-  std::vector<std::string> env_add;  // "KEY=VALUE", added to (and overriding) the caller's environment
-  std::string cwd;                   // empty: inherit
+  std::vector<std::string> env_add;       // "KEY=VALUE", added to (and overriding) the caller's environment
+  std::string cwd;                        // empty: inherit
   std::optional<std::string> stdin_data;  // written to the child's stdin, then closed
   // Borrowed fds for the child's stdio; -1 means: stdin /dev/null (unless stdin_data), stdout and
   // stderr captured into RunResult.
@@ -31,8 +31,8 @@ struct Command {
 };
 
 struct RunResult {
-  int exit_code = -1;    // -1 when killed by a signal
-  int term_signal = 0;   // the signal that ended it, 0 if it exited
+  int exit_code = -1;   // -1 when killed by a signal
+  int term_signal = 0;  // the signal that ended it, 0 if it exited
   bool timed_out = false;
   std::string out;
   std::string err;

@@ -43,10 +43,9 @@ std::optional<CdiRegistry::Ref> CdiRegistry::lookup(const std::string& kind, con
       if (specs_[s].devices[d].name != name) continue;
       if (best && spec_rank_[best->spec] == spec_rank_[s]) {
         const auto& a = specs_[best->spec];
-        throw Error(Code::FailedPrecondition,
-                    "CDI device " + kind + "=" + name + " is defined twice: " + a.file + ": " +
-                        a.devices[best->device].field + ".name and " + specs_[s].file + ": " +
-                        specs_[s].devices[d].field + ".name");
+        throw Error(Code::FailedPrecondition, "CDI device " + kind + "=" + name + " is defined twice: " + a.file + ": " +
+                                                  a.devices[best->device].field + ".name and " + specs_[s].file + ": " +
+                                                  specs_[s].devices[d].field + ".name");
       }
       if (!best || spec_rank_[s] > spec_rank_[best->spec]) best = Ref{s, d};
     }
@@ -56,9 +55,7 @@ std::optional<CdiRegistry::Ref> CdiRegistry::lookup(const std::string& kind, con
 
 std::vector<CdiRegistry::Ref> CdiRegistry::expand(const std::string& qualified_name) const {
   auto q = parse_qualified_name(qualified_name);
-  if (!q)
-    throw Error(Code::InvalidArgument,
-                "invalid CDI device name \"" + qualified_name + "\" (want vendor.com/class=name)");
+  if (!q) throw Error(Code::InvalidArgument, "invalid CDI device name \"" + qualified_name + "\" (want vendor.com/class=name)");
   if (auto ref = lookup(q->kind, q->name)) return {*ref};
   std::vector<Ref> out;
   if (q->name == "all") {  // no explicit "all" device: every device of the kind
@@ -69,8 +66,7 @@ std::vector<CdiRegistry::Ref> CdiRegistry::expand(const std::string& qualified_n
           if (seen.insert(d.name).second)
             if (auto ref = lookup(q->kind, d.name)) out.push_back(*ref);
   }
-  if (out.empty())
-    throw Error(Code::NotFound, "CDI device " + qualified_name + " not found in any spec" + errors_suffix());
+  if (out.empty()) throw Error(Code::NotFound, "CDI device " + qualified_name + " not found in any spec" + errors_suffix());
   return out;
 }
 

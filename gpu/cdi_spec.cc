@@ -24,8 +24,12 @@ const CdiDevice* CdiSpec::find(const std::string& name) const {
 // ---- names -------------------------------------------------------------------------------------
 
 namespace {
-bool alnum(char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0; }
-bool alpha(char c) { return std::isalpha(static_cast<unsigned char>(c)) != 0; }
+bool alnum(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) != 0;
+}
+bool alpha(char c) {
+  return std::isalpha(static_cast<unsigned char>(c)) != 0;
+}
 
 bool valid_part(const std::string& s, const std::string& extra, bool first_alpha) {
   if (s.empty()) return false;
@@ -41,7 +45,9 @@ bool valid_kind(const std::string& kind) {
   return valid_part(kind.substr(0, slash), "-_.", true) && valid_part(kind.substr(slash + 1), "-_", true);
 }
 
-bool valid_device_name(const std::string& name) { return valid_part(name, "-_.:", false); }
+bool valid_device_name(const std::string& name) {
+  return valid_part(name, "-_.:", false);
+}
 
 bool known_cdi_version(const std::string& v) {
   static const std::set<std::string> kKnown = {"0.1.0", "0.2.0", "0.3.0", "0.4.0", "0.5.0",
@@ -69,11 +75,21 @@ json scalar_to_json(const YAML::Node& n) {
   if (s == "false" || s == "False" || s == "FALSE") return false;
   std::string_view v = s;
   bool neg = false;
-  if (!v.empty() && (v[0] == '-' || v[0] == '+')) { neg = v[0] == '-'; v.remove_prefix(1); }
+  if (!v.empty() && (v[0] == '-' || v[0] == '+')) {
+    neg = v[0] == '-';
+    v.remove_prefix(1);
+  }
   int base = 10;
-  if (v.size() > 2 && v[0] == '0' && (v[1] == 'x' || v[1] == 'X')) { base = 16; v.remove_prefix(2); }
-  else if (v.size() > 2 && v[0] == '0' && v[1] == 'o') { base = 8; v.remove_prefix(2); }
-  else if (v.size() > 1 && v[0] == '0') { base = 8; v.remove_prefix(1); }  // YAML 1.1 octal (fileMode: 0666)
+  if (v.size() > 2 && v[0] == '0' && (v[1] == 'x' || v[1] == 'X')) {
+    base = 16;
+    v.remove_prefix(2);
+  } else if (v.size() > 2 && v[0] == '0' && v[1] == 'o') {
+    base = 8;
+    v.remove_prefix(2);
+  } else if (v.size() > 1 && v[0] == '0') {
+    base = 8;
+    v.remove_prefix(1);
+  }  // YAML 1.1 octal (fileMode: 0666)
   int64_t out = 0;
   auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), out, base);
   if (!v.empty() && ec == std::errc() && p == v.data() + v.size()) return neg ? -out : out;
@@ -99,7 +115,9 @@ json node_to_json(const YAML::Node& n) {
 
 }  // namespace
 
-json yaml_to_json(const std::string& text) { return node_to_json(YAML::Load(text)); }
+json yaml_to_json(const std::string& text) {
+  return node_to_json(YAML::Load(text));
+}
 
 // ---- validation ----------------------------------------------------------------------------------
 
@@ -229,7 +247,8 @@ ContainerEdits Checker::edits(const json& e, const std::string& field) const {
     out.env.push_back({envs[i].substr(0, eq), envs[i].substr(eq + 1), origin(where)});
   }
   if (const json* l = list(e, "deviceNodes", f))
-    for (size_t i = 0; i < l->size(); ++i) out.device_nodes.push_back(node((*l)[i], f + "deviceNodes[" + std::to_string(i) + "]"));
+    for (size_t i = 0; i < l->size(); ++i)
+      out.device_nodes.push_back(node((*l)[i], f + "deviceNodes[" + std::to_string(i) + "]"));
   if (const json* l = list(e, "mounts", f))
     for (size_t i = 0; i < l->size(); ++i) out.mounts.push_back(mount((*l)[i], f + "mounts[" + std::to_string(i) + "]"));
   if (const json* l = list(e, "hooks", f))

@@ -23,7 +23,7 @@ struct CdiDevice {
 struct CdiSpec {
   std::string file;
   std::string version;
-  std::string kind;  // "vendor.com/class"
+  std::string kind;      // "vendor.com/class"
   ContainerEdits edits;  // top-level containerEdits: applied once when any device of the spec is used
   std::vector<CdiDevice> devices;
   [[nodiscard]] const CdiDevice* find(const std::string& name) const;

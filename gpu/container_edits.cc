@@ -14,7 +14,9 @@ namespace nvproxy::gpu {
 
 namespace {
 
-std::string host_of(const DeviceNode& n) { return n.host_path.empty() ? n.path : n.host_path; }
+std::string host_of(const DeviceNode& n) {
+  return n.host_path.empty() ? n.path : n.host_path;
+}
 
 [[noreturn]] void conflict(const std::string& what, const std::string& a, const std::string& b) {
   throw Error(Code::FailedPrecondition, "conflicting GPU edits for " + what + ": " + a + " vs " + b);
@@ -25,14 +27,20 @@ std::string host_of(const DeviceNode& n) { return n.host_path.empty() ? n.path :
 void merge_edits(ContainerEdits& into, const ContainerEdits& from) {
   for (const auto& e : from.env) {
     auto it = std::find_if(into.env.begin(), into.env.end(), [&](const EnvEdit& x) { return x.key == e.key; });
-    if (it == into.env.end()) { into.env.push_back(e); continue; }
+    if (it == into.env.end()) {
+      into.env.push_back(e);
+      continue;
+    }
     if (it->value != e.value)
       conflict("env " + e.key, it->origin + " sets \"" + it->value + "\"", e.origin + " sets \"" + e.value + "\"");
   }
   for (const auto& n : from.device_nodes) {
-    auto it = std::find_if(into.device_nodes.begin(), into.device_nodes.end(),
-                           [&](const DeviceNode& x) { return x.path == n.path; });
-    if (it == into.device_nodes.end()) { into.device_nodes.push_back(n); continue; }
+    auto it =
+        std::find_if(into.device_nodes.begin(), into.device_nodes.end(), [&](const DeviceNode& x) { return x.path == n.path; });
+    if (it == into.device_nodes.end()) {
+      into.device_nodes.push_back(n);
+      continue;
+    }
     bool same = host_of(*it) == host_of(n) && (!it->major || !n.major || *it->major == *n.major) &&
                 (!it->minor || !n.minor || *it->minor == *n.minor);
     if (!same)
@@ -41,7 +49,10 @@ void merge_edits(ContainerEdits& into, const ContainerEdits& from) {
   for (const auto& m : from.mounts) {
     auto it = std::find_if(into.mounts.begin(), into.mounts.end(),
                            [&](const MountEdit& x) { return x.container_path == m.container_path; });
-    if (it == into.mounts.end()) { into.mounts.push_back(m); continue; }
+    if (it == into.mounts.end()) {
+      into.mounts.push_back(m);
+      continue;
+    }
     if (it->host_path != m.host_path)
       conflict("mount " + m.container_path, it->origin + " (source " + it->host_path + ")",
                m.origin + " (source " + m.host_path + ")");
@@ -53,7 +64,10 @@ void merge_edits(ContainerEdits& into, const ContainerEdits& from) {
       into.additional_gids.push_back(g);
   for (const auto& s : from.symlinks) {
     auto it = std::find_if(into.symlinks.begin(), into.symlinks.end(), [&](const SymlinkEdit& x) { return x.path == s.path; });
-    if (it == into.symlinks.end()) { into.symlinks.push_back(s); continue; }
+    if (it == into.symlinks.end()) {
+      into.symlinks.push_back(s);
+      continue;
+    }
     if (it->target != s.target)
       conflict("symlink " + s.path, it->origin + " (-> " + it->target + ")", s.origin + " (-> " + s.target + ")");
   }
@@ -72,10 +86,10 @@ void fill_node(DeviceNode& n, const std::string& dev_root) {
   if (!n.type.empty() && n.type == "p") return;  // a FIFO has no major/minor
   if (!n.type.empty() && n.major && n.minor) return;
   std::string p = stat_path_for(host_of(n), dev_root);
-  struct stat st{};
+  struct stat st {};
   if (::stat(p.c_str(), &st) != 0)
-    throw Error(Code::NotFound, n.origin + ": no major/minor given and host device node " + p +
-                                    " cannot be read: " + std::strerror(errno));
+    throw Error(Code::NotFound,
+                n.origin + ": no major/minor given and host device node " + p + " cannot be read: " + std::strerror(errno));
   std::string t = S_ISCHR(st.st_mode) ? "c" : S_ISBLK(st.st_mode) ? "b" : S_ISFIFO(st.st_mode) ? "p" : "";
   if (t.empty()) throw Error(Code::InvalidArgument, n.origin + ": host path " + p + " is not a device node");
   if (n.type.empty()) n.type = t;

@@ -57,8 +57,7 @@ struct ContainerEdits {
   std::vector<uint32_t> additional_gids;
   std::vector<SymlinkEdit> symlinks;
   [[nodiscard]] bool empty() const {
-    return env.empty() && device_nodes.empty() && mounts.empty() && hooks.empty() && additional_gids.empty() &&
-           symlinks.empty();
+    return env.empty() && device_nodes.empty() && mounts.empty() && hooks.empty() && additional_gids.empty() && symlinks.empty();
   }
 };
 

@@ -55,7 +55,10 @@ Plan plan(const GpuRequest& req, const GpuConfig& cfg, Logger& log, std::vector<
   }
   CdiRegistry reg = CdiRegistry::load(cfg.cdi_spec_dirs, &log);
   bool used_cdi = false, used_legacy = false;
-  if (!req.cdi_names.empty()) { add_cdi(p, reg, req.cdi_names); used_cdi = true; }
+  if (!req.cdi_names.empty()) {
+    add_cdi(p, reg, req.cdi_names);
+    used_cdi = true;
+  }
   if (want_visible) {
     auto names = visible_as_cdi(req);
     bool all_in_cdi = true;
@@ -95,8 +98,8 @@ DeviceLayerResult apply_device_layer(json& spec, const GpuConfig& cfg, Logger& l
     // sees the injected libraries under the rootfs path and can check /dev nodes. A createRuntime
     // hook runs in the runtime's namespace, where the container's private mounts (and its /dev
     // tmpfs) are invisible. nvidia-ctk's CDI hooks use createContainer for the same reason.
-    p.edits.hooks.push_back({"createContainer", cfg.hook_binary, {cfg.hook_binary, "hook", kHookName}, {}, 60,
-                             "gpu.hook_binary"});
+    p.edits.hooks.push_back(
+        {"createContainer", cfg.hook_binary, {cfg.hook_binary, "hook", kHookName}, {}, 60, "gpu.hook_binary"});
   }
   res.added = apply_edits(spec, p.edits, res.warnings);
   res.mode = p.mode;
@@ -106,8 +109,8 @@ DeviceLayerResult apply_device_layer(json& spec, const GpuConfig& cfg, Logger& l
   if (!spec["annotations"].is_object()) throw Error(Code::InvalidArgument, "config.json: annotations: must be an object");
   spec["annotations"][kRecordAnnotation] = res.record.dump();
   // Warnings are returned, not logged: the caller logs them with the container id.
-  log.debug("GPU layer: " + p.mode + ", " + std::to_string(res.devices.size()) + " devices, " +
-            std::to_string(res.added) + " new edits");
+  log.debug("GPU layer: " + p.mode + ", " + std::to_string(res.devices.size()) + " devices, " + std::to_string(res.added) +
+            " new edits");
   return res;
 }
 
@@ -117,9 +120,14 @@ std::string describe_edits(const json& spec, const GpuConfig& cfg, bool as_json)
   DeviceLayerResult r = apply_device_layer(copy, cfg, quiet);
   auto flags = runsc_flags(copy, cfg);
   if (as_json) {
-    json out = {{"gpuRequested", r.gpu_requested}, {"mode", r.mode},       {"devices", r.devices},
-                {"added", r.added},                {"record", r.record},   {"warnings", r.warnings},
-                {"runscFlags", flags},             {"spec", copy}};
+    json out = {{"gpuRequested", r.gpu_requested},
+                {"mode", r.mode},
+                {"devices", r.devices},
+                {"added", r.added},
+                {"record", r.record},
+                {"warnings", r.warnings},
+                {"runscFlags", flags},
+                {"spec", copy}};
     return out.dump(2) + "\n";
   }
   std::ostringstream o;
@@ -135,7 +143,8 @@ std::string describe_edits(const json& spec, const GpuConfig& cfg, bool as_json)
     o << "device " << n["path"].get<std::string>() << " " << n.value("type", "?") << " " << n.value("major", -1) << ":"
       << n.value("minor", -1) << "\n";
   for (const auto& m : r.record["mounts"])
-    o << "mount " << m["source"].get<std::string>() << " -> " << m["destination"].get<std::string>() << " (ro,nosuid,nodev,bind)\n";
+    o << "mount " << m["source"].get<std::string>() << " -> " << m["destination"].get<std::string>()
+      << " (ro,nosuid,nodev,bind)\n";
   for (const auto& s : r.record["symlinks"])
     o << "symlink " << s["path"].get<std::string>() << " -> " << s["target"].get<std::string>() << " (by hook)\n";
   if (copy.contains("process") && copy["process"].contains("env"))

@@ -34,8 +34,8 @@ bool is_cdi_annotation(const std::string& key) {
   if (slash == std::string::npos || slash + 1 == key.size()) return false;
   std::string prefix = key.substr(0, slash);
   static const std::string kDomain = "cdi.k8s.io";
-  return prefix == kDomain ||
-         (prefix.size() > kDomain.size() + 1 && prefix.compare(prefix.size() - kDomain.size() - 1, std::string::npos, "." + kDomain) == 0);
+  return prefix == kDomain || (prefix.size() > kDomain.size() + 1 &&
+                               prefix.compare(prefix.size() - kDomain.size() - 1, std::string::npos, "." + kDomain) == 0);
 }
 
 namespace {
@@ -64,16 +64,20 @@ bool is_index(const std::string& s) {
 }
 
 bool is_uuid(const std::string& s) {
-  return (s.rfind("GPU-", 0) == 0 || s.rfind("MIG-", 0) == 0) && s.size() > 4 &&
-         std::all_of(s.begin() + 4, s.end(), [](char c) { return std::isxdigit(static_cast<unsigned char>(c)) || c == '-' || c == '/'; });
+  return (s.rfind("GPU-", 0) == 0 || s.rfind("MIG-", 0) == 0) && s.size() > 4 && std::all_of(s.begin() + 4, s.end(), [](char c) {
+           return std::isxdigit(static_cast<unsigned char>(c)) || c == '-' || c == '/';
+         });
 }
 
 void parse_visible(const std::string& value, GpuRequest& r) {
   if (value.empty() || value == "void" || value == "none") return;  // toolkit semantics: no GPU device
   for (const auto& item : split_list(value)) {
-    if (item == "all") r.visible_all = true;
-    else if (is_index(item) || is_uuid(item)) add_unique(r.visible, item);
-    else if (parse_qualified_name(item)) add_unique(r.cdi_names, item);
+    if (item == "all")
+      r.visible_all = true;
+    else if (is_index(item) || is_uuid(item))
+      add_unique(r.visible, item);
+    else if (parse_qualified_name(item))
+      add_unique(r.cdi_names, item);
     else
       throw Error(Code::InvalidArgument, "env NVIDIA_VISIBLE_DEVICES: entry \"" + item +
                                              "\" is not all, none, an index, a GPU-/MIG- UUID or a CDI name");

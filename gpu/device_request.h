@@ -12,11 +12,11 @@
 namespace nvproxy::gpu {
 
 struct GpuRequest {
-  bool requested = false;               // some GPU device is asked for
-  bool visible_all = false;             // NVIDIA_VISIBLE_DEVICES=all
-  std::vector<std::string> visible;     // indices and GPU-/MIG- UUIDs from NVIDIA_VISIBLE_DEVICES
-  std::vector<std::string> cdi_names;   // fully-qualified CDI names (annotations and the env)
-  std::set<std::string> capabilities;   // driver capabilities (compute, utility, ...)
+  bool requested = false;              // some GPU device is asked for
+  bool visible_all = false;            // NVIDIA_VISIBLE_DEVICES=all
+  std::vector<std::string> visible;    // indices and GPU-/MIG- UUIDs from NVIDIA_VISIBLE_DEVICES
+  std::vector<std::string> cdi_names;  // fully-qualified CDI names (annotations and the env)
+  std::set<std::string> capabilities;  // driver capabilities (compute, utility, ...)
   std::vector<std::string> warnings;
 };
 

@@ -29,13 +29,19 @@ std::optional<fs::path> resolve_in_root(const fs::path& root, const fs::path& pa
     std::string c = todo.back();
     todo.pop_back();
     if (c.empty() || c == ".") continue;
-    if (c == "..") { cur = cur.parent_path(); continue; }
+    if (c == "..") {
+      cur = cur.parent_path();
+      continue;
+    }
     fs::path next = cur / c;
     std::error_code ec;
     fs::path host = root / next.relative_path();
     auto st = fs::symlink_status(host, ec);
     if (ec || !fs::exists(st)) return std::nullopt;
-    if (!fs::is_symlink(st)) { cur = next; continue; }
+    if (!fs::is_symlink(st)) {
+      cur = next;
+      continue;
+    }
     if (++hops > 40) return std::nullopt;
     fs::path target = fs::read_symlink(host, ec);
     if (ec) return std::nullopt;
@@ -107,14 +113,14 @@ std::string read_driver_version(const std::string& proc_driver_root) {
 namespace {
 
 bool is_char_dev(const fs::path& p) {
-  struct stat st{};
+  struct stat st {};
   return ::stat(p.c_str(), &st) == 0 && S_ISCHR(st.st_mode);
 }
 
 void add_node(const std::string& dev_root, const std::string& rel, ContainerEdits& edits) {
   fs::path host = fs::path(dev_root) / rel;
-  edits.device_nodes.push_back({"/dev/" + rel, host.string(), "", std::nullopt, std::nullopt, std::nullopt,
-                                std::nullopt, std::nullopt, "rwm", "discovery: " + host.string()});
+  edits.device_nodes.push_back({"/dev/" + rel, host.string(), "", std::nullopt, std::nullopt, std::nullopt, std::nullopt,
+                                std::nullopt, "rwm", "discovery: " + host.string()});
 }
 
 std::vector<HostGpu> select_gpus(const GpuRequest& req, const std::vector<HostGpu>& gpus) {
@@ -132,8 +138,8 @@ std::vector<HostGpu> select_gpus(const GpuRequest& req, const std::vector<HostGp
       if (i < gpus.size()) hit = &gpus[i];
     }
     if (!hit)
-      throw Error(Code::NotFound, "NVIDIA_VISIBLE_DEVICES: GPU \"" + v + "\" not found (host has " +
-                                      std::to_string(gpus.size()) + " GPUs)");
+      throw Error(Code::NotFound,
+                  "NVIDIA_VISIBLE_DEVICES: GPU \"" + v + "\" not found (host has " + std::to_string(gpus.size()) + " GPUs)");
     if (std::none_of(out.begin(), out.end(), [&](const HostGpu& g) { return g.minor == hit->minor; })) out.push_back(*hit);
   }
   return out;
@@ -171,7 +177,8 @@ Discovered discover(const GpuRequest& req, const GpuConfig& cfg) {
                                               " is missing: is the NVIDIA driver loaded? (or configure gpu.cdi_spec_dirs)");
   add_node(cfg.dev_root, "nvidiactl", d.edits);
   for (const char* n : {"nvidia-uvm", "nvidia-uvm-tools", "nvidia-modeset"}) {
-    if (is_char_dev(dev / n)) add_node(cfg.dev_root, n, d.edits);
+    if (is_char_dev(dev / n))
+      add_node(cfg.dev_root, n, d.edits);
     else if (std::string(n) != "nvidia-modeset" && req.capabilities.count("compute"))
       d.warnings.push_back("GPU discovery: " + (dev / n).string() + " missing (CUDA needs it; run nvidia-modprobe -u -c=0)");
   }
@@ -197,8 +204,8 @@ Discovered discover(const GpuRequest& req, const GpuConfig& cfg) {
     if (it == capability_files().end()) continue;
     for (const auto& lib : it->second.required_libs)
       if (!add_driver_library(cfg.driver_root, lib, version, d.edits, d.warnings))
-        throw Error(Code::FailedPrecondition, "GPU discovery: " + lib + ".so.* (capability " + cap +
-                                                  ") not found under driver root " + cfg.driver_root);
+        throw Error(Code::FailedPrecondition,
+                    "GPU discovery: " + lib + ".so.* (capability " + cap + ") not found under driver root " + cfg.driver_root);
     for (const auto& lib : it->second.libs) add_driver_library(cfg.driver_root, lib, version, d.edits, d.warnings);
     for (const auto& tool : it->second.tools) add_driver_tool(cfg.driver_root, tool, d.edits);
   }

@@ -11,9 +11,15 @@ namespace nvproxy::gpu {
 namespace fs = std::filesystem;
 
 const std::vector<std::string>& driver_lib_dirs() {
-  static const std::vector<std::string> k = {"usr/lib/x86_64-linux-gnu", "usr/lib/aarch64-linux-gnu", "usr/lib64",
-                                             "usr/local/nvidia/lib64",   "usr/local/nvidia/lib",      "lib64",
-                                             "lib/x86_64-linux-gnu",     "usr/lib",                   "lib"};
+  static const std::vector<std::string> k = {"usr/lib/x86_64-linux-gnu",
+                                             "usr/lib/aarch64-linux-gnu",
+                                             "usr/lib64",
+                                             "usr/local/nvidia/lib64",
+                                             "usr/local/nvidia/lib",
+                                             "lib64",
+                                             "lib/x86_64-linux-gnu",
+                                             "usr/lib",
+                                             "lib"};
   return k;
 }
 
@@ -110,7 +116,8 @@ bool add_driver_tool(const std::string& root, const std::string& name, Container
     fs::path in_root = fs::path("/") / dir / name;
     auto real = resolve_in_root(root, in_root);
     if (!real || !is_regular(root, *real)) continue;
-    if (std::none_of(edits.mounts.begin(), edits.mounts.end(), [&](const MountEdit& m) { return m.container_path == real->string(); }))
+    if (std::none_of(edits.mounts.begin(), edits.mounts.end(),
+                     [&](const MountEdit& m) { return m.container_path == real->string(); }))
       edits.mounts.push_back(bind_of(root, *real));
     if (*real != in_root) edits.symlinks.push_back({in_root.string(), real->string(), "discovery: " + host_path(root, in_root)});
     return true;

@@ -4,19 +4,21 @@
 #include <string>
 #include <vector>
 
-namespace YAML { class Node; }
+namespace YAML {
+class Node;
+}
 
 namespace nvproxy::gpu {
 
 struct GpuConfig {
   std::string mode = "auto";  // auto (CDI when a spec matches, else discovery) | cdi | legacy | off
   std::vector<std::string> cdi_spec_dirs{"/etc/cdi", "/var/run/cdi"};
-  std::string driver_root = "/";                        // where driver libraries and tools live
-  std::string dev_root = "/dev";                        // where host device nodes live
+  std::string driver_root = "/";                         // where driver libraries and tools live
+  std::string dev_root = "/dev";                         // where host device nodes live
   std::string proc_driver_root = "/proc/driver/nvidia";  // gpus/*/information, version
-  std::string nvproxy = "auto";                         // runsc --nvproxy: auto | on | off
-  std::string nvproxy_driver_version;                   // runsc --nvproxy-driver-version (empty: none)
-  std::string hook_binary;  // absolute path of our binary for the OCI hook; empty = no hook
+  std::string nvproxy = "auto";                          // runsc --nvproxy: auto | on | off
+  std::string nvproxy_driver_version;                    // runsc --nvproxy-driver-version (empty: none)
+  std::string hook_binary;                               // absolute path of our binary for the OCI hook; empty = no hook
 };
 
 // Reads the `gpu:` mapping (missing keys keep defaults). Throws Error(InvalidArgument) naming

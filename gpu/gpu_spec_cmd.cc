@@ -22,8 +22,10 @@ GpuConfig load_config(const std::string& explicit_path) {
   std::string path = explicit_path;
   if (path.empty()) {
     const char* env = std::getenv("NVPROXY_SHIM_CONFIG");
-    if (env && *env) path = env;
-    else if (std::filesystem::exists(kDefaultConfig)) path = kDefaultConfig;
+    if (env && *env)
+      path = env;
+    else if (std::filesystem::exists(kDefaultConfig))
+      path = kDefaultConfig;
   }
   if (path.empty()) return GpuConfig{};
   try {

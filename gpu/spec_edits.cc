@@ -15,8 +15,8 @@ json& child(json& obj, const std::string& key, json::value_t type, const std::st
   if (!obj.contains(key) || obj[key].is_null()) obj[key] = type == json::value_t::array ? json::array() : json::object();
   json& c = obj[key];
   if (c.type() != type)
-    throw Error(Code::InvalidArgument, "config.json: " + field + ": must be " +
-                                           (type == json::value_t::array ? "an array" : "an object"));
+    throw Error(Code::InvalidArgument,
+                "config.json: " + field + ": must be " + (type == json::value_t::array ? "an array" : "an object"));
   return c;
 }
 
@@ -36,10 +36,16 @@ size_t apply_env(json& spec, const std::vector<EnvEdit>& env) {
       if (!x.is_string()) continue;
       const std::string& s = x.get_ref<const std::string&>();
       if (s.compare(0, e.key.size() + 1, e.key + "=") != 0) continue;
-      if (s != kv) { x = kv; ++added; }  // CDI env overrides, as containerd's CDI injection does
+      if (s != kv) {
+        x = kv;
+        ++added;
+      }  // CDI env overrides, as containerd's CDI injection does
       done = true;
     }
-    if (!done) { list.push_back(kv); ++added; }
+    if (!done) {
+      list.push_back(kv);
+      ++added;
+    }
   }
   return added;
 }
@@ -49,12 +55,13 @@ size_t apply_nodes(json& spec, const std::vector<DeviceNode>& nodes, std::vector
   size_t added = 0;
   json& linux_ = child(spec, "linux", json::value_t::object, "linux");
   json& devs = child(linux_, "devices", json::value_t::array, "linux.devices");
-  json& rules = child(child(linux_, "resources", json::value_t::object, "linux.resources"), "devices",
-                      json::value_t::array, "linux.resources.devices");
+  json& rules = child(child(linux_, "resources", json::value_t::object, "linux.resources"), "devices", json::value_t::array,
+                      "linux.resources.devices");
   for (const auto& n : nodes) {
     if (n.type.empty() || (n.type != "p" && (!n.major || !n.minor)))
       throw Error(Code::Internal, n.origin + ": device node " + n.path + " has no type/major/minor");
-    auto it = std::find_if(devs.begin(), devs.end(), [&](const json& d) { return d.is_object() && d.value("path", "") == n.path; });
+    auto it =
+        std::find_if(devs.begin(), devs.end(), [&](const json& d) { return d.is_object() && d.value("path", "") == n.path; });
     if (it == devs.end()) {
       json d = {{"path", n.path}, {"type", n.type}};
       if (n.major) d["major"] = *n.major;
@@ -129,7 +136,10 @@ size_t apply_gids(json& spec, const std::vector<uint32_t>& gids) {
   json& user = child(child(spec, "process", json::value_t::object, "process"), "user", json::value_t::object, "process.user");
   json& list = child(user, "additionalGids", json::value_t::array, "process.user.additionalGids");
   for (auto g : gids)
-    if (std::find(list.begin(), list.end(), json(g)) == list.end()) { list.push_back(g); ++added; }
+    if (std::find(list.begin(), list.end(), json(g)) == list.end()) {
+      list.push_back(g);
+      ++added;
+    }
   return added;
 }
 
@@ -138,8 +148,7 @@ size_t apply_gids(json& spec, const std::vector<uint32_t>& gids) {
 size_t apply_edits(json& spec, const ContainerEdits& edits, std::vector<std::string>& warnings) {
   if (!spec.is_object()) throw Error(Code::InvalidArgument, "config.json: not a JSON object");
   return apply_env(spec, edits.env) + apply_nodes(spec, edits.device_nodes, warnings) +
-         apply_mounts(spec, edits.mounts, warnings) + apply_hooks(spec, edits.hooks) +
-         apply_gids(spec, edits.additional_gids);
+         apply_mounts(spec, edits.mounts, warnings) + apply_hooks(spec, edits.hooks) + apply_gids(spec, edits.additional_gids);
 }
 
 }  // namespace nvproxy::gpu

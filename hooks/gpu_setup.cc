@@ -43,7 +43,8 @@ void check_nodes(const RootDir& root, const json& record) {
     if (n.value("type", "c") != "c") continue;
     if (!S_ISCHR(st->st_mode))
       throw Error(Code::FailedPrecondition, "GPU device node " + path + " in the container is not a char device");
-    if (n.contains("major") && (major(st->st_rdev) != n["major"].get<unsigned>() || minor(st->st_rdev) != n["minor"].get<unsigned>()))
+    if (n.contains("major") &&
+        (major(st->st_rdev) != n["major"].get<unsigned>() || minor(st->st_rdev) != n["minor"].get<unsigned>()))
       throw Error(Code::FailedPrecondition, "GPU device node " + path + " in the container is " +
                                                 std::to_string(major(st->st_rdev)) + ":" + std::to_string(minor(st->st_rdev)) +
                                                 ", expected " + std::to_string(n["major"].get<unsigned>()) + ":" +
@@ -58,8 +59,7 @@ std::string find_ldconfig(const GpuSetupOptions& opts) {
   return "";
 }
 
-void refresh_ld_cache(const RootDir& root, const std::vector<std::string>& dirs, const GpuSetupOptions& opts,
-                      std::ostream& err) {
+void refresh_ld_cache(const RootDir& root, const std::vector<std::string>& dirs, const GpuSetupOptions& opts, std::ostream& err) {
   if (dirs.empty()) return;
   auto etc = root.stat("/etc");
   if (etc && S_ISDIR(etc->st_mode)) {

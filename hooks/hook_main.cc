@@ -20,8 +20,10 @@ int hook_main(const std::vector<std::string>& args_in, std::istream& state_json,
   const std::string name = "nvproxy hook " + args.front();
   GpuSetupOptions opts;
   for (size_t i = 1; i < args.size(); ++i) {
-    if (args[i] == "--no-ldconfig") opts.run_ldconfig = false;
-    else if (args[i] == "--ldconfig" && i + 1 < args.size()) opts.ldconfig = args[++i];
+    if (args[i] == "--no-ldconfig")
+      opts.run_ldconfig = false;
+    else if (args[i] == "--ldconfig" && i + 1 < args.size())
+      opts.ldconfig = args[++i];
     else {
       err << name << ": unknown argument \"" << args[i] << "\"\n";
       return 2;

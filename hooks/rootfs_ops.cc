@@ -22,7 +22,7 @@ RootDir::RootDir(const std::string& rootfs) : path_(rootfs), fd_(::open(rootfs.c
 UniqueFd RootDir::open_in_root(const std::string& p, int flags, mode_t mode) const {
   std::string rel = fs::path(p).relative_path().string();
   if (rel.empty()) rel = ".";
-  struct open_how how{};
+  struct open_how how {};
   how.flags = static_cast<uint64_t>(flags | O_CLOEXEC);
   how.mode = (flags & O_CREAT) ? mode : 0;
   how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS;
@@ -33,7 +33,7 @@ UniqueFd RootDir::open_in_root(const std::string& p, int flags, mode_t mode) con
 std::optional<struct stat> RootDir::stat(const std::string& p) const {
   UniqueFd fd = open_in_root(p, O_PATH);
   if (!fd) return std::nullopt;
-  struct stat st{};
+  struct stat st {};
   if (::fstat(fd.get(), &st) != 0) return std::nullopt;
   return st;
 }

@@ -11,7 +11,10 @@ namespace nvproxy::oci {
 using nlohmann::json;
 
 Runtime::Runtime(RuntimeConfig cfg, ProcessRunner& runner, Logger& log, std::filesystem::path log_file)
-    : cfg_(std::move(cfg)), kind_(runtime_kind_from_binary(cfg_.binary)), runner_(runner), log_(log),
+    : cfg_(std::move(cfg)),
+      kind_(runtime_kind_from_binary(cfg_.binary)),
+      runner_(runner),
+      log_(log),
       log_file_(std::move(log_file)) {}
 
 std::vector<std::string> Runtime::base_args(const std::vector<std::string>& extra_global) const {
@@ -44,7 +47,11 @@ std::string Runtime::last_log_error() const {
 }
 
 RunResult Runtime::run_checked(const std::string& id, const std::string& what, Command cmd) {
-  log_.debug("runtime: " + [&] { std::string s; for (auto& a : cmd.argv) s += a + " "; return s; }());
+  log_.debug("runtime: " + [&] {
+    std::string s;
+    for (auto& a : cmd.argv) s += a + " ";
+    return s;
+  }());
   RunResult r = runner_.run(cmd);
   if (!r.ok()) {
     std::string detail = last_log_error();
@@ -65,7 +72,8 @@ void Runtime::create(const std::string& id, const CreateOptions& o) {
   if (o.no_pivot) a.push_back("--no-pivot");
   if (o.no_new_keyring) a.push_back("--no-new-keyring");
   a.push_back(id);
-  run_checked(id, "create", {.argv = a, .cwd = o.bundle.string(), .stdin_fd = o.stdio.in, .stdout_fd = o.stdio.out, .stderr_fd = o.stdio.err});
+  run_checked(id, "create",
+              {.argv = a, .cwd = o.bundle.string(), .stdin_fd = o.stdio.in, .stdout_fd = o.stdio.out, .stderr_fd = o.stdio.err});
 }
 
 void Runtime::start(const std::string& id) {
@@ -92,8 +100,10 @@ std::vector<int> Runtime::ps(const std::string& id) {
   std::vector<int> pids;
   if (j.is_array()) {
     for (const auto& p : j) {
-      if (p.is_number_integer()) pids.push_back(p.get<int>());
-      else if (p.is_object() && p.contains("pid")) pids.push_back(p["pid"].get<int>());  // runsc's format
+      if (p.is_number_integer())
+        pids.push_back(p.get<int>());
+      else if (p.is_object() && p.contains("pid"))
+        pids.push_back(p["pid"].get<int>());  // runsc's format
     }
   } else if (!j.is_null()) {
     throw Error(Code::Internal, std::string(runtime_kind_name(kind_)) + " ps of \"" + id + "\": unparsable output");
@@ -151,7 +161,8 @@ void Runtime::checkpoint(const std::string& id, const CheckpointFlags& f) {
   a.insert(a.end(), ca.begin(), ca.end());
   if (!cfg_.criu_path.empty() && kind_ == RuntimeKind::Runc) a.push_back("--criu=" + cfg_.criu_path);
   a.push_back(id);
-  for (const auto& d : dropped) log_.info("checkpoint of \"" + id + "\": " + runtime_kind_name(kind_) + " does not take " + d + ", dropped");
+  for (const auto& d : dropped)
+    log_.info("checkpoint of \"" + id + "\": " + runtime_kind_name(kind_) + " does not take " + d + ", dropped");
   run_checked(id, "checkpoint", {.argv = a});
 }
 
@@ -166,7 +177,8 @@ void Runtime::restore(const std::string& id, const RestoreOptions& o) {
   }
   if (!o.console_socket.empty()) a.insert(a.end(), {"--console-socket", o.console_socket});
   a.push_back(id);
-  run_checked(id, "restore", {.argv = a, .cwd = o.bundle.string(), .stdin_fd = o.stdio.in, .stdout_fd = o.stdio.out, .stderr_fd = o.stdio.err});
+  run_checked(id, "restore",
+              {.argv = a, .cwd = o.bundle.string(), .stdin_fd = o.stdio.in, .stdout_fd = o.stdio.out, .stderr_fd = o.stdio.err});
 }
 
 }  // namespace nvproxy::oci

@@ -23,7 +23,7 @@ struct RuntimeConfig {
   std::string root;                     // --root; empty: the runtime's default
   std::vector<std::string> extra_args;  // global flags placed before the command (e.g. runsc --network=none)
   bool systemd_cgroup = false;
-  std::string criu_path;                // runc --criu
+  std::string criu_path;  // runc --criu
 };
 
 struct Stdio {
@@ -33,7 +33,7 @@ struct Stdio {
 struct CreateOptions {
   std::filesystem::path bundle;
   std::filesystem::path pid_file;
-  std::string console_socket;            // path; empty: no terminal
+  std::string console_socket;             // path; empty: no terminal
   std::vector<std::string> extra_global;  // per-container global flags (runsc --nvproxy)
   bool no_pivot = false;
   bool no_new_keyring = false;

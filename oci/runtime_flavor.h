@@ -14,7 +14,7 @@ RuntimeKind runtime_kind_from_binary(const std::string& binary);
 const char* runtime_kind_name(RuntimeKind k);
 
 struct CheckpointFlags {
-  bool leave_running = false;   // containerd's exit=false
+  bool leave_running = false;  // containerd's exit=false
   bool open_tcp = false;
   bool external_unix_sockets = false;
   bool terminal = false;

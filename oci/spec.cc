@@ -23,7 +23,8 @@ void expect_string_array(const json& j, const std::string& origin, const std::st
 
 void validate_process(const json& p, const std::string& origin, const std::string& field) {
   if (!p.is_object()) bad(origin, field, "must be an object");
-  if (!p.contains("args") || !p["args"].is_array() || p["args"].empty()) bad(origin, field + ".args", "must be a non-empty array of strings");
+  if (!p.contains("args") || !p["args"].is_array() || p["args"].empty())
+    bad(origin, field + ".args", "must be a non-empty array of strings");
   expect_string_array(p["args"], origin, field + ".args");
   if (p.contains("env")) expect_string_array(p["env"], origin, field + ".env");
   if (p.contains("cwd")) {
@@ -91,9 +92,13 @@ Spec Spec::load(const std::filesystem::path& bundle) {
   return parse(read_file(p), p.string());
 }
 
-void Spec::save(const std::filesystem::path& bundle) const { write_file_atomic(bundle / "config.json", j_.dump()); }
+void Spec::save(const std::filesystem::path& bundle) const {
+  write_file_atomic(bundle / "config.json", j_.dump());
+}
 
-std::string Spec::root_path() const { return j_["root"]["path"].get<std::string>(); }
+std::string Spec::root_path() const {
+  return j_["root"]["path"].get<std::string>();
+}
 
 bool Spec::terminal() const {
   return j_.contains("process") && j_["process"].value("terminal", false);

@@ -11,9 +11,15 @@ using namespace nvproxy::checkpoint::testing;
 namespace {
 Diagnostic sample() {
   Diagnostic d{.container = "sglang", .verdict = "refused", .reason = "2 processes still hold GPU devices after CUDA toggle"};
-  d.processes.push_back({.pid = 44, .name = "python3", .cmdline = "python3 -m sglang.launch_server", .cuda_state = "running",
+  d.processes.push_back({.pid = 44,
+                         .name = "python3",
+                         .cmdline = "python3 -m sglang.launch_server",
+                         .cuda_state = "running",
                          .holders = {{.pid = 44, .kind = HolderKind::Fd, .fd = 17, .path = "/dev/nvidiactl"}}});
-  d.processes.push_back({.pid = 91, .name = "nvidia-smi", .cmdline = "nvidia-smi -l 1", .cuda_state = "(no CUDA)",
+  d.processes.push_back({.pid = 91,
+                         .name = "nvidia-smi",
+                         .cmdline = "nvidia-smi -l 1",
+                         .cuda_state = "(no CUDA)",
                          .holders = {{.pid = 91, .kind = HolderKind::Fd, .fd = 3, .path = "/dev/nvidia0"},
                                      {.pid = 91, .kind = HolderKind::Mapping, .path = "/dev/nvidia0"}},
                          .hint = "pid 91 is not a CUDA process (NVML user?); stop it or exclude it before checkpointing"});

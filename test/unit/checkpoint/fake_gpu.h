@@ -37,7 +37,9 @@ inline std::string slurp(const fs::path& p) {
   return s;
 }
 
-inline void spit(const fs::path& p, const std::string& s) { std::ofstream(p) << s; }
+inline void spit(const fs::path& p, const std::string& s) {
+  std::ofstream(p) << s;
+}
 
 struct Call {
   pid_t pid;

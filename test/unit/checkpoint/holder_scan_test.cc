@@ -38,7 +38,11 @@ TEST(HolderScan, FakeProcTree) {
         "7f0000003000-7f0000004000 r-xp 00000000 08:01 98 /usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1\n"
         "7f0000004000-7f0000005000 rw-s 00000000 00:05 13 /dev/nvidia-uvm (deleted)\n"
         "7ffd00000000-7ffd00001000 rw-p 00000000 00:00 0 [stack]\n");
-  p.add(91, "nvidia-smi", std::string("nvidia-smi\0-l\0" "1\0", 16), {{3, "/dev/nvidia0"}}, "");
+  p.add(91, "nvidia-smi",
+        std::string("nvidia-smi\0-l\0"
+                    "1\0",
+                    16),
+        {{3, "/dev/nvidia0"}}, "");
   p.add(50, "sh", "sh", {{0, "/dev/null"}}, "7f0000002000-7f0000003000 r-xp 00000000 08:01 99 /usr/lib/libnvidia-ml.so.1\n");
 
   ProcHolderScanner s({"/dev/nvidia*"}, p.root);

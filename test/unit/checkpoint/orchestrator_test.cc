@@ -60,7 +60,9 @@ class OrchestratorTest : public ::testing::Test {
   static bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 };
 
-std::string P(pid_t p) { return "pid " + std::to_string(p); }
+std::string P(pid_t p) {
+  return "pid " + std::to_string(p);
+}
 
 }  // namespace
 
@@ -108,8 +110,8 @@ TEST_F(OrchestratorTest, LocksAllThenCheckpointsAllThenSnapshotsAndResumes) {
 
   std::vector<std::string> names;
   for (const auto& ph : out.phases) names.push_back(ph.name);
-  EXPECT_EQ(names, (std::vector<std::string>{"scan", "classify", "preflight", "lock", "checkpoint", "verify", "snapshot",
-                                             "resume"}));
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"scan", "classify", "preflight", "lock", "checkpoint", "verify", "snapshot", "resume"}));
   EXPECT_FALSE(fs::exists(diag_path));
 }
 
@@ -297,8 +299,8 @@ TEST_F(OrchestratorTest, StuckAfterAFailedRestoreIsReportedNotClaimedRolledBack)
   gpu.fail("checkpoint " + std::to_string(failing) + "\n");
   Error e = checkpoint_error(counting_snapshot());
   std::string msg = e.what();
-  EXPECT_TRUE(has(msg, "STUCK: " + P(unrestorable) +
-                           " is left checkpointed: restore answered CUDA_ERROR_NOT_SUPPORTED (801)")) << msg;
+  EXPECT_TRUE(has(msg, "STUCK: " + P(unrestorable) + " is left checkpointed: restore answered CUDA_ERROR_NOT_SUPPORTED (801)"))
+      << msg;
   EXPECT_TRUE(has(msg, "rolled back: " + P(failing) + " CUDA-running again")) << msg;
   EXPECT_FALSE(has(msg, "rolled back: " + P(unrestorable))) << msg;
   EXPECT_EQ(gpu.state(unrestorable), "checkpointed");

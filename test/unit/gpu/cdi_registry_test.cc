@@ -28,7 +28,8 @@ TEST(CdiRegistry, ResolvesDeviceWithTopLevelEditsOnce) {
   fs::copy_file(fixture("valid/nvidia.yaml"), d.path / "nvidia.yaml");
   auto reg = CdiRegistry::load({d.path.string()});
   auto r = reg.resolve({"nvidia.com/gpu=0", "nvidia.com/gpu=1", std::string("nvidia.com/gpu=") + kUuidA});
-  EXPECT_EQ(r.devices, (std::vector<std::string>{"nvidia.com/gpu=0", "nvidia.com/gpu=1", std::string("nvidia.com/gpu=") + kUuidA}));
+  EXPECT_EQ(r.devices,
+            (std::vector<std::string>{"nvidia.com/gpu=0", "nvidia.com/gpu=1", std::string("nvidia.com/gpu=") + kUuidA}));
   // 3 control nodes + nvidia0 + nvidia1 (the UUID's nvidia0 again is an exact repeat, merged)
   EXPECT_EQ(r.edits.device_nodes.size(), 5u);
   EXPECT_EQ(r.edits.mounts.size(), 4u);

@@ -106,9 +106,10 @@ TEST(CdiSpec, UnknownHookName) {
 
 TEST(CdiSpec, WrongTypesNameTheField) {
   try {
-    parse_cdi_spec("cdiVersion: 0.5.0\nkind: a.com/b\ndevices:\n- name: x\n  containerEdits:\n    deviceNodes:\n"
-                   "    - {path: /dev/x, major: abc}\n",
-                   "t.yaml");
+    parse_cdi_spec(
+        "cdiVersion: 0.5.0\nkind: a.com/b\ndevices:\n- name: x\n  containerEdits:\n    deviceNodes:\n"
+        "    - {path: /dev/x, major: abc}\n",
+        "t.yaml");
     FAIL();
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("t.yaml: devices[0].containerEdits.deviceNodes[0].major: must be an integer"),

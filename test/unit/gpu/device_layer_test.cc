@@ -18,7 +18,9 @@ const json* device(const json& spec, const std::string& path) {
   return nullptr;
 }
 
-json record_of(const json& spec) { return json::parse(spec["annotations"][kRecordAnnotation].get<std::string>()); }
+json record_of(const json& spec) {
+  return json::parse(spec["annotations"][kRecordAnnotation].get<std::string>());
+}
 
 class DeviceLayer : public ::testing::Test {
  protected:
@@ -28,8 +30,8 @@ class DeviceLayer : public ::testing::Test {
 
 TEST_F(DeviceLayer, NoRequestLeavesSpecUntouched) {
   host.add_cdi("valid/nvidia.yaml");
-  for (auto env : std::vector<std::vector<std::string>>{{}, {"NVIDIA_VISIBLE_DEVICES=none"},
-                                                        {"NVIDIA_VISIBLE_DEVICES=void"}, {"NVIDIA_VISIBLE_DEVICES="}}) {
+  for (auto env : std::vector<std::vector<std::string>>{
+           {}, {"NVIDIA_VISIBLE_DEVICES=none"}, {"NVIDIA_VISIBLE_DEVICES=void"}, {"NVIDIA_VISIBLE_DEVICES="}}) {
     json spec = base_spec(env), before = spec;
     auto r = apply_device_layer(spec, host.config(), log);
     EXPECT_FALSE(r.gpu_requested);

@@ -55,9 +55,8 @@ TEST(Discovery, IndexMapsToMinorAndControlNodesComeAlong) {
   FakeHost h;
   auto d = discover(request({"0"}), h.config());
   auto paths = node_paths(d.edits);
-  EXPECT_EQ(paths, (std::vector<std::string>{"/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools",
-                                             "/dev/nvidia-modeset", "/dev/nvidia-caps/nvidia-cap1",
-                                             "/dev/nvidia-caps/nvidia-cap2", "/dev/nvidia1"}));
+  EXPECT_EQ(paths, (std::vector<std::string>{"/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools", "/dev/nvidia-modeset",
+                                             "/dev/nvidia-caps/nvidia-cap1", "/dev/nvidia-caps/nvidia-cap2", "/dev/nvidia1"}));
   EXPECT_EQ(d.devices, std::vector<std::string>{kUuidA});
   EXPECT_EQ(d.edits.device_nodes.back().host_path, (h.dev / "nvidia1").string());
 }

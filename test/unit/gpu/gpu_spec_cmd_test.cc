@@ -28,8 +28,8 @@ class GpuSpecCmd : public ::testing::Test {
   FakeHost host;
   TempDir bundle;
   std::vector<std::string> roots() const {
-    return {"--cdi-spec-dir", host.cdi.string(), "--dev-root", host.dev.string(), "--driver-root", host.driver.string(),
-            "--proc-driver-root", host.proc.string()};
+    return {"--cdi-spec-dir", host.cdi.string(),    "--dev-root",         host.dev.string(),
+            "--driver-root",  host.driver.string(), "--proc-driver-root", host.proc.string()};
   }
   void SetUp() override { write(bundle.path / "config.json", base_spec({"NVIDIA_VISIBLE_DEVICES=0"}).dump()); }
 };
@@ -48,9 +48,9 @@ TEST_F(GpuSpecCmd, JsonOutputAndBundleUnchanged) {
 }
 
 TEST_F(GpuSpecCmd, TextOutputLegacyFromConfigFile) {
-  write(bundle.path / "shim.yaml", "log_level: info\ngpu:\n  mode: legacy\n  dev_root: " + host.dev.string() +
-                                       "\n  driver_root: " + host.driver.string() + "\n  proc_driver_root: " +
-                                       host.proc.string() + "\n  hook_binary: /usr/bin/containerd-shim-nvproxy-v1\n");
+  write(bundle.path / "shim.yaml",
+        "log_level: info\ngpu:\n  mode: legacy\n  dev_root: " + host.dev.string() + "\n  driver_root: " + host.driver.string() +
+            "\n  proc_driver_root: " + host.proc.string() + "\n  hook_binary: /usr/bin/containerd-shim-nvproxy-v1\n");
   CmdResult r = run({"--spec", (bundle.path / "config.json").string(), "--config", (bundle.path / "shim.yaml").string()});
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_NE(r.out.find("mode: legacy"), std::string::npos) << r.out;

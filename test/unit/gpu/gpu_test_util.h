@@ -19,7 +19,9 @@ namespace nvproxy::gpu::testing {
 
 namespace fs = std::filesystem;
 
-inline std::string fixture(const std::string& rel) { return std::string(NVPROXY_CDI_FIXTURES) + "/" + rel; }
+inline std::string fixture(const std::string& rel) {
+  return std::string(NVPROXY_CDI_FIXTURES) + "/" + rel;
+}
 
 struct TempDir {
   fs::path path;

@@ -60,7 +60,8 @@ TEST(SpecEdits, RecognisesWhatCriAlreadyApplied) {
   // existing broader cgroup rule): we must not add a second copy.
   auto spec = base_spec({"NVIDIA_VISIBLE_DEVICES=void"});
   spec["linux"]["devices"] = {{{"type", "c"}, {"path", "/dev/nvidia0"}, {"major", 195}, {"minor", 0}}};
-  spec["linux"]["resources"]["devices"].push_back({{"allow", true}, {"type", "c"}, {"major", 195}, {"minor", 0}, {"access", "rwm"}});
+  spec["linux"]["resources"]["devices"].push_back(
+      {{"allow", true}, {"type", "c"}, {"major", 195}, {"minor", 0}, {"access", "rwm"}});
   spec["mounts"].push_back({{"source", "/h/libcuda.so.580.0"}, {"destination", "/usr/lib/libcuda.so.580.0"}, {"type", "bind"}});
   std::vector<std::string> w;
   EXPECT_EQ(apply_edits(spec, sample(), w), 2u);  // hook + gid; env/node/rule/mount were there

@@ -4,9 +4,9 @@
 
 #include <sstream>
 
+#include "../gpu/gpu_test_util.h"
 #include "common/fs.h"
 #include "gpu/record.h"
-#include "../gpu/gpu_test_util.h"
 
 namespace nvproxy::hooks {
 namespace {

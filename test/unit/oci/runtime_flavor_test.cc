@@ -6,7 +6,9 @@
 
 using namespace nvproxy::oci;
 
-static bool has(const std::vector<std::string>& v, const std::string& s) { return std::find(v.begin(), v.end(), s) != v.end(); }
+static bool has(const std::vector<std::string>& v, const std::string& s) {
+  return std::find(v.begin(), v.end(), s) != v.end();
+}
 
 TEST(RuntimeFlavor, KindFromBinary) {
   EXPECT_EQ(runtime_kind_from_binary("runc"), RuntimeKind::Runc);
@@ -16,8 +18,12 @@ TEST(RuntimeFlavor, KindFromBinary) {
 }
 
 TEST(RuntimeFlavor, RuncGetsCriuFlags) {
-  CheckpointFlags f{.leave_running = true, .open_tcp = true, .file_locks = true, .empty_namespaces = {"network"},
-                    .image_path = "/img", .work_path = "/work"};
+  CheckpointFlags f{.leave_running = true,
+                    .open_tcp = true,
+                    .file_locks = true,
+                    .empty_namespaces = {"network"},
+                    .image_path = "/img",
+                    .work_path = "/work"};
   std::vector<std::string> dropped;
   auto a = checkpoint_args(RuntimeKind::Runc, f, dropped);
   EXPECT_TRUE(has(a, "--image-path=/img"));

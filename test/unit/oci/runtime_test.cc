@@ -20,14 +20,17 @@ class RuntimeTest : public ::testing::Test {
     dir_ = std::filesystem::temp_directory_path() / ("nvproxy-rt-" + std::to_string(::getpid()));
     std::filesystem::create_directories(dir_);
     script_ = dir_ / "fake-runc";
-    std::ofstream(script_) << "#!/bin/sh\n"
-                              "echo \"$@\" >> " << (dir_ / "argv").string() << "\n"
-                              "for a in \"$@\"; do case $a in --log=*) log=${a#--log=};; esac; done\n"
-                              "case \" $* \" in\n"
-                              "  *\" state \"*) echo '{\"status\":\"running\",\"pid\":42,\"bundle\":\"/b\"}';;\n"
-                              "  *\" ps \"*) echo '[1,2,3]';;\n"
-                              "  *\" start \"*) echo '{\"level\":\"error\",\"msg\":\"container does not exist\"}' >> $log; exit 1;;\n"
-                              "esac\n";
+    std::ofstream(script_)
+        << "#!/bin/sh\n"
+           "echo \"$@\" >> "
+        << (dir_ / "argv").string()
+        << "\n"
+           "for a in \"$@\"; do case $a in --log=*) log=${a#--log=};; esac; done\n"
+           "case \" $* \" in\n"
+           "  *\" state \"*) echo '{\"status\":\"running\",\"pid\":42,\"bundle\":\"/b\"}';;\n"
+           "  *\" ps \"*) echo '[1,2,3]';;\n"
+           "  *\" start \"*) echo '{\"level\":\"error\",\"msg\":\"container does not exist\"}' >> $log; exit 1;;\n"
+           "esac\n";
     ::chmod(script_.c_str(), 0755);
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }

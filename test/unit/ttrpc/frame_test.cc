@@ -25,8 +25,7 @@ TEST(Frame, HeaderIsBigEndian) {
 }
 
 TEST(Frame, RoundTripAnyChunking) {
-  std::string wire = encode_frame(1, FrameType::Request, "hello") +
-                     encode_frame(3, FrameType::Response, "") +
+  std::string wire = encode_frame(1, FrameType::Request, "hello") + encode_frame(3, FrameType::Response, "") +
                      encode_frame(5, FrameType::Data, std::string(70000, 'x'), 0x2);
   for (std::size_t chunk : {std::size_t{1}, std::size_t{3}, std::size_t{10}, std::size_t{4096}, wire.size()}) {
     FrameParser p;

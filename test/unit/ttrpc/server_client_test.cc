@@ -2,8 +2,8 @@
 #include <dirent.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 
 #include <gtest/gtest.h>
 
@@ -35,8 +35,7 @@ int fd_count() {
   return n;
 }
 
-Code call_code(Client& c, const std::string& svc, const std::string& m, const std::string& p = "",
-               std::string* msg = nullptr) {
+Code call_code(Client& c, const std::string& svc, const std::string& m, const std::string& p = "", std::string* msg = nullptr) {
   try {
     c.call(svc, m, p);
   } catch (const Error& e) {
@@ -62,8 +61,7 @@ class RawConn {
       b.remove_prefix(static_cast<std::size_t>(n));
     }
   }
-  void send_request(std::uint32_t id, const std::string& svc, const std::string& method,
-                    const std::string& payload) {
+  void send_request(std::uint32_t id, const std::string& svc, const std::string& method, const std::string& payload) {
     ::ttrpc::Request r;
     r.set_service(svc);
     r.set_method(method);
@@ -108,9 +106,8 @@ class TtrpcTest : public ::testing::Test {
     server_->register_method("test.Svc", "Fail", [](const CallContext&, const std::string& p) -> std::string {
       throw Error(Code::NotFound, "container \"" + p + "\" not found");
     });
-    server_->register_method("test.Svc", "Boom", [](const CallContext&, const std::string&) -> std::string {
-      throw std::runtime_error("kaboom");
-    });
+    server_->register_method("test.Svc", "Boom",
+                             [](const CallContext&, const std::string&) -> std::string { throw std::runtime_error("kaboom"); });
     server_->register_method("test.Svc", "Block", [this](const CallContext&, const std::string&) {
       ++blocked_;
       gate_.wait();
@@ -230,9 +227,8 @@ TEST_F(TtrpcTest, ClientRefusesOversizedRequestLocally) {
 }
 
 TEST_F(TtrpcTest, OversizedResponseBecomesResourceExhausted) {
-  server_->register_method("test.Svc", "Huge", [](const CallContext&, const std::string&) {
-    return std::string(kMaxMessageSize + 1, 'h');
-  });
+  server_->register_method("test.Svc", "Huge",
+                           [](const CallContext&, const std::string&) { return std::string(kMaxMessageSize + 1, 'h'); });
   auto c = Client::connect(path_);
   EXPECT_EQ(call_code(*c, "test.Svc", "Huge"), Code::ResourceExhausted);
   EXPECT_EQ(c->call("test.Svc", "Echo", "ok"), "ok");

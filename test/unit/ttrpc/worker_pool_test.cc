@@ -14,7 +14,11 @@ TEST(WorkerPool, GrowsPastBlockedJobs) {
   std::promise<void> release;
   std::shared_future<void> gate = release.get_future().share();
   std::atomic<int> blocked{0};
-  for (int i = 0; i < 3; ++i) pool.submit([&, gate] { ++blocked; gate.wait(); });
+  for (int i = 0; i < 3; ++i)
+    pool.submit([&, gate] {
+      ++blocked;
+      gate.wait();
+    });
   std::promise<void> ran;
   pool.submit([&] { ran.set_value(); });
   EXPECT_EQ(ran.get_future().wait_for(std::chrono::seconds(5)), std::future_status::ready);
@@ -28,7 +32,11 @@ TEST(WorkerPool, SurplusIdleWorkersExit) {
   std::promise<void> release;
   std::shared_future<void> gate = release.get_future().share();
   std::atomic<int> started{0};
-  for (int i = 0; i < 4; ++i) pool.submit([&, gate] { ++started; gate.wait(); });
+  for (int i = 0; i < 4; ++i)
+    pool.submit([&, gate] {
+      ++started;
+      gate.wait();
+    });
   while (started.load() < 4) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   EXPECT_EQ(pool.threads(), 4u);
   release.set_value();

@@ -12,8 +12,12 @@ using namespace nvproxy::ttrpc;
 
 namespace {
 // StringValue{value=1} for strings under 128 bytes (one-byte varint length).
-std::string sv(const std::string& s) { return std::string("\x0a", 1) + static_cast<char>(s.size()) + s; }
-std::string unsv(const std::string& p) { return p.size() < 2 ? "" : p.substr(2); }
+std::string sv(const std::string& s) {
+  return std::string("\x0a", 1) + static_cast<char>(s.size()) + s;
+}
+std::string unsv(const std::string& p) {
+  return p.size() < 2 ? "" : p.substr(2);
+}
 
 int expect_code(Client& c, const std::string& method, Code want) {
   try {
@@ -36,16 +40,15 @@ int main(int argc, char** argv) {
     s.register_method("test.Svc", "Echo", [](const CallContext& c, const std::string& p) {
       return sv(unsv(p) + "|" + c.get(kNamespaceKey).value_or("") + "|" + (c.timeout ? "true" : "false"));
     });
-    s.register_method("test.Svc", "Fail", [](const CallContext&, const std::string&) -> std::string {
-      throw Error(Code::NotFound, "c++ says no");
-    });
+    s.register_method("test.Svc", "Fail",
+                      [](const CallContext&, const std::string&) -> std::string { throw Error(Code::NotFound, "c++ says no"); });
     s.listen(path);
     s.run();
     return 0;
   }
   auto c = Client::connect("unix://" + path);
-  std::string echo = unsv(c->call("test.Svc", "Echo", sv("from-c++"), {{std::string(kNamespaceKey), "moby"}},
-                                  std::chrono::seconds(5)));
+  std::string echo =
+      unsv(c->call("test.Svc", "Echo", sv("from-c++"), {{std::string(kNamespaceKey), "moby"}}, std::chrono::seconds(5)));
   std::cout << "echo: " << echo << "\n";
   if (echo != "from-c++|[moby]|true") return 1;
   if (expect_code(*c, "Fail", Code::FailedPrecondition) != 0) return 1;
