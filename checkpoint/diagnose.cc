@@ -66,6 +66,8 @@ int diagnose_main(const std::vector<std::string>& args, std::ostream& out, std::
     NvmlGpuUsageProbe probe(cfg.libnvml);
     Logger log(-1);
     Orchestrator orch(cfg, *lister, scanner, toggler.get(), &probe, log);
+    ProcCommProbe comm;
+    orch.set_comm_probe(&comm);
     Inspection ins = orch.inspect(id.empty() ? "(pids " + std::to_string(pid_args.front()) + "...)" : id);
     if (vm["json"].as<bool>()) {
       auto j = to_json(ins.diagnostic);

@@ -33,6 +33,15 @@ std::string hint_multi_gpu(pid_t pid, const std::set<std::string>& gpus) {
          "checkpoint.allow_unrestorable to checkpoint anyway";
 }
 
+std::string hint_collective(pid_t pid, const std::vector<std::string>& evidence) {
+  std::string ev;
+  for (size_t i = 0; i < evidence.size() && i < 3; ++i) ev += (ev.empty() ? "" : "; ") + evidence[i];
+  if (evidence.size() > 3) ev += "; +" + std::to_string(evidence.size() - 3) + " more";
+  return P(pid) + " is a rank of a collective (NCCL) with other CUDA processes (" + ev +
+         "); the driver checkpoints NCCL ranks but cannot restore them, which would strand them; set "
+         "checkpoint.allow_unrestorable to checkpoint anyway";
+}
+
 std::string hint_toggle_failed(const CudaError& e, unsigned lock_timeout_ms) {
   std::string s = "CUDA " + e.op() + " of " + P(e.pid()) + " failed: " + e.answer();
   if (e.op() == "lock" && e.driver_code() == kCudaTimeout)

@@ -143,6 +143,30 @@ Orchestrator::Classified Orchestrator::classify(const std::string& id, const std
   return c;
 }
 
+std::vector<ProcessReport> Orchestrator::collective_ranks(const Classified& c, const std::map<pid_t, std::set<std::string>>& gpus) {
+  std::vector<ProcessReport> ranks;
+  auto found = comm_->scan(c.cuda);
+  for (pid_t pid : c.cuda) {
+    auto f = found.find(pid);
+    if (f == found.end()) continue;
+    // A TCP link between two CUDA processes counts only across GPUs (NCCL ranks never share one).
+    bool across = false;
+    auto mine = gpus.find(pid);
+    for (pid_t q : f->second.tcp_peers) {
+      auto theirs = gpus.find(q);
+      if (mine != gpus.end() && theirs != gpus.end() && mine->second != theirs->second) across = true;
+    }
+    if (!f->second.nccl && !across) continue;
+    auto h = c.holders.find(pid);
+    ProcessReport r = report_for(pid, h == c.holders.end() ? std::vector<Holder>{} : h->second);
+    r.cuda_state = "running";
+    if (mine != gpus.end()) r.gpus.assign(mine->second.begin(), mine->second.end());
+    r.hint = hint_collective(pid, f->second.evidence);
+    ranks.push_back(std::move(r));
+  }
+  return ranks;
+}
+
 std::map<pid_t, std::set<std::string>> Orchestrator::probe_gpus(std::string& error) {
   try {
     return probe_->gpus_by_pid();
@@ -255,10 +279,11 @@ CheckpointOutcome Orchestrator::checkpoint(const CheckpointRequest& req, const S
                    " GPU devices that the CUDA toggle cannot release");
   }
 
-  if (probe_) {
+  if (probe_ || comm_) {
     Phase pre(out.phases, log_, id, "preflight");
     std::string probe_error;
-    auto gpus = probe_gpus(probe_error);
+    std::map<pid_t, std::set<std::string>> gpus;
+    if (probe_) gpus = probe_gpus(probe_error);
     if (!probe_error.empty()) {
       std::string w = "cannot tell which GPUs the processes use (" + probe_error +
                       "), so processes the driver cannot restore are not detected";
@@ -286,6 +311,19 @@ CheckpointOutcome Orchestrator::checkpoint(const CheckpointRequest& req, const S
       out.warnings.push_back("pid " + std::to_string(r.pid) + " has CUDA contexts on " + std::to_string(r.gpus.size()) +
                              " GPUs; checkpointing anyway (checkpoint.allow_unrestorable): the driver may fail to "
                              "restore it and leave it stuck");
+    if (comm_) {
+      std::vector<ProcessReport> ranks = collective_ranks(c, gpus);
+      if (!ranks.empty() && !cfg_.allow_unrestorable) {
+        diag.processes = ranks;
+        throw fail(Code::FailedPrecondition, "refused",
+                   count_processes(ranks.size()) + (ranks.size() == 1 ? " is a rank" : " are ranks") +
+                       " of a collective (NCCL) across GPUs; the driver cannot restore such processes");
+      }
+      for (const auto& r : ranks)
+        out.warnings.push_back("pid " + std::to_string(r.pid) +
+                               " looks like a rank of a collective (NCCL); checkpointing anyway "
+                               "(checkpoint.allow_unrestorable): the driver may fail to restore it and leave it stuck");
+    }
     for (const auto& w : out.warnings) log_.warn("checkpoint " + id + ": " + w);
   }
 
@@ -504,6 +542,12 @@ Inspection Orchestrator::inspect(const std::string& id) {
     std::lock_guard lk(mu);
     reps[pid] = std::move(r);
   });
+  size_t ranks = 0;
+  if (comm_)
+    for (auto& r : collective_ranks(c, gpus)) {
+      reps[r.pid].hint = r.hint;
+      ++ranks;
+    }
   for (auto& [_, r] : reps) d.processes.push_back(std::move(r));
   if (!c.blockers.empty()) {
     ins.would_refuse = true;
@@ -512,6 +556,9 @@ Inspection Orchestrator::inspect(const std::string& id) {
   } else if (multi > 0 && !cfg_.allow_unrestorable) {
     ins.would_refuse = true;
     d.reason = "a checkpoint would be refused: " + count_processes(multi) + " with CUDA contexts on several GPUs";
+  } else if (ranks > 0 && !cfg_.allow_unrestorable) {
+    ins.would_refuse = true;
+    d.reason = "a checkpoint would be refused: " + count_processes(ranks) + " of a collective (NCCL) across GPUs";
   } else {
     d.reason = count_processes(pids.size()) + ", " + std::to_string(c.cuda.size()) + " CUDA device holders to toggle";
   }

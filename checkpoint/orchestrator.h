@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint/comm_probe.h"
 #include "checkpoint/config.h"
 #include "checkpoint/cuda_toggler.h"
 #include "checkpoint/diagnostic.h"
@@ -78,6 +79,9 @@ class Orchestrator {
   // Read-only: nothing is toggled.
   Inspection inspect(const std::string& container_id);
 
+  // Optional: the preflight also refuses ranks of a collective (NCCL) that this probe finds.
+  void set_comm_probe(CommProbe* comm) { comm_ = comm; }
+
   struct Classified;  // internal, shared by checkpoint() and inspect()
 
  private:
@@ -90,6 +94,7 @@ class Orchestrator {
   // left it in, used when the driver cannot say).
   Resumed bring_back(const std::vector<pid_t>& pids, const std::map<pid_t, CudaState>& believed);
   std::map<pid_t, std::set<std::string>> probe_gpus(std::string& error);
+  std::vector<ProcessReport> collective_ranks(const Classified& c, const std::map<pid_t, std::set<std::string>>& gpus);
   ProcessReport report_for(pid_t pid, const std::vector<Holder>& holders);
 
   CheckpointConfig cfg_;
@@ -97,6 +102,7 @@ class Orchestrator {
   HolderScanner& scanner_;
   CudaToggler* toggler_;
   GpuUsageProbe* probe_;
+  CommProbe* comm_ = nullptr;
   Logger& log_;
 };
 

@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "checkpoint/comm_probe.h"
 #include "checkpoint/cuda_toggler.h"
 #include "checkpoint/gpu_usage.h"
 #include "checkpoint/holder_scan.h"
@@ -39,13 +40,16 @@ struct Tools {
   checkpoint::ProcHolderScanner scanner;
   std::unique_ptr<checkpoint::CudaToggler> toggler;
   checkpoint::NvmlGpuUsageProbe probe;
+  checkpoint::ProcCommProbe comm;
   checkpoint::Orchestrator orch;
   Tools(Container& c, const ServiceEnv& env)
       : lister([&c] { return container_pids(c); }),
         scanner(c.config.checkpoint.device_globs),
         toggler(checkpoint::make_toggler(c.config.checkpoint, env.runner)),
         probe(c.config.checkpoint.libnvml),
-        orch(c.config.checkpoint, lister, scanner, toggler.get(), &probe, env.log) {}
+        orch(c.config.checkpoint, lister, scanner, toggler.get(), &probe, env.log) {
+    orch.set_comm_probe(&comm);
+  }
 };
 
 }  // namespace

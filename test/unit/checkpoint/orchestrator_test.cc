@@ -379,3 +379,73 @@ TEST_F(OrchestratorTest, RestorePathWithAnUnusableDriverNamesTheContainer) {
     EXPECT_TRUE(has(e.what(), "/nonexistent/libcuda.so.1")) << e.what();
   }
 }
+
+namespace {
+struct FakeComm final : CommProbe {
+  std::map<pid_t, CommFinding> findings;
+  std::vector<pid_t> asked;
+  std::map<pid_t, CommFinding> scan(const std::vector<pid_t>& pids) override {
+    asked = pids;
+    return findings;
+  }
+};
+}  // namespace
+
+TEST_F(OrchestratorTest, PreflightRefusesNcclRanksWithNothingToggled) {
+  pid_t r0 = gpu.start_app(), r1 = gpu.start_app();
+  pids = {r0, r1};
+  gpu.nvml(std::to_string(r0) + " 0\n" + std::to_string(r1) + " 1\n");
+  FakeComm comm;
+  comm.findings[r0] = {.evidence = {"tcp-peer 127.0.0.1:29511 <-> 127.0.0.1:40000 (pid " + std::to_string(r1) + ")"},
+                       .tcp_peers = {r1}};
+  comm.findings[r1] = {.evidence = {"nccl-shm /dev/shm/nccl-Ab12"}, .tcp_peers = {r0}, .nccl = true};
+  auto o = make();
+  o.set_comm_probe(&comm);
+  std::string msg;
+  try {
+    o.checkpoint(req(), counting_snapshot());
+    ADD_FAILURE() << "checkpoint of NCCL ranks succeeded";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Code::FailedPrecondition);
+    msg = e.what();
+  }
+  EXPECT_TRUE(has(msg, "refused: 2 processes are ranks of a collective (NCCL) across GPUs")) << msg;
+  EXPECT_TRUE(has(msg, P(r1) + " is a rank of a collective (NCCL) with other CUDA processes (nccl-shm /dev/shm/nccl-Ab12)"))
+      << msg;
+  EXPECT_TRUE(has(msg, "allow_unrestorable")) << msg;
+  EXPECT_TRUE(gpu.calls("lock").empty());
+  EXPECT_EQ(snapshots, 0);
+  EXPECT_EQ(diag_json()["processes"].size(), 2u);
+  for (pid_t p : pids) EXPECT_EQ(gpu.state(p), "running");
+}
+
+TEST_F(OrchestratorTest, TcpLinkOnOneGpuIsNotACollective) {
+  pid_t a = gpu.start_app(), b = gpu.start_app();
+  pids = {a, b};
+  gpu.nvml(std::to_string(a) + " 0\n" + std::to_string(b) + " 0\n");
+  FakeComm comm;
+  comm.findings[a] = {.evidence = {"tcp-peer x"}, .tcp_peers = {b}};
+  comm.findings[b] = {.evidence = {"tcp-peer y"}, .tcp_peers = {a}};
+  auto o = make();
+  o.set_comm_probe(&comm);
+  auto out = o.checkpoint(req(), counting_snapshot());
+  EXPECT_EQ(snapshots, 1);
+  EXPECT_EQ(out.toggled.size(), 2u);
+  EXPECT_TRUE(out.warnings.empty());
+}
+
+TEST_F(OrchestratorTest, OverrideCheckpointsNcclRanksWithAWarning) {
+  pid_t r0 = gpu.start_app();
+  pids = {r0};
+  gpu.nvml(std::to_string(r0) + " 0\n");
+  FakeComm comm;
+  comm.findings[r0] = {.evidence = {"nccl-unix @/tmp/nccl-socket-0-ab"}, .nccl = true};
+  cfg.allow_unrestorable = true;
+  auto o = make();
+  o.set_comm_probe(&comm);
+  auto out = o.checkpoint(req(), counting_snapshot());
+  EXPECT_EQ(snapshots, 1);
+  ASSERT_EQ(out.warnings.size(), 1u);
+  EXPECT_TRUE(has(out.warnings[0], P(r0) + " looks like a rank of a collective (NCCL)")) << out.warnings[0];
+  EXPECT_TRUE(has(o.inspect("c1").diagnostic.processes.at(0).hint, "rank of a collective"));
+}
