@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# Issue "Packages and ecosystem" acceptance: the .rpm's metadata (files, requires from autoreq,
+# weak dependencies, scripts, provides, %config(noreplace), changelog) and an install into an
+# alternate root (rpm --root), where the files land and the config behaves as %config(noreplace).
+# Usage: package_rpm.sh
+#   NVPROXY_RPM        the .rpm to test (default: built here with cpack from NVPROXY_BUILD_DIR)
+#   NVPROXY_BUILD_DIR  configured build tree (default: the parent of $NVPROXY_SHIM_DIR, else build/)
+set -euo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+REPO=$(cd "$HERE/../.." && pwd)
+PKG=containerd-shim-nvproxy
+CONF=/etc/containerd-shim-nvproxy/config.yaml
+
+fail() {
+  echo "FAIL: $*" >&2
+  exit 1
+}
+log() { echo "[rpm $(date +%T)] $*" >&2; }
+assert_eq() { [[ $1 == "$2" ]] || fail "$3: expected [$1], got [$2]"; }
+assert_contains() { [[ $1 == *"$2"* ]] || fail "$3: [$2] not in [$1]"; }
+
+for t in rpm readelf file; do command -v $t >/dev/null || fail "$t missing (scripts/install-deps.sh)"; done
+build_dir=${NVPROXY_BUILD_DIR:-}
+if [[ -z $build_dir && -n ${NVPROXY_SHIM_DIR:-} ]]; then build_dir=$(dirname "$NVPROXY_SHIM_DIR"); fi
+build_dir=${build_dir:-$REPO/build}
+
+work=$(mktemp -d /tmp/nvproxy-pkgrpm.XXXXXX)
+trap 'rm -rf --one-file-system "$work"' EXIT
+
+project_version=$(sed -nE 's/^project\(containerd-shim-nvproxy VERSION ([0-9.]+).*/\1/p' "$REPO/CMakeLists.txt")
+[[ -n $project_version ]] || fail "cannot read the project version from CMakeLists.txt"
+rpmf=${NVPROXY_RPM:-}
+if [[ -z $rpmf ]]; then
+  [[ -f $build_dir/CPackConfig.cmake ]] || fail "no CPackConfig.cmake in $build_dir (configure the build first)"
+  log "cpack -G RPM from $build_dir"
+  (cd "$build_dir" && cpack -G RPM -B "$work/out" >"$work/cpack.log" 2>&1) || {
+    tail -n 30 "$work/cpack.log" >&2
+    fail "cpack -G RPM failed"
+  }
+  rpmf=$(ls "$work"/out/*.rpm)
+fi
+[[ -f $rpmf ]] || fail "no .rpm at $rpmf"
+log "testing $rpmf"
+q() { rpm -qp --nosignature "$@" "$rpmf" 2>/dev/null; }
+
+# ---------- header ----------
+assert_eq "$PKG $project_version 1 Apache-2.0 x86_64" \
+  "$(q --qf '%{NAME} %{VERSION} %{RELEASE} %{LICENSE} %{ARCH}')" "name version release license arch"
+assert_eq "(none)" "$(q --qf '%{PREFIXES}')" "the package is not relocatable"
+assert_contains "$(q --qf '%{DESCRIPTION}')" "io.containerd.nvproxy.v1" "description"
+
+# ---------- --list: exactly these paths ----------
+expected="/etc/containerd-shim-nvproxy
+/etc/containerd-shim-nvproxy/config.yaml
+/usr/bin/containerd-shim-nvproxy-v1
+/usr/share/containerd-shim-nvproxy
+/usr/share/containerd-shim-nvproxy/containerd-config.toml
+/usr/share/containerd-shim-nvproxy/docker-daemon.json
+/usr/share/doc/containerd-shim-nvproxy
+/usr/share/doc/containerd-shim-nvproxy/LICENSE
+/usr/share/doc/containerd-shim-nvproxy/changelog.Debian.gz
+/usr/share/doc/containerd-shim-nvproxy/copyright
+/usr/share/man/man1/containerd-shim-nvproxy-v1.1.gz"
+# Docs added later (README.md, docs/*.md) are allowed under the doc dir.
+listed=$(q --list | grep -vE '^/usr/share/doc/containerd-shim-nvproxy/[A-Za-z-]+\.md$' | sort)
+assert_eq "$(sort <<<"$expected")" "$listed" "rpm -qp --list"
+for d in /etc /usr /usr/bin /usr/share /usr/share/man /usr/share/man/man1 /usr/share/doc /usr/lib/.build-id; do
+  if q --list | grep -qx "$d"; then fail "the package owns the system directory $d"; fi
+done
+# Modes and flags: the binary 0755, config %config(noreplace) ("cn"), the rest plain files.
+flags=$(q --qf '[%{FILEMODES:perms} %{FILEFLAGS:fflags} %{FILENAMES}\n]')
+grep -qx -- "-rwxr-xr-x  /usr/bin/containerd-shim-nvproxy-v1" <<<"$flags" || fail "binary mode/flags: $flags"
+grep -qx -- "-rw-r--r-- cn $CONF" <<<"$flags" || fail "config.yaml is not %config(noreplace) 0644: $flags"
+assert_eq "$CONF" "$(q --configfiles)" "rpm -qp --configfiles"
+
+# ---------- --requires (the NEEDED check runs on the installed binary below) ----------
+requires=$(q --requires)
+for so in libyaml-cpp.so libprotobuf.so libboost_program_options.so; do
+  assert_contains "$requires" "$so" "Requires"
+done
+assert_contains "$requires" "libc.so.6(GLIBC_" "versioned glibc requirement"
+if grep -qE '^(/bin/sh|/bin/bash)' <<<"$requires"; then fail "Requires a shell though there are no scripts: $requires"; fi
+assert_eq "runc" "$(q --recommends)" "rpm -qp --recommends"
+assert_eq "criu" "$(q --suggests)" "rpm -qp --suggests"
+
+# ---------- --scripts, --provides, --changelog ----------
+assert_eq "" "$(q --scripts)" "rpm -qp --scripts (installing must not touch containerd or docker)"
+provides=$(q --provides)
+assert_contains "$provides" "$PKG = $project_version-1" "Provides"
+if grep -q '\.so' <<<"$provides"; then fail "Provides exports libraries (autoprov should be off): $provides"; fi
+q --changelog | head -n1 | grep -qE "^\* [A-Z][a-z]{2} [A-Z][a-z]{2} [0-9]{2} [0-9]{4} .* - $project_version-1\$" \
+  || fail "newest %changelog entry is not $project_version-1: $(q --changelog | head -n1)"
+
+# ---------- install into an alternate root ----------
+root=$work/root
+mkdir -p "$root"
+rpm --root "$root" --initdb
+log "rpm --root $root -i --nodeps --nosignature"
+rpm --root "$root" -i --nodeps --nosignature "$rpmf" || fail "rpm -i into $root failed"
+assert_eq "$PKG-$project_version-1.x86_64" "$(rpm --root "$root" -q "$PKG")" "rpm -q in the alternate root"
+while read -r f; do
+  [[ -e $root$f ]] || fail "$f not in $root after install"
+done <<<"$expected"
+[[ -x $root/usr/bin/containerd-shim-nvproxy-v1 ]] || fail "binary not executable in $root"
+cmp -s "$root$CONF" "$REPO/packaging/config.yaml" || fail "$CONF differs from packaging/config.yaml"
+assert_contains "$("$root/usr/bin/containerd-shim-nvproxy-v1" -v)" "Version:  $project_version" "installed binary -v"
+verify=$(rpm --root "$root" -V --nodeps --nosignature "$PKG" 2>&1) || fail "rpm -V: $verify"
+
+# autoreq named every library the binary links, and the packaged binary is stripped.
+bin=$root/usr/bin/containerd-shim-nvproxy-v1
+if file -b "$bin" | grep -q 'not stripped'; then fail "the packaged binary is not stripped"; fi
+mapfile -t needed < <(readelf -d "$bin" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p')
+((${#needed[@]} >= 5)) || fail "readelf found too few NEEDED entries: ${needed[*]}"
+for so in "${needed[@]}"; do
+  grep -qxF "$so()(64bit)" <<<"$requires" || fail "Requires lacks $so()(64bit) (autoreq): $requires"
+done
+
+log "%config(noreplace): an edited config survives reinstall, is kept as .rpmsave on erase"
+echo "# edited by package_rpm.sh" >>"$root$CONF"
+rpm --root "$root" -U --replacepkgs --nodeps --nosignature "$rpmf" 2>"$work/u.err" || fail "reinstall: $(cat "$work/u.err")"
+grep -q "edited by package_rpm.sh" "$root$CONF" || fail "reinstall replaced the edited config"
+rpm --root "$root" -e --nodeps "$PKG" 2>"$work/e.err" || fail "rpm -e: $(cat "$work/e.err")"
+if rpm --root "$root" -q "$PKG" >/dev/null 2>&1; then fail "$PKG still installed in $root after -e"; fi
+[[ ! -e $root/usr/bin/containerd-shim-nvproxy-v1 ]] || fail "binary left after rpm -e"
+grep -q "edited by package_rpm.sh" "$root$CONF.rpmsave" 2>/dev/null || fail "the edited config was not saved as .rpmsave"
+echo "PASS package_rpm ($(basename "$rpmf"))"
