@@ -156,10 +156,11 @@ void Runtime::exec(const std::string& id, const ExecOptions& o) {
 void Runtime::checkpoint(const std::string& id, const CheckpointFlags& f) {
   std::vector<std::string> dropped;
   auto a = base_args();
+  // runc's --criu is a global flag (runc 1.1 rejects it after the subcommand).
+  if (!cfg_.criu_path.empty() && kind_ == RuntimeKind::Runc) a.push_back("--criu=" + cfg_.criu_path);
   a.push_back("checkpoint");
   auto ca = checkpoint_args(kind_, f, dropped);
   a.insert(a.end(), ca.begin(), ca.end());
-  if (!cfg_.criu_path.empty() && kind_ == RuntimeKind::Runc) a.push_back("--criu=" + cfg_.criu_path);
   a.push_back(id);
   for (const auto& d : dropped)
     log_.info("checkpoint of \"" + id + "\": " + runtime_kind_name(kind_) + " does not take " + d + ", dropped");
@@ -168,11 +169,11 @@ void Runtime::checkpoint(const std::string& id, const CheckpointFlags& f) {
 
 void Runtime::restore(const std::string& id, const RestoreOptions& o) {
   auto a = base_args(o.extra_global);
+  if (!cfg_.criu_path.empty() && kind_ == RuntimeKind::Runc) a.push_back("--criu=" + cfg_.criu_path);  // global flag
   a.insert(a.end(), {"restore", "--detach", "--bundle", o.bundle.string(), "--image-path", o.image_path.string(), "--pid-file",
                      o.pid_file.string()});
   if (kind_ != RuntimeKind::Runsc) {
     if (!o.work_path.empty()) a.insert(a.end(), {"--work-path", o.work_path.string()});
-    if (!cfg_.criu_path.empty()) a.push_back("--criu=" + cfg_.criu_path);
     if (o.no_pivot) a.push_back("--no-pivot");
   }
   if (!o.console_socket.empty()) a.insert(a.end(), {"--console-socket", o.console_socket});

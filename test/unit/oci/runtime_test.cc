@@ -63,3 +63,16 @@ TEST_F(RuntimeTest, FailureCarriesRuntimeLogAndContainer) {
         << e.what();
   }
 }
+
+// runc 1.1 takes --criu only as a global flag: `runc checkpoint --criu=...` fails with "flag provided
+// but not defined" (seen on the GPU machine with runc 1.1.15 and here with 1.1.5).
+TEST_F(RuntimeTest, CriuPathIsAGlobalFlag) {
+  Runtime rt({.binary = script_.string(), .criu_path = "/opt/kit/bin/criu"}, runner_, log_, dir_ / "log.json");
+  rt.checkpoint("c1", {.leave_running = true, .image_path = "/img", .work_path = "/work"});
+  std::string a = argv();
+  EXPECT_LT(a.find("--criu=/opt/kit/bin/criu"), a.find(" checkpoint ")) << a;
+  std::filesystem::remove(dir_ / "argv");
+  rt.restore("c1", {.bundle = dir_, .image_path = "/img", .pid_file = dir_ / "pid"});
+  a = argv();
+  EXPECT_LT(a.find("--criu=/opt/kit/bin/criu"), a.find(" restore ")) << a;
+}
