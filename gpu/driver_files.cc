@@ -119,7 +119,13 @@ bool add_driver_tool(const std::string& root, const std::string& name, Container
     if (std::none_of(edits.mounts.begin(), edits.mounts.end(),
                      [&](const MountEdit& m) { return m.container_path == real->string(); }))
       edits.mounts.push_back(bind_of(root, *real));
-    if (*real != in_root) edits.symlinks.push_back({in_root.string(), real->string(), "discovery: " + host_path(root, in_root)});
+    if (*real != in_root) {
+      edits.symlinks.push_back({in_root.string(), real->string(), "discovery: " + host_path(root, in_root)});
+    } else if (dir != "usr/bin" && dir != "usr/sbin" && dir != "usr/local/bin" && dir != "bin" && dir != "sbin") {
+      // Off the default PATH (drivers installed under /usr/local/nvidia): link it from /usr/bin, where
+      // the toolkit puts it, so `nvidia-smi` works in any image.
+      edits.symlinks.push_back({"/usr/bin/" + name, real->string(), "discovery: " + host_path(root, *real) + " (not on PATH)"});
+    }
     return true;
   }
   return false;

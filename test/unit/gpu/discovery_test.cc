@@ -155,3 +155,19 @@ TEST(Discovery, ResolveInRootKeepsAbsoluteLinksInside) {
 
 }  // namespace
 }  // namespace nvproxy::gpu
+
+// The GPU machine's layout: tools only in /usr/local/nvidia/bin, which no image has on PATH.
+TEST(Discovery, ToolOffPathGetsAUsrBinLink) {
+  FakeHost h;
+  fs::path bin = h.driver / "usr/local/nvidia/bin";
+  fs::create_directories(bin);
+  std::ofstream(bin / "nvidia-cuda-mps-control") << "#!/bin/sh\n";
+  auto d = discover(request({"0"}), h.config());
+  EXPECT_NE(mount_at(d.edits, "/usr/local/nvidia/bin/nvidia-cuda-mps-control"), nullptr);
+  EXPECT_TRUE(std::any_of(d.edits.symlinks.begin(), d.edits.symlinks.end(), [](const SymlinkEdit& s) {
+    return s.path == "/usr/bin/nvidia-cuda-mps-control" && s.target == "/usr/local/nvidia/bin/nvidia-cuda-mps-control";
+  }));
+  // a tool found in /usr/bin itself gets no extra link
+  EXPECT_TRUE(std::none_of(d.edits.symlinks.begin(), d.edits.symlinks.end(),
+                           [](const SymlinkEdit& s) { return s.path == "/usr/bin/nvidia-debugdump"; }));
+}
