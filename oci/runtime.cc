@@ -5,6 +5,7 @@
 #include "common/error.h"
 #include "common/fs.h"
 #include "common/log.h"
+#include "oci/cgroup_stats.h"
 
 namespace nvproxy::oci {
 
@@ -140,6 +141,9 @@ void Runtime::resume(const std::string& id) {
 }
 
 void Runtime::update(const std::string& id, const json& resources) {
+  if (!has_update(kind_))
+    throw Error(Code::Unimplemented, std::string("update of container \"") + id + "\": " + runtime_kind_name(kind_) +
+                                         " cannot change the resources of a running container");
   auto a = base_args();
   a.insert(a.end(), {"update", "--resources", "-", id});
   run_checked(id, "update", {.argv = a, .stdin_data = resources.dump()});
@@ -165,6 +169,17 @@ void Runtime::checkpoint(const std::string& id, const CheckpointFlags& f) {
   for (const auto& d : dropped)
     log_.info("checkpoint of \"" + id + "\": " + runtime_kind_name(kind_) + " does not take " + d + ", dropped");
   run_checked(id, "checkpoint", {.argv = a});
+}
+
+nlohmann::json Runtime::stats(const std::string& id) {
+  if (!has_events_stats(kind_)) return stats_from_cgroup(state(id).pid);
+  auto a = base_args();
+  a.insert(a.end(), {"events", "--stats", id});
+  RunResult r = run_checked(id, "events --stats", {.argv = a});
+  auto j = json::parse(r.out, nullptr, false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("data"))
+    throw Error(Code::Internal, std::string(runtime_kind_name(kind_)) + " events --stats of \"" + id + "\": unparsable output");
+  return j["data"];
 }
 
 void Runtime::restore(const std::string& id, const RestoreOptions& o) {

@@ -84,6 +84,8 @@ class Runtime {
   void update(const std::string& id, const nlohmann::json& linux_resources);
   void exec(const std::string& id, const ExecOptions& opts);
   void checkpoint(const std::string& id, const CheckpointFlags& flags);
+  // `events --stats`: the runtime's resource statistics ("data" object of its stats event).
+  nlohmann::json stats(const std::string& id);
   void restore(const std::string& id, const RestoreOptions& opts);
 
  private:

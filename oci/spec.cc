@@ -70,9 +70,12 @@ void validate_spec(const json& j, const std::string& origin) {
         bool known = false;
         for (const char* t : kTypes) known = known || ns["type"] == t;
         if (!known) bad(origin, f, "unknown namespace type \"" + ns["type"].get<std::string>() + "\"");
+        if (ns.contains("path") && !ns["path"].is_string())
+          bad(origin, "linux.namespaces[" + std::to_string(i - 1) + "].path", "must be a string");
       }
     }
     if (l.contains("devices") && !l["devices"].is_array()) bad(origin, "linux.devices", "must be an array");
+    if (l.contains("cgroupsPath") && !l["cgroupsPath"].is_string()) bad(origin, "linux.cgroupsPath", "must be a string");
   }
 }
 
@@ -80,7 +83,7 @@ Spec Spec::parse(std::string_view text, const std::string& origin) {
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse_error, and out_of_range for numbers like 1e400
     throw Error(Code::InvalidArgument, origin + ": not valid JSON: " + e.what());
   }
   validate_spec(j, origin);

@@ -9,6 +9,8 @@
 #include "common/log.h"
 #include "common/validate.h"
 #include "proto/shim_task.pb.h"
+#include "common/fs.h"
+#include "shim/address.h"
 #include "shim/cli.h"
 #include "shim/config.h"
 #include "shim/rootfs.h"
@@ -36,6 +38,14 @@ int delete_main(const ShimArgs& a, std::ostream& out) {
     if (e.code() != Code::NotFound) log.warn(std::string("delete: ") + e.what());
   }
   unmount_all(bundle / "rootfs");
+  // A shim that died (kill -9) left its socket behind: remove it unless a shim still answers there
+  // (containers of a pod share one).
+  try {
+    std::string sock = strip_unix_scheme(read_file(bundle / "address"));
+    if (!sock.empty() && !can_connect(sock)) std::filesystem::remove(sock);
+  } catch (const Error&) {
+    // No address file: the shim never started.
+  }
 
   containerd::task::v2::DeleteResponse resp;
   resp.set_exit_status(128 + SIGKILL);

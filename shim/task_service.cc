@@ -18,6 +18,7 @@
 #include "shim/gpu_setup.h"
 #include "shim/rootfs.h"
 #include "shim/runtime_record.h"
+#include "shim/stats.h"
 #include "shim/version.h"
 
 namespace nvproxy::shim {
@@ -549,7 +550,9 @@ void TaskService::cuda_restore_after_start(Container& c) {
 
 task::StatsResponse TaskService::stats(const task::StatsRequest& r) {
   auto c = find(r.id());
-  throw Error(Code::Unimplemented, "stats of container \"" + c->id + "\" are not supported yet");
+  task::StatsResponse resp;
+  *resp.mutable_stats() = metrics_from_runtime_stats(c->runtime->stats(c->id), host_uses_cgroup_v2());
+  return resp;
 }
 
 task::ConnectResponse TaskService::connect(const task::ConnectRequest& r) {

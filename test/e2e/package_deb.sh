@@ -81,6 +81,10 @@ for f in ./usr/bin/containerd-shim-nvproxy-v1 ./etc/containerd-shim-nvproxy/conf
   ./usr/share/doc/containerd-shim-nvproxy/changelog.Debian.gz ./usr/share/doc/containerd-shim-nvproxy/LICENSE; do
   grep -q " $f\$" <<<"$contents" || nv_fail "$f missing from the .deb: $contents"
 done
+for doc in README.md docs/install.md docs/configuration.md docs/troubleshooting.md; do
+  [[ ! -f $NV_REPO_DIR/$doc ]] || grep -q " ./usr/share/doc/containerd-shim-nvproxy/${doc##*/}\$" <<<"$contents" \
+    || nv_fail "$doc is not in the .deb's doc dir"
+done
 grep -qE '^-rwxr-xr-x \./usr/bin/containerd-shim-nvproxy-v1$' <<<"$contents" || nv_fail "the binary is not 0755"
 if grep -vE '^(d|-)' <<<"$contents" | grep -q .; then nv_fail "links or specials in the .deb: $contents"; fi
 

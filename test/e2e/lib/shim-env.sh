@@ -48,3 +48,16 @@ nv_start_with_shim() {
 
 # Processes of our shim started by this test's containerd.
 nv_shim_pids() { pgrep -f "containerd-shim-nvproxy-v1 .*-address $NV_SOCK" || true; }
+
+# nv_containerd_restart: stops containerd (not the shims) and starts it again on the same state.
+nv_containerd_restart() {
+  kill -TERM "$NV_CONTAINERD_PID"
+  local i
+  for i in $(seq 50); do kill -0 "$NV_CONTAINERD_PID" 2>/dev/null || break; sleep 0.1; done
+  mv "$NV_DIR/containerd.log" "$NV_DIR/containerd.log.1"
+  _nv_start_daemon
+}
+
+# nv_task_status ID: RUNNING, STOPPED, PAUSED ... or empty when containerd has no such task.
+nv_task_status() { nv_ctr task ls 2>/dev/null | awk -v id="$1" '$1==id{print $3}'; }
+nv_bundle() { echo "$NV_STATE_DIR/io.containerd.runtime.v2.task/$NV_NAMESPACE/$1"; }
