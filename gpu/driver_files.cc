@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <map>
+#include <optional>
 
 #include "gpu/discovery.h"
 
@@ -112,23 +114,36 @@ bool add_driver_library(const std::string& root, const std::string& stem, const 
 }
 
 bool add_driver_tool(const std::string& root, const std::string& name, ContainerEdits& edits) {
+  // The first hit in driver_bin_dirs order, except that a "#!" script (a site's wrapper such as
+  // /usr/bin/nvidia-smi exec'ing /usr/local/nvidia/bin/nvidia-smi) yields to a real binary found later:
+  // bound alone, the wrapper would exec a file the container does not have.
+  std::optional<std::pair<std::string, fs::path>> pick, script;
   for (const auto& dir : driver_bin_dirs()) {
-    fs::path in_root = fs::path("/") / dir / name;
-    auto real = resolve_in_root(root, in_root);
+    auto real = resolve_in_root(root, fs::path("/") / dir / name);
     if (!real || !is_regular(root, *real)) continue;
-    if (std::none_of(edits.mounts.begin(), edits.mounts.end(),
-                     [&](const MountEdit& m) { return m.container_path == real->string(); }))
-      edits.mounts.push_back(bind_of(root, *real));
-    if (*real != in_root) {
-      edits.symlinks.push_back({in_root.string(), real->string(), "discovery: " + host_path(root, in_root)});
-    } else if (dir != "usr/bin" && dir != "usr/sbin" && dir != "usr/local/bin" && dir != "bin" && dir != "sbin") {
-      // Off the default PATH (drivers installed under /usr/local/nvidia): link it from /usr/bin, where
-      // the toolkit puts it, so `nvidia-smi` works in any image.
-      edits.symlinks.push_back({"/usr/bin/" + name, real->string(), "discovery: " + host_path(root, *real) + " (not on PATH)"});
+    char magic[2] = {};
+    std::ifstream(host_path(root, *real), std::ios::binary).read(magic, 2);
+    if (magic[0] == '#' && magic[1] == '!') {
+      if (!script) script = {dir, *real};
+      continue;
     }
-    return true;
+    pick = {dir, *real};
+    break;
   }
-  return false;
+  if (!pick) pick = script;
+  if (!pick) return false;
+  const auto& [dir, real] = *pick;
+  fs::path in_root = fs::path("/") / dir / name;
+  if (std::none_of(edits.mounts.begin(), edits.mounts.end(), [&](const MountEdit& m) { return m.container_path == real.string(); }))
+    edits.mounts.push_back(bind_of(root, real));
+  if (real != in_root) {
+    edits.symlinks.push_back({in_root.string(), real.string(), "discovery: " + host_path(root, in_root)});
+  } else if (dir != "usr/bin" && dir != "usr/sbin" && dir != "usr/local/bin" && dir != "bin" && dir != "sbin") {
+    // Off the default PATH (drivers installed under /usr/local/nvidia): link it from /usr/bin, where
+    // the toolkit puts it, so `nvidia-smi` works in any image.
+    edits.symlinks.push_back({"/usr/bin/" + name, real.string(), "discovery: " + host_path(root, real) + " (not on PATH)"});
+  }
+  return true;
 }
 
 }  // namespace nvproxy::gpu

@@ -153,9 +153,6 @@ TEST(Discovery, ResolveInRootKeepsAbsoluteLinksInside) {
   EXPECT_FALSE(resolve_in_root(h.driver, "/nope"));
 }
 
-}  // namespace
-}  // namespace nvproxy::gpu
-
 // The GPU machine's layout: tools only in /usr/local/nvidia/bin, which no image has on PATH.
 TEST(Discovery, ToolOffPathGetsAUsrBinLink) {
   FakeHost h;
@@ -171,3 +168,22 @@ TEST(Discovery, ToolOffPathGetsAUsrBinLink) {
   EXPECT_TRUE(std::none_of(d.edits.symlinks.begin(), d.edits.symlinks.end(),
                            [](const SymlinkEdit& s) { return s.path == "/usr/bin/nvidia-debugdump"; }));
 }
+
+// The GPU machine: /usr/bin/nvidia-smi is a wrapper script exec'ing /usr/local/nvidia/bin/nvidia-smi.
+TEST(Discovery, WrapperScriptYieldsToTheRealTool) {
+  FakeHost h;
+  fs::path bin = h.driver / "usr/local/nvidia/bin";
+  fs::create_directories(bin);
+  fs::remove(h.driver / "usr/bin/nvidia-smi");
+  std::ofstream(h.driver / "usr/bin/nvidia-smi") << "#!/bin/sh\nexec /usr/local/nvidia/bin/nvidia-smi \"$@\"\n";
+  std::ofstream(bin / "nvidia-smi") << "\x7f" << "ELF";
+  auto d = discover(request({"0"}), h.config());
+  EXPECT_NE(mount_at(d.edits, "/usr/local/nvidia/bin/nvidia-smi"), nullptr);
+  EXPECT_EQ(mount_at(d.edits, "/usr/bin/nvidia-smi"), nullptr);
+  EXPECT_TRUE(std::any_of(d.edits.symlinks.begin(), d.edits.symlinks.end(), [](const SymlinkEdit& s) {
+    return s.path == "/usr/bin/nvidia-smi" && s.target == "/usr/local/nvidia/bin/nvidia-smi";
+  }));
+}
+
+}  // namespace
+}  // namespace nvproxy::gpu
