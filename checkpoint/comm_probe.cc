@@ -39,6 +39,7 @@ std::string tcp_endpoint(const std::string& hex) {
   if (colon == std::string::npos) return hex;
   std::string addr = hex.substr(0, colon);
   unsigned port = static_cast<unsigned>(std::stoul(hex.substr(colon + 1), nullptr, 16));
+  if (addr.size() == 32 && addr.compare(0, 24, "0000000000000000FFFF0000") == 0) addr = addr.substr(24);  // ::ffff:a.b.c.d
   if (addr.size() == 8) {
     unsigned long a = std::stoul(addr, nullptr, 16);  // host byte order (little endian) of a network-order address
     char buf[32];
@@ -77,6 +78,7 @@ std::map<unsigned long, std::string> parse_unix_table(const std::string& text) {
     std::string num, ref, proto, flags, type, st, inode, path;
     if (!(ls >> num >> ref >> proto >> flags >> type >> st >> inode)) continue;
     if (!(ls >> path) || path.empty()) continue;
+    while (path.size() > 1 && path.back() == '@') path.pop_back();  // abstract names are shown NUL-padded as '@'
     try {
       out[std::stoul(inode)] = path;
     } catch (const std::exception&) {

@@ -54,11 +54,12 @@ std::string two_rank_tcp() {
 TEST(CommProbe, EndpointsDecode) {
   EXPECT_EQ(tcp_endpoint("0100007F:7347"), "127.0.0.1:29511");
   EXPECT_EQ(tcp_endpoint("0A00000A:01BB"), "10.0.0.10:443");
+  EXPECT_EQ(tcp_endpoint("0000000000000000FFFF00000100007F:7347"), "127.0.0.1:29511");  // as seen on the GPU machine
   auto t = parse_tcp_table(std::string(kTcpHeader) + two_rank_tcp());
   EXPECT_EQ(t.size(), 4u);  // the listener is not established
   EXPECT_EQ(t.at(201).first, "0100007F:9C40");
   auto u = parse_unix_table(std::string(kUnixHeader) +
-                            "0000000000000000: 00000002 00000000 00010000 0001 01 555 @/tmp/nccl-socket-0-abc\n"
+                            "0000000000000000: 00000002 00000000 00010000 0001 01 555 @/tmp/nccl-socket-0-abc@@@@\n"
                             "0000000000000000: 00000003 00000000 00000000 0001 03 556\n");
   ASSERT_EQ(u.size(), 1u);
   EXPECT_EQ(u.at(555), "@/tmp/nccl-socket-0-abc");
