@@ -171,12 +171,14 @@ DRYKIND=with-holder start_wl wl-refuse "$H/refuse" /out gpu_workload.py with-hol
 DRYKIND=plain start_wl wl-ok "$H/ok" /out gpu_workload.py plain
 DRYKIND=indep2 start_wl mg-indep2 "$H/indep2" /tmp/mg multigpu_workload.py indep2
 DRYKIND=p2p1 start_wl mg-p2p1 "$H/p2p1" /tmp/mg multigpu_workload.py p2p1
-EXTRA_ENV=(--env NCCL_TEST_PORT=29511)
+# NCCL's shared-memory segments outgrow ctr's 64 MiB /dev/shm (NCCL_CUMEM_ENABLE=0 failed with ENOSPC)
+SHM1G=(--mount "type=tmpfs,src=shm,dst=/dev/shm,options=nosuid:nodev:noexec:mode=1777:size=1073741824")
+EXTRA_ENV=("${SHM1G[@]}" --env NCCL_TEST_PORT=29511)
 DRYKIND=nccl start_wl nccl-live "$H/nccl" /tmp/nccl nccl_workload.py
-EXTRA_ENV=(--env NCCL_TEST_PORT=29521 --env DESTROY_PG=1)
+EXTRA_ENV=("${SHM1G[@]}" --env NCCL_TEST_PORT=29521 --env DESTROY_PG=1)
 DRYKIND=nccl start_wl nccl-destroyed "$H/nccld" /tmp/nccl nccl_workload.py
 # NCCL's legacy IPC path (cudaIpc* instead of cuMem handles): another shape of the same signals
-EXTRA_ENV=(--env NCCL_TEST_PORT=29531 --env NCCL_CUMEM_ENABLE=0)
+EXTRA_ENV=("${SHM1G[@]}" --env NCCL_TEST_PORT=29531 --env NCCL_CUMEM_ENABLE=0)
 DRYKIND=nccl start_wl nccl-legacy "$H/nccll" /tmp/nccl nccl_workload.py
 EXTRA_ENV=()
 log "workload containers started: $(CTR task ls | awk 'NR>1{print $1"="$3}' | paste -sd' ')"
@@ -202,17 +204,28 @@ if [[ $DRY != 1 ]]; then
     --env NVIDIA_VISIBLE_DEVICES=all $IMAGE issue4 sh -c "$I4CMD"'; echo "$ /vec/vecadd"; /vec/vecadd; echo "vecadd rc=$?"' 2>&1)
   rc=$?
   echo "$out" | sed 's/^/  | /'
-  if ((rc == 0)) && grep -q "^GPU 0: NVIDIA H200" <<<"$out" && grep -q "GPU 0: NVIDIA H200.*correct" <<<"$out"; then
-    result PASS issue4 "nvidia-smi -L and a CUDA program ran with only NVIDIA_VISIBLE_DEVICES=all ($(dt "$s" "$(now)") s, $(grep -c '^GPU [0-9]*: NVIDIA' <<<"$out") GPU lines)"
+  if ((rc == 0)) && grep -q "^nvidia-smi rc=0" <<<"$out" && grep -q "^GPU 0: NVIDIA H200 (UUID: GPU-" <<<"$out" \
+    && grep -q "^GPU 0: NVIDIA H200, .*correct" <<<"$out" && grep -q "^vecadd rc=0" <<<"$out"; then
+    result PASS issue4 "nvidia-smi -L listed $(grep -c '(UUID: GPU-' <<<"$out") GPUs and vecadd computed correctly on $(grep -c ', .*: correct' <<<"$out") with only NVIDIA_VISIBLE_DEVICES=all ($(dt "$s" "$(now)") s)"
   else
     result FAIL issue4 "rc=$rc"
   fi
 fi
 
 # ---------------- wait for the workloads ----------------
-wait_ready 150 "$H/refuse/parent.txt" "$H/refuse/child.txt" "$H/ok/parent.txt" "$H/ok/child.txt" \
-  "$H/indep2/rank0.txt" "$H/indep2/rank1.txt" "$H/p2p1/p2p.txt" "$H/nccl/rank0.txt" "$H/nccl/rank1.txt" \
-  "$H/nccld/rank0.txt" "$H/nccld/rank1.txt" "$H/nccll/rank0.txt" "$H/nccll/rank1.txt" || log "not all workloads ready"
+# each container: ready (its progress files exist) or stopped (its log is shown below)
+WANT=("wl-refuse $H/refuse/parent.txt $H/refuse/child.txt" "wl-ok $H/ok/parent.txt $H/ok/child.txt"
+  "mg-indep2 $H/indep2/rank0.txt $H/indep2/rank1.txt" "mg-p2p1 $H/p2p1/p2p.txt" "nccl-live $H/nccl/rank0.txt $H/nccl/rank1.txt"
+  "nccl-destroyed $H/nccld/rank0.txt $H/nccld/rank1.txt" "nccl-legacy $H/nccll/rank0.txt $H/nccll/rank1.txt")
+all_settled() {
+  local w c
+  for w in "${WANT[@]}"; do
+    read -r c files <<<"$w"
+    ready $files || [[ $(task_status "$c") == STOPPED ]] || return 1
+  done
+}
+wait_for_all() { for _ in $(seq 300); do all_settled && return 0; sleep 0.5; done; return 1; }
+wait_for_all || log "not all workloads ready after 150 s"
 log "workloads: $(for f in $H/*/*.txt; do printf '%s=[%s] ' "${f#$H/}" "$(cat "$f" | tr -d '\n')"; done)"
 for c in wl-refuse wl-ok mg-indep2 mg-p2p1 nccl-live nccl-destroyed nccl-legacy; do
   [[ $(task_status $c) == RUNNING ]] || { log "$c is $(task_status $c); its log:"; wl_log $c 30; }
