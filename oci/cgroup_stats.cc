@@ -76,7 +76,9 @@ nlohmann::json stats_from_cgroup(pid_t pid, const std::filesystem::path& proc_ro
   auto st = read_kv(mem / "memory.stat");
   d["memory"]["cache"] = st["cache"];
   d["memory"]["raw"] = {{"rss", st["rss"]}, {"rss_huge", st["rss_huge"]}, {"mapped_file", st["mapped_file"]}};
-  auto acct = paths.count("cpuacct") ? v1("cpuacct") : v1("cpu,cpuacct");
+  // cpuacct is mounted on its own on some hosts and co-mounted as "cpu,cpuacct" on others.
+  auto acct = v1("cpuacct");
+  if (!std::filesystem::exists(acct)) acct = cgroup_root / "cpu,cpuacct" / std::filesystem::path(paths["cpuacct"]).relative_path();
   put(d["cpu"]["usage"], "total", read_u64(acct / "cpuacct.usage"));
   put(d["cpu"]["usage"], "user", read_u64(acct / "cpuacct.usage_user"));
   put(d["cpu"]["usage"], "kernel", read_u64(acct / "cpuacct.usage_sys"));

@@ -1,0 +1,61 @@
+#include "shim/config.h"
+
+#include <gtest/gtest.h>
+
+#include "common/error.h"
+
+using namespace nvproxy;
+using namespace nvproxy::shim;
+
+TEST(Config, EmptyMeansDefaults) {
+  auto c = parse_config("", "c.yaml");
+  EXPECT_EQ(c.runtime.binary, "runc");
+  EXPECT_EQ(c.runtime.root, kDefaultRuntimeRoot);
+  EXPECT_EQ(c.checkpoint.cuda, "driver-api");
+  EXPECT_EQ(c.checkpoint.device_globs, std::vector<std::string>{"/dev/nvidia*"});
+  EXPECT_EQ(c.log_level, LogLevel::Info);
+}
+
+TEST(Config, ReadsEverySection) {
+  auto c = parse_config(R"(
+runtime: {binary: /usr/bin/runsc, root: /run/x, extra_args: ["--network=none"], systemd_cgroup: true, criu_path: /c}
+gpu: {mode: cdi, cdi_spec_dirs: [/etc/cdi], driver_root: /drv}
+checkpoint: {cuda: cuda-checkpoint, lock_timeout_ms: 500, parallelism: 1, device_globs: ["/dev/dri/*"], allow_unrestorable: true}
+log_level: debug
+)",
+                        "c.yaml");
+  EXPECT_EQ(c.runtime.binary, "/usr/bin/runsc");
+  EXPECT_EQ(c.runtime.extra_args, std::vector<std::string>{"--network=none"});
+  EXPECT_TRUE(c.runtime.systemd_cgroup);
+  EXPECT_EQ(c.runtime.criu_path, "/c");
+  EXPECT_EQ(c.gpu.mode, "cdi");
+  EXPECT_EQ(c.gpu.driver_root, "/drv");
+  EXPECT_EQ(c.checkpoint.cuda, "cuda-checkpoint");
+  EXPECT_EQ(c.checkpoint.lock_timeout_ms, 500U);
+  EXPECT_EQ(c.checkpoint.parallelism, 1U);
+  EXPECT_TRUE(c.checkpoint.allow_unrestorable);
+  EXPECT_EQ(c.log_level, LogLevel::Debug);
+}
+
+static std::string error_of(const std::string& yaml) {
+  try {
+    parse_config(yaml, "/etc/x.yaml");
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Code::InvalidArgument);
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Config, ErrorsNameFileAndKey) {
+  EXPECT_NE(error_of("runtime: {binray: runc}").find("/etc/x.yaml: runtime.binray: unknown key"), std::string::npos);
+  EXPECT_NE(error_of("checkpoint: {lock_timeout_ms: soon}").find("checkpoint.lock_timeout_ms"), std::string::npos);
+  EXPECT_NE(error_of("log_level: loud").find("log level"), std::string::npos);
+  EXPECT_NE(error_of("runtime: [1, 2]").find("runtime: must be a mapping"), std::string::npos);
+  EXPECT_NE(error_of("runtime: {binary: ''}").find("runtime.binary"), std::string::npos);
+  EXPECT_NE(error_of("a: [").find("not valid YAML"), std::string::npos);
+}
+
+TEST(Config, ExplicitMissingFileIsAnError) {
+  EXPECT_THROW(load_config("/nonexistent/nvproxy.yaml"), Error);
+}
