@@ -11,6 +11,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/lib/harness.sh"
 ctd=${1:-1.7}
 
+# shellcheck disable=SC1090
 [[ -r ${NV_TRIXIE_ENV:-/opt/nvproxy-deps/trixie/env.sh} ]] && source "${NV_TRIXIE_ENV:-/opt/nvproxy-deps/trixie/env.sh}"
 DOCKERD=${NVPROXY_DOCKERD:-}
 DOCKER=${NVPROXY_DOCKER:-}
@@ -41,9 +42,9 @@ dockerd_pid=""
 
 stop_dockerd() {
   [[ -n $dockerd_pid ]] || return 0
-  local ids
-  ids=$(timeout 10 "$DOCKER" ps -aq 2>/dev/null || true)
-  [[ -z $ids ]] || timeout 30 "$DOCKER" rm -f $ids >/dev/null 2>&1 || true
+  local ids=()
+  mapfile -t ids < <(timeout 10 "$DOCKER" ps -aq 2>/dev/null || true)
+  ((${#ids[@]} == 0)) || timeout 30 "$DOCKER" rm -f "${ids[@]}" >/dev/null 2>&1 || true
   kill -TERM "$dockerd_pid" 2>/dev/null || true
   for _ in $(seq 1 100); do kill -0 "$dockerd_pid" 2>/dev/null || break; sleep 0.2; done
   kill -KILL "$dockerd_pid" 2>/dev/null || true

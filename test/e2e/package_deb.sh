@@ -93,7 +93,7 @@ nv_log "dpkg -i"
 dpkg -i "$deb" >"$workdir/dpkg.log" 2>&1 || { cat "$workdir/dpkg.log" >&2; nv_fail "dpkg -i failed"; }
 nv_assert_eq "ii " "$(dpkg-query -W -f='${db:Status-Abbrev}' "$PKG")" "package status after install"
 [[ -x $BIN ]] || nv_fail "$BIN not installed"
-file -b "$BIN" | grep -q 'stripped' && ! file -b "$BIN" | grep -q 'not stripped' || nv_fail "$BIN is not stripped: $(file -b "$BIN")"
+if file -b "$BIN" | grep -q 'not stripped'; then nv_fail "$BIN is not stripped: $(file -b "$BIN")"; fi
 nv_assert_eq "$BIN" "$(command -v containerd-shim-nvproxy-v1)" "the shim on PATH"
 ver_out=$("$BIN" -v)
 nv_assert_contains "$ver_out" "Version:  $project_version" "$BIN -v"
