@@ -109,8 +109,8 @@ man_warn=$(MANWIDTH=80 man --warnings -l "$man_path" 2>&1 >/dev/null || true)
 [[ -z $man_warn ]] || nv_fail "groff warnings in the man page: $man_warn"
 zcat /usr/share/doc/$PKG/changelog.Debian.gz | head -n1 | grep -q "^$PKG ($project_version-1)" \
   || nv_fail "changelog.Debian.gz's newest entry is not $project_version-1"
-python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["runtimes"]["nvproxy"]["runtimeType"]=="io.containerd.nvproxy.v1"' \
-  /usr/share/containerd-shim-nvproxy/docker-daemon.json || nv_fail "docker-daemon.json is not the documented snippet"
+nv_assert_eq io.containerd.nvproxy.v1 "$(jq -r .runtimes.nvproxy.runtimeType /usr/share/containerd-shim-nvproxy/docker-daemon.json)" \
+  "docker-daemon.json's runtimes.nvproxy.runtimeType"
 
 # ---------- the snippet as containerd's CRI plugin reads it ----------
 _nv_pick_binaries "$ctd" # sets NV_CONTAINERD_BIN for this version (no daemon yet)
