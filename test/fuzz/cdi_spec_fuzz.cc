@@ -22,8 +22,7 @@ void check(bool ok) {
   if (!ok) std::abort();
 }
 std::size_t count(const ContainerEdits& e) {
-  return e.env.size() + e.device_nodes.size() + e.mounts.size() + e.hooks.size() + e.additional_gids.size() +
-         e.symlinks.size();
+  return e.env.size() + e.device_nodes.size() + e.mounts.size() + e.hooks.size() + e.additional_gids.size() + e.symlinks.size();
 }
 void check_paths(const ContainerEdits& e) {
   for (const auto& n : e.device_nodes) check(!n.path.empty() && n.path[0] == '/');

@@ -73,8 +73,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     check(ev.payload.size() == ev.header.length);
 
     // Round trip through the encoder.
-    std::string again = encode_frame(ev.header.stream_id, static_cast<FrameType>(ev.header.type), ev.payload,
-                                     ev.header.flags, limit);
+    std::string again =
+        encode_frame(ev.header.stream_id, static_cast<FrameType>(ev.header.type), ev.payload, ev.header.flags, limit);
     FrameParser p2(limit);
     std::vector<FrameParser::Event> ev2;
     p2.feed(again, ev2);

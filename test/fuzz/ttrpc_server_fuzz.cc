@@ -95,8 +95,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     }
     if (!wr_closed && (p.revents & POLLOUT)) {
       ssize_t n = ::send(fd, data + off, size - off, MSG_NOSIGNAL | MSG_DONTWAIT);
-      if (n > 0) off += static_cast<std::size_t>(n);
-      else if (n < 0 && errno != EAGAIN) break;  // server closed on us
+      if (n > 0)
+        off += static_cast<std::size_t>(n);
+      else if (n < 0 && errno != EAGAIN)
+        break;  // server closed on us
     }
   }
   ::close(fd);
