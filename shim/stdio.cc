@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include "common/error.h"
@@ -40,7 +41,11 @@ UniqueFd open_output_fifo(const std::string& path) {
 }  // namespace
 
 PipeIO::PipeIO(const StdioPaths& paths) : paths_(paths) {
-  if (!paths_.in.empty()) make_pipe(in_r_, s_->in_w);
+  if (!paths_.in.empty()) {
+    make_pipe(in_r_, s_->in_w);
+    s_->wake.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+    if (!s_->wake) throw sys_error("eventfd for stdin of " + paths_.in);
+  }
   if (!paths_.out.empty()) {
     out_fifo_ = open_output_fifo(paths_.out);
     make_pipe(out_r_, out_w_);
@@ -53,10 +58,8 @@ PipeIO::PipeIO(const StdioPaths& paths) : paths_(paths) {
 
 PipeIO::~PipeIO() {
   s_->stopping = true;
-  // Wake a stdin thread blocked in open() of the FIFO: opening its write side completes that open.
-  if (!paths_.in.empty()) {
-    UniqueFd w(::open(paths_.in.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC));
-  }
+  uint64_t one = 1;
+  if (s_->wake) (void)::write(s_->wake.get(), &one, sizeof one);
   close_stdin();
   for (auto& t : threads_) t.detach();  // each holds the shared state it needs
 }
@@ -98,13 +101,18 @@ void PipeIO::copy_out(const std::shared_ptr<Shared>& s, UniqueFd from, UniqueFd 
 }
 
 void PipeIO::copy_in(const std::shared_ptr<Shared>& s, const std::string& fifo_path) {
-  // Blocks until the client opens the FIFO's write side (or the destructor wakes us).
-  UniqueFd fifo(::open(fifo_path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fifo || s->stopping) return;
+  UniqueFd fifo(::open(fifo_path.c_str(), O_RDWR | O_NONBLOCK | O_CLOEXEC));
+  if (!fifo) return;
   char buf[32768];
   while (!s->stopping) {
+    pollfd fds[2] = {{fifo.get(), POLLIN, 0}, {s->wake.get(), POLLIN, 0}};
+    if (::poll(fds, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    if (fds[1].revents) break;
     ssize_t n = ::read(fifo.get(), buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
     if (n <= 0) break;
     std::lock_guard lk(s->mu);
     if (!s->in_w || !write_all(s->in_w.get(), buf, static_cast<size_t>(n))) break;

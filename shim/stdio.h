@@ -1,6 +1,8 @@
 // A process's stdio without a terminal: pipes between the runtime's process and the FIFOs
 // containerd hands over, copied by small threads. The FIFO side is closed when the pipe reaches
 // EOF so that clients (ctr) see the end of output; Delete waits (bounded) for the copies to finish.
+// The stdin FIFO is opened read-write so that opening it never blocks on a client that never
+// attaches (ctr run -d); the end of stdin comes from the CloseIO RPC, as containerd's clients send.
 #pragma once
 
 #include <atomic>
@@ -48,6 +50,7 @@ class PipeIO {
     int copies_left = 0;
     UniqueFd in_w;  // we write the child's stdin here
     std::atomic<bool> stopping{false};
+    UniqueFd wake;  // eventfd: tells the stdin copy to stop
   };
   static void copy_out(const std::shared_ptr<Shared>& s, UniqueFd from, UniqueFd to);
   static void copy_in(const std::shared_ptr<Shared>& s, const std::string& fifo_path);
