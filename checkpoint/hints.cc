@@ -9,7 +9,9 @@ std::string P(pid_t pid) {
 }  // namespace
 
 std::string hint_not_cuda(const ProcInfo& p, const ProcInfo* cuda_parent, const std::string& device, const std::string& answer) {
-  if (cuda_parent && !p.exe.empty() && p.exe == cuda_parent->exe)
+  // Forked without exec: same program and same command line as the CUDA parent (a child started with
+  // exec, e.g. multiprocessing's 'spawn', runs the same python but with another command line).
+  if (cuda_parent && !p.exe.empty() && p.exe == cuda_parent->exe && p.cmdline == cuda_parent->cmdline)
     return P(p.pid) + " was forked from CUDA process " + std::to_string(cuda_parent->pid) +
            " without exec and inherited its GPU device files (" + device +
            "); the driver cannot checkpoint it: start children with exec (e.g. multiprocessing start method "
