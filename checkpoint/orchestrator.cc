@@ -143,7 +143,8 @@ Orchestrator::Classified Orchestrator::classify(const std::string& id, const std
   return c;
 }
 
-std::vector<ProcessReport> Orchestrator::collective_ranks(const Classified& c, const std::map<pid_t, std::set<std::string>>& gpus) {
+std::vector<ProcessReport> Orchestrator::collective_ranks(const Classified& c,
+                                                          const std::map<pid_t, std::set<std::string>>& gpus) {
   std::vector<ProcessReport> ranks;
   auto found = comm_->scan(c.cuda);
   for (pid_t pid : c.cuda) {

@@ -134,7 +134,8 @@ bool add_driver_tool(const std::string& root, const std::string& name, Container
   if (!pick) return false;
   const auto& [dir, real] = *pick;
   fs::path in_root = fs::path("/") / dir / name;
-  if (std::none_of(edits.mounts.begin(), edits.mounts.end(), [&](const MountEdit& m) { return m.container_path == real.string(); }))
+  if (std::none_of(edits.mounts.begin(), edits.mounts.end(),
+                   [&](const MountEdit& m) { return m.container_path == real.string(); }))
     edits.mounts.push_back(bind_of(root, real));
   if (real != in_root) {
     edits.symlinks.push_back({in_root.string(), real.string(), "discovery: " + host_path(root, in_root)});

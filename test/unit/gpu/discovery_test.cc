@@ -176,7 +176,8 @@ TEST(Discovery, WrapperScriptYieldsToTheRealTool) {
   fs::create_directories(bin);
   fs::remove(h.driver / "usr/bin/nvidia-smi");
   std::ofstream(h.driver / "usr/bin/nvidia-smi") << "#!/bin/sh\nexec /usr/local/nvidia/bin/nvidia-smi \"$@\"\n";
-  std::ofstream(bin / "nvidia-smi") << "\x7f" << "ELF";
+  std::ofstream(bin / "nvidia-smi") << "\x7f"
+                                    << "ELF";
   auto d = discover(request({"0"}), h.config());
   EXPECT_NE(mount_at(d.edits, "/usr/local/nvidia/bin/nvidia-smi"), nullptr);
   EXPECT_EQ(mount_at(d.edits, "/usr/bin/nvidia-smi"), nullptr);
