@@ -71,7 +71,8 @@ ConsoleSocket::ConsoleSocket(const std::filesystem::path& parent) {
     std::memcpy(addr.sun_path, path_.c_str(), path_.size() + 1);
     listen_.reset(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
     if (!listen_) throw sys_error("socket for console socket " + path_);
-    if (::bind(listen_.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) < 0) throw sys_error("bind console socket " + path_);
+    if (::bind(listen_.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) < 0)
+      throw sys_error("bind console socket " + path_);
     if (::chmod(path_.c_str(), 0600) < 0) throw sys_error("chmod console socket " + path_);
     if (::listen(listen_.get(), 4) < 0) throw sys_error("listen on console socket " + path_);
     cancel_ = make_eventfd("console socket " + path_);
@@ -88,7 +89,9 @@ ConsoleSocket::~ConsoleSocket() {
   ::rmdir(dir_.c_str());
 }
 
-void ConsoleSocket::cancel() { signal_eventfd(cancel_.get()); }
+void ConsoleSocket::cancel() {
+  signal_eventfd(cancel_.get());
+}
 
 UniqueFd ConsoleSocket::receive_master(std::chrono::milliseconds timeout) {
   auto deadline = Clock::now() + timeout;
@@ -96,8 +99,8 @@ UniqueFd ConsoleSocket::receive_master(std::chrono::milliseconds timeout) {
     int r = poll_until(fd, POLLIN, {cancel_.get()}, deadline);
     if (r < 0) throw Error(Code::Cancelled, "console socket " + path_ + ": receive cancelled");
     if (r == 0)
-      throw Error(Code::DeadlineExceeded, "console socket " + path_ + ": no terminal from the runtime within " +
-                                              std::to_string(timeout.count()) + " ms");
+      throw Error(Code::DeadlineExceeded,
+                  "console socket " + path_ + ": no terminal from the runtime within " + std::to_string(timeout.count()) + " ms");
   };
   UniqueFd conn;
   while (!conn) {
@@ -133,7 +136,8 @@ UniqueFd ConsoleSocket::receive_master(std::chrono::milliseconds timeout) {
     if (fds.size() != 1)
       throw Error(Code::Internal, "console socket " + path_ + ": the runtime sent " + std::to_string(fds.size()) +
                                       " fds instead of one terminal");
-    if (!::isatty(fds[0].get())) throw Error(Code::InvalidArgument, "console socket " + path_ + ": the runtime sent an fd that is not a terminal");
+    if (!::isatty(fds[0].get()))
+      throw Error(Code::InvalidArgument, "console socket " + path_ + ": the runtime sent an fd that is not a terminal");
     return std::move(fds[0]);
   }
 }
@@ -156,7 +160,13 @@ ConsoleIO::ConsoleIO(UniqueFd master, const StdioPaths& paths) : master_(std::mo
   stop_ = make_eventfd("console copy");
   stop_in_ = make_eventfd("console stdin copy");
   out_thread_ = std::thread([this] { copy_out(); });
-  if (in_fifo_) in_thread_ = std::thread([this] { copy_in(); });
+  try {
+    if (in_fifo_) in_thread_ = std::thread([this] { copy_in(); });
+  } catch (...) {  // no destructor runs for a throwing constructor: stop the first thread here
+    signal_eventfd(stop_.get());
+    out_thread_.join();
+    throw;
+  }
 }
 
 ConsoleIO::~ConsoleIO() {
@@ -223,10 +233,13 @@ void ConsoleIO::resize(unsigned width, unsigned height) {
   winsize ws{};
   ws.ws_col = static_cast<unsigned short>(width);
   ws.ws_row = static_cast<unsigned short>(height);
-  if (::ioctl(master_.get(), TIOCSWINSZ, &ws) < 0) throw sys_error("resize console to " + std::to_string(width) + "x" + std::to_string(height));
+  if (::ioctl(master_.get(), TIOCSWINSZ, &ws) < 0)
+    throw sys_error("resize console to " + std::to_string(width) + "x" + std::to_string(height));
 }
 
-void ConsoleIO::close_stdin() { signal_eventfd(stop_in_.get()); }
+void ConsoleIO::close_stdin() {
+  signal_eventfd(stop_in_.get());
+}
 
 bool ConsoleIO::wait_output(std::chrono::milliseconds timeout) {
   std::unique_lock lk(mu_);

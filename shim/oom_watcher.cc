@@ -88,7 +88,8 @@ OomWatcher::Entry OomWatcher::open_entry(const std::string& id, pid_t pid) const
     auto events = e.dir / "memory.events";
     e.fd.reset(::inotify_init1(IN_NONBLOCK | IN_CLOEXEC));
     if (!e.fd) throw sys_error("inotify for " + events.string());
-    if (::inotify_add_watch(e.fd.get(), events.c_str(), IN_MODIFY | IN_DELETE_SELF) < 0) throw sys_error("watch " + events.string());
+    if (::inotify_add_watch(e.fd.get(), events.c_str(), IN_MODIFY | IN_DELETE_SELF) < 0)
+      throw sys_error("watch " + events.string());
     auto c = read_counters(events);
     if (!c) throw Error(Code::Internal, "no oom counter in " + events.string());
     e.oom = c->oom;
@@ -105,14 +106,16 @@ OomWatcher::Entry OomWatcher::open_entry(const std::string& id, pid_t pid) const
   UniqueFd ec(::open(ec_path.c_str(), O_WRONLY | O_CLOEXEC));
   if (!ec) throw sys_error("open " + ec_path.string());
   std::string line = std::to_string(e.fd.get()) + " " + std::to_string(oc.get());
-  if (::write(ec.get(), line.data(), line.size()) != static_cast<ssize_t>(line.size())) throw sys_error("write " + ec_path.string());
+  if (::write(ec.get(), line.data(), line.size()) != static_cast<ssize_t>(line.size()))
+    throw sys_error("write " + ec_path.string());
   return e;
 }
 
 void OomWatcher::add(const std::string& container_id, pid_t init_pid) {
   try {
     Entry e = open_entry(container_id, init_pid);
-    std::string what = "watching container \"" + container_id + "\" for OOM in " + e.dir.string() + (e.v2 ? " (cgroup v2)" : " (cgroup v1)");
+    std::string what =
+        "watching container \"" + container_id + "\" for OOM in " + e.dir.string() + (e.v2 ? " (cgroup v2)" : " (cgroup v1)");
     std::lock_guard lk(mu_);
     drop_locked(container_id);
     uint64_t token = next_token_++;
@@ -123,7 +126,8 @@ void OomWatcher::add(const std::string& container_id, pid_t init_pid) {
     entries_.emplace(token, std::move(e));
     log_.debug(what);
   } catch (const std::exception& ex) {
-    log_.warn("OOM events of container \"" + container_id + "\" (pid " + std::to_string(init_pid) + ") are not watched: " + ex.what());
+    log_.warn("OOM events of container \"" + container_id + "\" (pid " + std::to_string(init_pid) +
+              ") are not watched: " + ex.what());
   }
 }
 
@@ -206,7 +210,8 @@ void OomWatcher::run() {
         Seen s = check(it->second);
         if (s == Seen::Oom) fired.emplace_back(token, it->second.id);
         if (s == Seen::Gone) {
-          log_.debug("container \"" + it->second.id + "\": memory cgroup " + it->second.dir.string() + " is gone, OOM watch ends");
+          log_.debug("container \"" + it->second.id + "\": memory cgroup " + it->second.dir.string() +
+                     " is gone, OOM watch ends");
           ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, it->second.fd.get(), nullptr);
           entries_.erase(it);
         }

@@ -57,8 +57,8 @@ class OomWatcher {
   struct Entry {
     std::string id;
     bool v2 = false;
-    std::filesystem::path dir;  // the container's memory cgroup
-    UniqueFd fd;                // v1: eventfd; v2: inotify
+    std::filesystem::path dir;       // the container's memory cgroup
+    UniqueFd fd;                     // v1: eventfd; v2: inotify
     uint64_t oom = 0, oom_kill = 0;  // v2 counters last seen
   };
   enum class Seen { Nothing, Oom, Gone };
@@ -72,7 +72,7 @@ class OomWatcher {
   std::function<void(const std::string&)> on_oom_;
   Paths paths_;
   UniqueFd epoll_, stop_;
-  std::mutex mu_;                    // entries_, next_token_
+  std::mutex mu_;                      // entries_, next_token_
   std::map<uint64_t, Entry> entries_;  // by epoll token; 0 is stop_
   uint64_t next_token_ = 1;
   std::mutex deliver_mu_;  // held while on_oom runs, so remove() can wait it out

@@ -83,7 +83,9 @@ std::string read_until(int fd, const std::string& needle, std::chrono::milliseco
   return got;
 }
 
-void set_nonblock(int fd) { ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK); }
+void set_nonblock(int fd) {
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+}
 
 // A pty whose master went through a ConsoleSocket, plus containerd-style FIFOs.
 struct Rig {
@@ -119,7 +121,7 @@ TEST(ConsoleSocket, DirectoryIsPrivateAndRemoved) {
     ConsoleSocket sock(d.path / "parent");
     path = sock.path();
     dir = fs::path(path).parent_path();
-    struct stat st{};
+    struct stat st {};
     ASSERT_EQ(::stat(dir.c_str(), &st), 0);
     EXPECT_EQ(st.st_mode & 07777, 0700u);
     ASSERT_EQ(::stat(path.c_str(), &st), 0);
@@ -263,9 +265,11 @@ TEST(ConsoleIO, FlushesEverythingWrittenBeforeTheSlaveCloses) {
 TEST(ConsoleIO, CloseStdinClosesOnlyTheFifoSide) {
   Rig r;
   ConsoleIO io(std::move(r.master), {r.in, r.out, "", true});
-  UniqueFd probe(::open(r.in.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC));
-  ASSERT_TRUE(probe) << "stdin FIFO has no reader before close_stdin";
-  probe.reset();
+  // The client keeps its writer open: only close_stdin may end the copy.
+  UniqueFd client(::open(r.in.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC));
+  ASSERT_TRUE(client) << "stdin FIFO has no reader before close_stdin";
+  ASSERT_EQ(::write(client.get(), "before\n", 7), 7);
+  EXPECT_NE(read_until(r.slave.get(), "before", 3s).find("before"), std::string::npos);
   io.close_stdin();
   // Our reader goes away: opening a writer without readers fails with ENXIO.
   bool closed = false;
@@ -291,8 +295,10 @@ TEST(ConsoleIO, DestructionWithLiveProcessAndStuckClientReturns) {
     std::thread([&] {
       for (size_t off = 0; off < big.size();) {
         ssize_t n = ::write(r.slave.get(), big.data() + off, big.size() - off);
-        if (n > 0) off += static_cast<size_t>(n);
-        else if (std::chrono::steady_clock::now() - t0 > 500ms) break;
+        if (n > 0)
+          off += static_cast<size_t>(n);
+        else if (std::chrono::steady_clock::now() - t0 > 500ms)
+          break;
       }
     }).join();
     EXPECT_FALSE(io.wait_output(100ms));

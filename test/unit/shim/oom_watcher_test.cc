@@ -61,7 +61,9 @@ bool write_str(const fs::path& p, const std::string& s) {
   return static_cast<bool>(f);
 }
 
-bool unified_host() { return fs::exists("/sys/fs/cgroup/cgroup.controllers"); }
+bool unified_host() {
+  return fs::exists("/sys/fs/cgroup/cgroup.controllers");
+}
 
 // A real memory cgroup limited to 8 MiB (swap included); removed even when the test fails.
 struct MemCgroup {
@@ -140,7 +142,9 @@ bool can_make_memory_cgroups() {
                         : fs::exists("/sys/fs/cgroup/memory/cgroup.event_control");
 }
 
-std::string cg_name(const char* what) { return "nvproxy-test-" + std::to_string(::getpid()) + "-" + what; }
+std::string cg_name(const char* what) {
+  return "nvproxy-test-" + std::to_string(::getpid()) + "-" + what;
+}
 
 }  // namespace
 
@@ -218,31 +222,39 @@ TEST(OomWatcher, VanishedPidIsLoggedNotThrown) {
   EXPECT_NO_THROW(w.remove("ctr-gone"));  // removing what was never added is harmless
 }
 
-// The v2 path against a fake tree: /proc/<pid>/cgroup with a "0::" line and a memory.events file.
-TEST(OomWatcher, UnifiedReportsOnlyWhenAnOomCounterGrows) {
-  char tmpl[] = "/tmp/nvproxy-oomv2-XXXXXX";
-  ASSERT_TRUE(::mkdtemp(tmpl));
-  fs::path root = tmpl;
-  struct Cleanup {
-    fs::path p;
-    ~Cleanup() { fs::remove_all(p); }
-  } cleanup{root};
-  fs::create_directories(root / "proc/4242");
-  fs::create_directories(root / "cg/pod/ctr");
-  ASSERT_TRUE(write_str(root / "proc/4242/cgroup", "0::/pod/ctr\n"));
-  ASSERT_TRUE(write_str(root / "cg/cgroup.controllers", "cpu memory pids\n"));
-  auto events = root / "cg/pod/ctr/memory.events";
+namespace {
+// The v2 layout faked: /proc/4242/cgroup with a "0::" line, a unified root, and memory.events.
+struct FakeUnified {
+  fs::path root;
+  fs::path events;
+  FakeUnified() {
+    char tmpl[] = "/tmp/nvproxy-oomv2-XXXXXX";
+    root = ::mkdtemp(tmpl) ? tmpl : "";
+    fs::create_directories(root / "proc/4242");
+    fs::create_directories(root / "cg/pod/ctr");
+    write_str(root / "proc/4242/cgroup", "0::/pod/ctr\n");
+    write_str(root / "cg/cgroup.controllers", "cpu memory pids\n");
+    events = root / "cg/pod/ctr/memory.events";
+    set("0", "0");
+  }
+  ~FakeUnified() { fs::remove_all(root); }
+  OomWatcher::Paths paths() const { return {root / "proc", root / "cg"}; }
   // Same-length rewrites in place, as the kernel's counters change.
-  auto set = [&](const char* oom, const char* kill) {
+  bool set(const char* oom, const char* kill) {
     std::string s = std::string("low 0\nhigh 0\nmax 7\noom ") + oom + "\noom_kill " + kill + "\n";
     UniqueFd fd(::open(events.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644));
     return ::pwrite(fd.get(), s.data(), s.size(), 0) == static_cast<ssize_t>(s.size());
-  };
-  ASSERT_TRUE(set("0", "0"));
+  }
+};
+}  // namespace
 
+TEST(OomWatcher, UnifiedReportsOnlyWhenAnOomCounterGrows) {
+  FakeUnified f;
+  auto set = [&](const char* oom, const char* kill) { return f.set(oom, kill); };
+  auto events = f.events;
   Recorder rec;
   LogCapture cap;
-  OomWatcher w(cap.log, rec.fn(), {root / "proc", root / "cg"});
+  OomWatcher w(cap.log, rec.fn(), f.paths());
   w.add("ctr-v2", 4242);
   ASSERT_EQ(w.watched(), 1u) << cap.text();
 
@@ -264,4 +276,27 @@ TEST(OomWatcher, UnifiedReportsOnlyWhenAnOomCounterGrows) {
   for (int i = 0; i < 100 && w.watched() != 0; ++i) std::this_thread::sleep_for(20ms);
   EXPECT_EQ(w.watched(), 0u);
   EXPECT_EQ(rec.count(), 2u);
+}
+
+TEST(OomWatcher, RemoveFromInsideTheCallbackDoesNotDeadlock) {
+  FakeUnified f;
+  LogCapture cap;
+  Recorder rec;
+  OomWatcher* self = nullptr;
+  auto record = rec.fn();
+  OomWatcher w(
+      cap.log,
+      [&](const std::string& id) {
+        self->remove(id);
+        record(id);
+      },
+      f.paths());
+  self = &w;
+  w.add("ctr-self", 4242);
+  ASSERT_TRUE(f.set("1", "1"));
+  ASSERT_TRUE(rec.wait_count(1, 3s)) << cap.text();
+  EXPECT_EQ(w.watched(), 0u);
+  ASSERT_TRUE(f.set("2", "2"));
+  std::this_thread::sleep_for(300ms);
+  EXPECT_EQ(rec.count(), 1u);
 }
