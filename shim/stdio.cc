@@ -45,6 +45,8 @@ PipeIO::PipeIO(const StdioPaths& paths) : paths_(paths) {
     make_pipe(in_r_, s_->in_w);
     s_->wake.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
     if (!s_->wake) throw sys_error("eventfd for stdin of " + paths_.in);
+    in_fifo_.reset(::open(paths_.in.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
+    if (!in_fifo_) throw sys_error("open stdio fifo " + paths_.in);
   }
   if (!paths_.out.empty()) {
     out_fifo_ = open_output_fifo(paths_.out);
@@ -81,7 +83,7 @@ void PipeIO::start_copying() {
     ++s_->copies_left;
     threads_.emplace_back(copy_out, s_, std::move(err_r_), std::move(err_fifo_));
   }
-  if (s_->in_w) threads_.emplace_back(copy_in, s_, paths_.in);
+  if (s_->in_w) threads_.emplace_back(copy_in, s_, std::move(in_fifo_));
 }
 
 void PipeIO::copy_out(const std::shared_ptr<Shared>& s, UniqueFd from, UniqueFd to) {
@@ -100,9 +102,7 @@ void PipeIO::copy_out(const std::shared_ptr<Shared>& s, UniqueFd from, UniqueFd 
   s->cv.notify_all();
 }
 
-void PipeIO::copy_in(const std::shared_ptr<Shared>& s, const std::string& fifo_path) {
-  UniqueFd fifo(::open(fifo_path.c_str(), O_RDWR | O_NONBLOCK | O_CLOEXEC));
-  if (!fifo) return;
+void PipeIO::copy_in(const std::shared_ptr<Shared>& s, UniqueFd fifo) {
   char buf[32768];
   while (!s->stopping) {
     pollfd fds[2] = {{fifo.get(), POLLIN, 0}, {s->wake.get(), POLLIN, 0}};
@@ -111,9 +111,10 @@ void PipeIO::copy_in(const std::shared_ptr<Shared>& s, const std::string& fifo_p
       break;
     }
     if (fds[1].revents) break;
+    if (!(fds[0].revents & (POLLIN | POLLHUP | POLLERR))) continue;
     ssize_t n = ::read(fifo.get(), buf, sizeof buf);
     if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
-    if (n <= 0) break;
+    if (n <= 0) break;  // the client's writer came and went: end of stdin
     std::lock_guard lk(s->mu);
     if (!s->in_w || !write_all(s->in_w.get(), buf, static_cast<size_t>(n))) break;
   }

@@ -1,8 +1,9 @@
 // A process's stdio without a terminal: pipes between the runtime's process and the FIFOs
 // containerd hands over, copied by small threads. The FIFO side is closed when the pipe reaches
 // EOF so that clients (ctr) see the end of output; Delete waits (bounded) for the copies to finish.
-// The stdin FIFO is opened read-write so that opening it never blocks on a client that never
-// attaches (ctr run -d); the end of stdin comes from the CloseIO RPC, as containerd's clients send.
+// The stdin FIFO is opened non-blocking up front (the client may remove its FIFOs early, and an
+// open must never block on a client that never attaches); poll reports POLLHUP only once a writer
+// has come and gone, which is the end of stdin. CloseIO ends it too.
 #pragma once
 
 #include <atomic>
@@ -53,11 +54,12 @@ class PipeIO {
     UniqueFd wake;  // eventfd: tells the stdin copy to stop
   };
   static void copy_out(const std::shared_ptr<Shared>& s, UniqueFd from, UniqueFd to);
-  static void copy_in(const std::shared_ptr<Shared>& s, const std::string& fifo_path);
+  static void copy_in(const std::shared_ptr<Shared>& s, UniqueFd fifo);
 
   StdioPaths paths_;
   std::shared_ptr<Shared> s_ = std::make_shared<Shared>();
   UniqueFd in_r_;
+  UniqueFd in_fifo_;
   UniqueFd out_r_, out_w_;
   UniqueFd err_r_, err_w_;
   UniqueFd out_fifo_, err_fifo_;

@@ -11,6 +11,10 @@ nv_log "run --rm echo hello"
 out=$(nv_ctr run --rm --runtime $NV_RT "$NV_IMAGE" t-echo echo hello)
 nv_assert_eq "hello" "$out" "ctr run --rm echo output"
 
+nv_log "stdin reaches the container and its end arrives (CloseIO)"
+out=$(echo piped | nv_ctr run --rm --runtime $NV_RT "$NV_IMAGE" t-stdin cat)
+nv_assert_eq "piped" "$out" "stdin through ctr run"
+
 nv_log "exit code passes through"
 set +e
 nv_ctr run --rm --runtime $NV_RT "$NV_IMAGE" t-exit sh -c 'exit 3'
