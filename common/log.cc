@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <ctime>
 
 #include "common/error.h"
@@ -34,6 +35,12 @@ std::string quote(std::string_view s) {
     if (c == '"' || c == '\\') out += '\\';
     if (c == '\n') {
       out += "\\n";
+      continue;
+    }
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {  // \r, ESC ...: one record, no terminal tricks
+      char esc[8];
+      std::snprintf(esc, sizeof esc, "\\x%02x", static_cast<unsigned char>(c));
+      out += esc;
       continue;
     }
     out += c;

@@ -96,16 +96,20 @@ json scalar_to_json(const YAML::Node& n) {
   return s;
 }
 
-json node_to_json(const YAML::Node& n) {
+// budget: nodes left to convert. Aliases share nodes, so a small document can expand to
+// exponentially many ("billion laughs"); the budget refuses that instead of exhausting memory.
+json node_to_json(const YAML::Node& n, std::size_t& budget) {
+  if (budget == 0) throw YAML::ParserException(n.Mark(), "the document expands to too many nodes (YAML aliases?)");
+  --budget;
   switch (n.Type()) {
     case YAML::NodeType::Sequence: {
       json a = json::array();
-      for (const auto& e : n) a.push_back(node_to_json(e));
+      for (const auto& e : n) a.push_back(node_to_json(e, budget));
       return a;
     }
     case YAML::NodeType::Map: {
       json o = json::object();
-      for (const auto& kv : n) o[kv.first.as<std::string>()] = node_to_json(kv.second);
+      for (const auto& kv : n) o[kv.first.as<std::string>()] = node_to_json(kv.second, budget);
       return o;
     }
     case YAML::NodeType::Scalar: return scalar_to_json(n);
@@ -116,7 +120,9 @@ json node_to_json(const YAML::Node& n) {
 }  // namespace
 
 json yaml_to_json(const std::string& text) {
-  return node_to_json(YAML::Load(text));
+  // Without aliases a document has fewer nodes than bytes; leave room for modest alias use.
+  std::size_t budget = 4 * text.size() + 1024;
+  return node_to_json(YAML::Load(text), budget);
 }
 
 // ---- validation ----------------------------------------------------------------------------------
@@ -272,7 +278,7 @@ CdiSpec parse_cdi_spec(const std::string& text, const std::string& file) {
     // JSON is YAML, but yaml-cpp rejects some valid JSON (tab indentation): parse .json as JSON.
     bool is_json = file.size() > 5 && file.compare(file.size() - 5, 5, ".json") == 0;
     doc = is_json ? json::parse(text) : yaml_to_json(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, and out_of_range for numbers like 1e400
     c.fail("(document)", std::string("not valid JSON: ") + e.what());
   } catch (const YAML::Exception& e) {
     c.fail("line " + std::to_string(e.mark.line + 1) + " column " + std::to_string(e.mark.column + 1),

@@ -132,7 +132,9 @@ bool add_driver_tool(const std::string& root, const std::string& name, Container
   }
   if (!pick) pick = script;
   if (!pick) return false;
-  const auto& [dir, real] = *pick;
+  // Named references, not a structured binding: clang 14 cannot capture bindings in lambdas.
+  const auto& dir = pick->first;
+  const auto& real = pick->second;
   fs::path in_root = fs::path("/") / dir / name;
   if (std::none_of(edits.mounts.begin(), edits.mounts.end(),
                    [&](const MountEdit& m) { return m.container_path == real.string(); }))

@@ -67,8 +67,13 @@ bool RootDir::symlink(const std::string& p, const std::string& target) const {
 }
 
 void RootDir::write_file(const std::string& p, const std::string& data, mode_t mode) const {
-  UniqueFd fd = open_in_root(p, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, mode);
+  // The image decides what is at `p`: never block on its FIFO, never write into its device node.
+  UniqueFd fd = open_in_root(p, O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY, mode);
   if (!fd) throw sys_error("create " + p + " in rootfs " + path_);
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) throw sys_error("stat " + p + " in rootfs " + path_);
+  if (!S_ISREG(st.st_mode)) throw Error(Code::FailedPrecondition, p + " in rootfs " + path_ + " is not a regular file");
+  if (::ftruncate(fd.get(), 0) != 0) throw sys_error("truncate " + p + " in rootfs " + path_);
   size_t off = 0;
   while (off < data.size()) {
     ssize_t n = ::write(fd.get(), data.data() + off, data.size() - off);

@@ -1,5 +1,7 @@
 #include "shim/ttrpc/server_connection.h"
 
+#include <algorithm>
+
 #include <boost/asio/buffer.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/write.hpp>
@@ -68,7 +70,9 @@ void ServerConnection::on_event(FrameParser::Event& ev) {
   }
   if (req.timeout_nano() > 0) {
     ctx.timeout = std::chrono::nanoseconds(req.timeout_nano());
-    ctx.deadline = std::chrono::steady_clock::now() + *ctx.timeout;
+    // Capped: a timeout near INT64_MAX ns would overflow the addition (UB; found by fuzz_ttrpc_server).
+    ctx.deadline =
+        std::chrono::steady_clock::now() + std::min<std::chrono::nanoseconds>(*ctx.timeout, std::chrono::hours(24 * 365 * 100));
   }
   server_.dispatch(shared_from_this(), sid, std::move(ctx), std::move(*req.mutable_payload()));
 }

@@ -237,7 +237,7 @@ bool finishes_within(std::chrono::milliseconds limit, Fn fn) {
 // image decides what its /etc/ld.so.conf.d/nvproxy.conf is. A FIFO there makes the root hook block
 // forever in open(2); a device node there is opened and written as root (a block device: the host
 // disk). write_file must open non-blocking, fstat, and refuse anything but a regular file.
-TEST_F(HostileRootfs, DISABLED_FifoPlantedByTheImageDoesNotHangTheHook) {
+TEST_F(HostileRootfs, FifoPlantedByTheImageDoesNotHangTheHook) {
   fs::create_directories(rootfs / "etc/ld.so.conf.d");
   ASSERT_EQ(::mkfifo((rootfs / "etc/ld.so.conf.d/nvproxy.conf").c_str(), 0644), 0);
   hooks::RootDir root(rootfs.string());
@@ -246,7 +246,7 @@ TEST_F(HostileRootfs, DISABLED_FifoPlantedByTheImageDoesNotHangTheHook) {
   EXPECT_THROW(root.write_file("/etc/ld.so.conf.d/nvproxy.conf", "x\n"), Error);
 }
 
-TEST_F(HostileRootfs, DISABLED_DeviceNodePlantedByTheImageIsNotWritten) {
+TEST_F(HostileRootfs, DeviceNodePlantedByTheImageIsNotWritten) {
   if (::geteuid() != 0) GTEST_SKIP() << "mknod needs root";
   fs::create_directories(rootfs / "etc/ld.so.conf.d");
   // 1:3 is /dev/null: harmless stand-in for a disk.
