@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 
+#include "shim/console.h"
 #include "shim/stdio.h"
 
 namespace nvproxy::shim {
@@ -23,13 +24,19 @@ struct ExitInfo {
 struct Process {
   std::string exec_id;  // empty for init
   StdioPaths stdio;
-  std::unique_ptr<PipeIO> io;
+  std::unique_ptr<PipeIO> io;          // without a terminal
+  std::unique_ptr<ConsoleIO> console;  // with a terminal (pty master from the runtime)
   nlohmann::json spec;  // exec: the OCI process spec
   pid_t pid = 0;
   ProcStatus status = ProcStatus::Created;
   std::optional<ExitInfo> exit;
 
   [[nodiscard]] bool is_init() const { return exec_id.empty(); }
+  // Waits (bounded) until the process's output reached the client.
+  void drain_output(std::chrono::milliseconds timeout) const {
+    if (io) io->wait_output(timeout);
+    if (console) console->wait_output(timeout);
+  }
 };
 
 }  // namespace nvproxy::shim

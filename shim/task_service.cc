@@ -83,8 +83,38 @@ std::string apply_runtime_options(const google::protobuf::Any& opts, oci::Runtim
 
 }  // namespace
 
-TaskService::TaskService(ServiceEnv env) : env_(std::move(env)) {}
-TaskService::~TaskService() = default;
+TaskService::TaskService(ServiceEnv env) : env_(std::move(env)) {
+  oom_ = std::make_unique<OomWatcher>(env_.log, [this](const std::string& id) {
+    events::TaskOOM ev;
+    ev.set_container_id(id);
+    env_.events.publish("/tasks/oom", ev);
+  });
+}
+TaskService::~TaskService() { oom_.reset(); }
+
+void TaskService::watch_oom(const Container& c) {
+  // runsc's processes live in the sandbox: its cgroup is the sandbox's, watched by nobody here.
+  if (c.runtime->kind() != oci::RuntimeKind::Runsc && c.init.pid > 0) oom_->add(c.id, c.init.pid);
+}
+
+void TaskService::start_with_stdio(
+    Container& c, Process& p, const std::filesystem::path& pid_file,
+    const std::function<void(const std::string& console_socket, const oci::Stdio& stdio)>& run_runtime) {
+  if (!p.stdio.terminal) {
+    start_process_locked_out(c, p, [&] { run_runtime("", p.io->child_stdio()); }, pid_file);
+    return;
+  }
+  // runc connects to the console socket and sends the pty master while `create`/`exec` runs;
+  // the connection waits in the listen backlog until we accept it right after.
+  ConsoleSocket sock;
+  start_process_locked_out(
+      c, p,
+      [&] {
+        run_runtime(sock.path(), oci::Stdio{});
+        p.console = std::make_unique<ConsoleIO>(sock.receive_master(std::chrono::seconds(10)), p.stdio);
+      },
+      pid_file);
+}
 
 std::shared_ptr<Container> TaskService::find(const std::string& id) {
   std::lock_guard lk(mu_);
@@ -146,25 +176,26 @@ task::CreateTaskResponse TaskService::create(const task::CreateTaskRequest& r) {
     std::lock_guard lk(mu_);
     containers_.erase(c->id);
   };
-  if (r.terminal()) {
-    forget();
-    if (c->rootfs_mounted) unmount_all(bundle / "rootfs");
-    throw Error(Code::Unimplemented, "container \"" + r.id() + "\": terminal (tty) containers are not supported yet");
-  }
   try {
-    c->init.io = std::make_unique<PipeIO>(c->init.stdio);
+    if (!r.terminal()) c->init.io = std::make_unique<PipeIO>(c->init.stdio);
     if (!r.checkpoint().empty()) {
       c->restore_from = r.checkpoint();  // the runtime restore runs at Start, as in containerd's runc shim
     } else {
       auto pid_file = bundle / "init.pid";
-      oci::CreateOptions o{
-          .bundle = bundle, .pid_file = pid_file, .extra_global = c->runtime_global, .stdio = c->init.io->child_stdio()};
-      start_process_locked_out(
-          *c, c->init, [&] { c->runtime->create(c->id, o); }, pid_file);
+      start_with_stdio(*c, c->init, pid_file, [&](const std::string& console, const oci::Stdio& stdio) {
+        oci::CreateOptions o{.bundle = bundle,
+                             .pid_file = pid_file,
+                             .console_socket = console,
+                             .extra_global = c->runtime_global,
+                             .stdio = stdio};
+        c->runtime->create(c->id, o);
+      });
+      watch_oom(*c);
     }
   } catch (...) {
     forget();
     c->init.io.reset();
+    c->init.console.reset();
     if (c->rootfs_mounted) unmount_all(bundle / "rootfs");
     throw;
   }
@@ -201,7 +232,7 @@ pid_t TaskService::start_process_locked_out(Container& c, Process& p, const std:
   try {
     run_runtime();
     pid_t pid = read_pid_file(pid_file);
-    p.io->start_copying();
+    if (p.io) p.io->start_copying();
     std::lock_guard lk(mu_);
     p.pid = pid;
     auto it = early_exits_.find(pid);
@@ -224,14 +255,17 @@ task::StartResponse TaskService::start(const task::StartRequest& r) {
   if (r.exec_id().empty()) {
     if (!c->restore_from.empty()) {
       auto pid_file = c->bundle / "init.pid";
-      oci::RestoreOptions o{.bundle = c->bundle,
-                            .image_path = c->restore_from,
-                            .work_path = c->bundle / "criu-work",
-                            .pid_file = pid_file,
-                            .extra_global = c->runtime_global,
-                            .stdio = c->init.io->child_stdio()};
-      start_process_locked_out(
-          *c, c->init, [&] { c->runtime->restore(c->id, o); }, pid_file);
+      start_with_stdio(*c, c->init, pid_file, [&](const std::string& console, const oci::Stdio& stdio) {
+        oci::RestoreOptions o{.bundle = c->bundle,
+                              .image_path = c->restore_from,
+                              .work_path = c->bundle / "criu-work",
+                              .pid_file = pid_file,
+                              .console_socket = console,
+                              .extra_global = c->runtime_global,
+                              .stdio = stdio};
+        c->runtime->restore(c->id, o);
+      });
+      watch_oom(*c);
       cuda_restore_after_start(*c);
       c->restore_from.clear();
     } else {
@@ -265,9 +299,10 @@ task::StartResponse TaskService::start(const task::StartRequest& r) {
   auto pid_file = c->bundle / ("exec-" + r.exec_id() + ".pid");
   write_file_atomic(spec_file, p->spec.dump(), 0600);
   try {
-    oci::ExecOptions o{.process_json = spec_file, .pid_file = pid_file, .stdio = p->io->child_stdio()};
-    start_process_locked_out(
-        *c, *p, [&] { c->runtime->exec(c->id, o); }, pid_file);
+    start_with_stdio(*c, *p, pid_file, [&](const std::string& console, const oci::Stdio& stdio) {
+      oci::ExecOptions o{.process_json = spec_file, .pid_file = pid_file, .console_socket = console, .stdio = stdio};
+      c->runtime->exec(c->id, o);
+    });
   } catch (...) {
     std::filesystem::remove(spec_file);
     throw;
@@ -321,7 +356,7 @@ task::DeleteResponse TaskService::remove(const task::DeleteRequest& r) {
       p = std::move(it->second);
       c->execs.erase(it);
     }
-    if (p->io) p->io->wait_output(kIoDrainTimeout);
+    p->drain_output(kIoDrainTimeout);
     resp.set_pid(static_cast<uint32_t>(p->pid));
     if (p->exit) {
       resp.set_exit_status(p->exit->status);
@@ -342,7 +377,8 @@ task::DeleteResponse TaskService::remove(const task::DeleteRequest& r) {
     // Nothing to delete is fine (a restore that never ran, a runtime that already cleaned up).
     if (e.code() != Code::NotFound) env_.log.warn(e.what());
   }
-  if (c->init.io) c->init.io->wait_output(kIoDrainTimeout);
+  c->init.drain_output(kIoDrainTimeout);
+  oom_->remove(c->id);
   if (c->rootfs_mounted) unmount_all(c->bundle / "rootfs");
   {
     std::lock_guard lk(mu_);
@@ -353,6 +389,7 @@ task::DeleteResponse TaskService::remove(const task::DeleteRequest& r) {
     containers_.erase(c->id);
   }
   c->init.io.reset();
+  c->init.console.reset();
   resp.set_pid(static_cast<uint32_t>(c->init.pid));
   resp.set_exit_status(c->init.exit->status);
   set_time(resp.mutable_exited_at(), c->init.exit->at);
@@ -423,12 +460,11 @@ void TaskService::exec(const task::ExecProcessRequest& r) {
   auto spec = nlohmann::json::parse(r.spec().value(), nullptr, false);
   if (spec.is_discarded()) throw Error(Code::InvalidArgument, "exec \"" + r.exec_id() + "\": process spec is not JSON");
   oci::validate_process(spec, "exec \"" + r.exec_id() + "\" of container \"" + c->id + "\"");
-  if (r.terminal()) throw Error(Code::Unimplemented, "exec \"" + r.exec_id() + "\": terminal (tty) execs are not supported yet");
   auto p = std::make_shared<Process>();
   p->exec_id = r.exec_id();
   p->spec = std::move(spec);
   p->stdio = {r.stdin(), r.stdout(), r.stderr(), r.terminal()};
-  p->io = std::make_unique<PipeIO>(p->stdio);
+  if (!r.terminal()) p->io = std::make_unique<PipeIO>(p->stdio);
   {
     std::lock_guard lk(mu_);
     if (c->init.status == ProcStatus::Stopped) throw Error(Code::FailedPrecondition, "container \"" + c->id + "\" has stopped");
@@ -488,12 +524,19 @@ void TaskService::close_io(const task::CloseIORequest& r) {
   auto c = find(r.id());
   std::lock_guard lk(mu_);
   Process& p = find_process(*c, r.exec_id());
-  if (r.stdin() && p.io) p.io->close_stdin();
+  if (!r.stdin()) return;
+  if (p.io) p.io->close_stdin();
+  if (p.console) p.console->close_stdin();
 }
 
 void TaskService::resize_pty(const task::ResizePtyRequest& r) {
   auto c = find(r.id());
-  throw Error(Code::Unimplemented, "container \"" + c->id + "\": no terminal to resize");
+  std::lock_guard lk(mu_);
+  Process& p = find_process(*c, r.exec_id());
+  if (!p.console)
+    throw Error(Code::FailedPrecondition, "container \"" + c->id + "\"" + (r.exec_id().empty() ? "" : " exec \"" + r.exec_id() + "\"") +
+                                              " has no terminal to resize");
+  p.console->resize(r.width(), r.height());
 }
 
 void TaskService::update(const task::UpdateTaskRequest& r) {

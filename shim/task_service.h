@@ -18,6 +18,7 @@
 #include "proto/shim_task.pb.h"
 #include "shim/config.h"
 #include "shim/events.h"
+#include "shim/oom_watcher.h"
 #include "shim/process.h"
 
 namespace nvproxy::shim {
@@ -64,6 +65,10 @@ class TaskService {
   Process& find_process(Container& c, const std::string& exec_id);  // mu_ held
   pid_t start_process_locked_out(Container& c, Process& p, const std::function<void()>& run_runtime,
                                  const std::filesystem::path& pid_file);
+  // Runs a runtime command that starts `p`, with a console socket when `p` has a terminal.
+  void start_with_stdio(Container& c, Process& p, const std::filesystem::path& pid_file,
+                        const std::function<void(const std::string& console_socket, const oci::Stdio& stdio)>& run_runtime);
+  void watch_oom(const Container& c);
   void record_exit(Container& c, Process& p, int wait_status);  // mu_ held
   void publish_exit(const Container& c, const Process& p);
   void cuda_restore_after_start(Container& c);
@@ -76,6 +81,8 @@ class TaskService {
   // yet); matched once the pid file is read.
   int starting_ = 0;
   std::map<pid_t, int> early_exits_;
+  // Last: destroyed first, so its callback never sees a half-destroyed service.
+  std::unique_ptr<OomWatcher> oom_;
 };
 
 }  // namespace nvproxy::shim
