@@ -30,7 +30,8 @@ CudaError error_from(pid_t pid, const std::string& op, const RunResult& r) {
     for (size_t at = lower.find(word); at != std::string::npos && code < 0; at = lower.find(word, at + 1)) {
       size_t i = at + std::strlen(word), skipped = 0;
       while (i < lower.size() && !std::isdigit(static_cast<unsigned char>(lower[i])) && skipped < 4) ++i, ++skipped;
-      if (i < lower.size() && std::isdigit(static_cast<unsigned char>(lower[i]))) code = static_cast<int>(std::strtol(lower.c_str() + i, nullptr, 10));
+      if (i < lower.size() && std::isdigit(static_cast<unsigned char>(lower[i])))
+        code = static_cast<int>(std::strtol(lower.c_str() + i, nullptr, 10));
     }
   }
   if (name.empty()) name = "cuda-checkpoint " + r.describe();

@@ -62,7 +62,8 @@ nlohmann::json stats_from_cgroup(pid_t pid, const std::filesystem::path& proc_ro
     auto st = read_kv(dir / "memory.stat");
     d["memory"]["raw"] = {{"anon", st["anon"]}, {"file", st["file"]}};
     auto cpu = read_kv(dir / "cpu.stat");
-    d["cpu"]["usage"] = {{"total", cpu["usage_usec"] * 1000}, {"user", cpu["user_usec"] * 1000}, {"kernel", cpu["system_usec"] * 1000}};
+    d["cpu"]["usage"] = {
+        {"total", cpu["usage_usec"] * 1000}, {"user", cpu["user_usec"] * 1000}, {"kernel", cpu["system_usec"] * 1000}};
     return d;
   }
   auto v1 = [&](const std::string& ctrl) { return cgroup_root / ctrl / std::filesystem::path(paths[ctrl]).relative_path(); };
@@ -78,7 +79,8 @@ nlohmann::json stats_from_cgroup(pid_t pid, const std::filesystem::path& proc_ro
   d["memory"]["raw"] = {{"rss", st["rss"]}, {"rss_huge", st["rss_huge"]}, {"mapped_file", st["mapped_file"]}};
   // cpuacct is mounted on its own on some hosts and co-mounted as "cpu,cpuacct" on others.
   auto acct = v1("cpuacct");
-  if (!std::filesystem::exists(acct)) acct = cgroup_root / "cpu,cpuacct" / std::filesystem::path(paths["cpuacct"]).relative_path();
+  if (!std::filesystem::exists(acct))
+    acct = cgroup_root / "cpu,cpuacct" / std::filesystem::path(paths["cpuacct"]).relative_path();
   put(d["cpu"]["usage"], "total", read_u64(acct / "cpuacct.usage"));
   put(d["cpu"]["usage"], "user", read_u64(acct / "cpuacct.usage_user"));
   put(d["cpu"]["usage"], "kernel", read_u64(acct / "cpuacct.usage_sys"));

@@ -46,8 +46,14 @@ std::vector<std::string> checkpoint_args(RuntimeKind k, const CheckpointFlags& f
   return a;
 }
 
-bool supports_json_log(RuntimeKind k) { return k != RuntimeKind::Runsc; }
-bool has_events_stats(RuntimeKind k) { return k != RuntimeKind::Crun; }
-bool has_update(RuntimeKind k) { return k != RuntimeKind::Runsc; }
+bool supports_json_log(RuntimeKind k) {
+  return k != RuntimeKind::Runsc;
+}
+bool has_events_stats(RuntimeKind k) {
+  return k != RuntimeKind::Crun;
+}
+bool has_update(RuntimeKind k) {
+  return k != RuntimeKind::Runsc;
+}
 
 }  // namespace nvproxy::oci

@@ -6,10 +6,10 @@
 #include <iostream>
 
 #include "common/error.h"
+#include "common/fs.h"
 #include "common/log.h"
 #include "common/validate.h"
 #include "proto/shim_task.pb.h"
-#include "common/fs.h"
 #include "shim/address.h"
 #include "shim/cli.h"
 #include "shim/config.h"

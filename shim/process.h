@@ -26,7 +26,7 @@ struct Process {
   StdioPaths stdio;
   std::unique_ptr<PipeIO> io;          // without a terminal
   std::unique_ptr<ConsoleIO> console;  // with a terminal (pty master from the runtime)
-  nlohmann::json spec;  // exec: the OCI process spec
+  nlohmann::json spec;                 // exec: the OCI process spec
   pid_t pid = 0;
   ProcStatus status = ProcStatus::Created;
   std::optional<ExitInfo> exit;

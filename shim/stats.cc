@@ -27,7 +27,9 @@ void fill_entry(io::containerd::cgroups::v1::MemoryEntry* e, const nlohmann::jso
 
 }  // namespace
 
-bool host_uses_cgroup_v2() { return std::filesystem::exists("/sys/fs/cgroup/cgroup.controllers"); }
+bool host_uses_cgroup_v2() {
+  return std::filesystem::exists("/sys/fs/cgroup/cgroup.controllers");
+}
 
 google::protobuf::Any metrics_from_runtime_stats(const nlohmann::json& d, bool cgroup_v2) {
   google::protobuf::Any any;

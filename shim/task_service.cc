@@ -90,7 +90,9 @@ TaskService::TaskService(ServiceEnv env) : env_(std::move(env)) {
     env_.events.publish("/tasks/oom", ev);
   });
 }
-TaskService::~TaskService() { oom_.reset(); }
+TaskService::~TaskService() {
+  oom_.reset();
+}
 
 void TaskService::watch_oom(const Container& c) {
   // runsc's processes live in the sandbox: its cgroup is the sandbox's, watched by nobody here.
@@ -101,7 +103,8 @@ void TaskService::start_with_stdio(
     Container& c, Process& p, const std::filesystem::path& pid_file,
     const std::function<void(const std::string& console_socket, const oci::Stdio& stdio)>& run_runtime) {
   if (!p.stdio.terminal) {
-    start_process_locked_out(c, p, [&] { run_runtime("", p.io->child_stdio()); }, pid_file);
+    start_process_locked_out(
+        c, p, [&] { run_runtime("", p.io->child_stdio()); }, pid_file);
     return;
   }
   // runc connects to the console socket and sends the pty master while `create`/`exec` runs;
@@ -183,11 +186,8 @@ task::CreateTaskResponse TaskService::create(const task::CreateTaskRequest& r) {
     } else {
       auto pid_file = bundle / "init.pid";
       start_with_stdio(*c, c->init, pid_file, [&](const std::string& console, const oci::Stdio& stdio) {
-        oci::CreateOptions o{.bundle = bundle,
-                             .pid_file = pid_file,
-                             .console_socket = console,
-                             .extra_global = c->runtime_global,
-                             .stdio = stdio};
+        oci::CreateOptions o{
+            .bundle = bundle, .pid_file = pid_file, .console_socket = console, .extra_global = c->runtime_global, .stdio = stdio};
         c->runtime->create(c->id, o);
       });
       watch_oom(*c);
@@ -534,7 +534,8 @@ void TaskService::resize_pty(const task::ResizePtyRequest& r) {
   std::lock_guard lk(mu_);
   Process& p = find_process(*c, r.exec_id());
   if (!p.console)
-    throw Error(Code::FailedPrecondition, "container \"" + c->id + "\"" + (r.exec_id().empty() ? "" : " exec \"" + r.exec_id() + "\"") +
+    throw Error(Code::FailedPrecondition, "container \"" + c->id + "\"" +
+                                              (r.exec_id().empty() ? "" : " exec \"" + r.exec_id() + "\"") +
                                               " has no terminal to resize");
   p.console->resize(r.width(), r.height());
 }
