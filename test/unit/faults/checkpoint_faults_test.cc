@@ -134,7 +134,9 @@ class CheckpointFaults : public ::testing::Test {
         EXPECT_TRUE(counting(p)) << "pid " << p << " does not work any more";
       }
     }
-    if (!stuck.empty()) EXPECT_EQ(v.message.find("rolled back: pid " + std::to_string(*stuck.begin()) + " "), std::string::npos);
+    if (!stuck.empty()) {
+      EXPECT_EQ(v.message.find("rolled back: pid " + std::to_string(*stuck.begin()) + " "), std::string::npos);
+    }
   }
 };
 
