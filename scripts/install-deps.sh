@@ -11,7 +11,8 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 BUILD_PKGS=(build-essential cmake pkg-config libboost-dev libboost-program-options-dev
   protobuf-compiler libprotobuf-dev nlohmann-json3-dev libyaml-cpp-dev libgtest-dev libgmock-dev
   clang clang-tidy clang-format libclang-rt-14-dev)
-TEST_PKGS=(containerd runc crun busybox-static iptables jq rpm util-linux procps psmisc file man-db gdb)
+TEST_PKGS=(containerd runc crun busybox-static iptables jq rpm util-linux procps psmisc file man-db gdb
+  golang-go golang-github-containerd-ttrpc-dev)  # the last two: the ttrpc interop test against Go's ttrpc
 
 # Prints the packages of "$@" that are not installed.
 missing_pkgs() {
