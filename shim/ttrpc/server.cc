@@ -70,7 +70,7 @@ void Server::serve(UniqueFd listening_socket) {
     if (shutting_down_) return;  // l closes its socket on destruction
     listeners_.push_back(l);
   }
-  start_accept(std::move(l));
+  start_accept(l);
 }
 
 void Server::start_accept(const std::shared_ptr<Listener>& l) {
