@@ -1,8 +1,8 @@
 #!/bin/bash
 # Runs every test tier that runs without a GPU: installs what the tests need (idempotent), builds,
-# checks formatting and clang-tidy, runs unit and e2e tests (real containerd 1.6/1.7, runc, crun,
-# runsc, CRIU, dockerd) through CTest, then a clang ASan+UBSan build that runs the unit tests, the
-# libFuzzer targets (bounded) and the core e2e tests with the sanitized shim.
+# checks formatting and clang-tidy, runs a clang ASan+UBSan build's unit tests, libFuzzer targets
+# (bounded) and core e2e tests with the sanitized shim, then every unit and e2e test (real
+# containerd 1.6/1.7, runc, crun, runsc, CRIU, dockerd) through CTest.
 # Usage: sudo scripts/test.sh                 (what .ci/run calls)
 #        NVPROXY_TEST_FAST=1 scripts/test.sh  skips the sanitizer stage
 set -euo pipefail
@@ -18,9 +18,6 @@ cmake --build build -j"$jobs"
 
 echo "== lint"
 bash scripts/lint.sh build
-
-echo "== tests (unit + e2e)"
-ctest --test-dir build --output-on-failure --no-tests=error -j1
 
 if [[ -z ${NVPROXY_TEST_FAST:-} ]]; then
   echo "== ASan+UBSan (clang): unit tests, fuzzers, core e2e with the sanitized shim"
@@ -38,4 +35,9 @@ if [[ -z ${NVPROXY_TEST_FAST:-} ]]; then
     echo "sanitizer reports in $asan_logs" >&2
     exit 1
   fi
+  unset ASAN_OPTIONS UBSAN_OPTIONS
 fi
+
+# Last, so that its summary is the closing line CI reads.
+echo "== tests (unit + e2e)"
+ctest --test-dir build --output-on-failure --no-tests=error -j1
