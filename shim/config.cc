@@ -34,7 +34,8 @@ void check_keys(const YAML::Node& n, std::initializer_list<const char*> known, c
 
 }  // namespace
 
-ShimConfig parse_config(const std::string& text, const std::string& origin) {
+namespace {
+ShimConfig parse_config_unchecked(const std::string& text, const std::string& origin) {
   ShimConfig c;
   c.source = origin;
   YAML::Node root;
@@ -75,6 +76,17 @@ ShimConfig parse_config(const std::string& text, const std::string& origin) {
   }
   if (c.runtime.binary.empty()) throw Error(Code::InvalidArgument, origin + ": runtime.binary: must not be empty");
   return c;
+}
+
+}  // namespace
+
+ShimConfig parse_config(const std::string& text, const std::string& origin) {
+  try {
+    return parse_config_unchecked(text, origin);
+  } catch (const YAML::Exception& e) {
+    // Whatever yaml-cpp throws (a key that is a sequence, a bad conversion) stays inside the module.
+    throw Error(Code::InvalidArgument, origin + ": " + e.what());
+  }
 }
 
 ShimConfig load_config(const std::string& explicit_path) {

@@ -59,3 +59,9 @@ TEST(Config, ErrorsNameFileAndKey) {
 TEST(Config, ExplicitMissingFileIsAnError) {
   EXPECT_THROW(load_config("/nonexistent/nvproxy.yaml"), Error);
 }
+
+TEST(Config, YamlErrorsInKeysStayInvalidArgument) {
+  // Found by fuzz_task_rpc: a mapping key that is itself a sequence made yaml-cpp throw past the seam.
+  EXPECT_NE(error_of("runtime: {[a, b]: 1}").find("/etc/x.yaml"), std::string::npos);
+  EXPECT_NE(error_of("{[1]: x}").find("/etc/x.yaml"), std::string::npos);
+}
