@@ -15,6 +15,7 @@
 #include "shim/config.h"
 #include "shim/rootfs.h"
 #include "shim/runtime_record.h"
+#include "shim/timestamp.h"
 
 namespace nvproxy::shim {
 
@@ -49,9 +50,7 @@ int delete_main(const ShimArgs& a, std::ostream& out) {
 
   containerd::task::v2::DeleteResponse resp;
   resp.set_exit_status(128 + SIGKILL);
-  auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-  resp.mutable_exited_at()->set_seconds(ns / 1000000000);
-  resp.mutable_exited_at()->set_nanos(static_cast<int>(ns % 1000000000));
+  set_time(resp.mutable_exited_at(), std::chrono::system_clock::now());
   out << resp.SerializeAsString();
   return 0;
 }

@@ -4,6 +4,7 @@
 
 #include "common/error.h"
 #include "proto/events_service.pb.h"
+#include "shim/timestamp.h"
 #include "shim/ttrpc/client.h"
 
 namespace nvproxy::shim {
@@ -24,9 +25,7 @@ EventPublisher::~EventPublisher() {
 
 void EventPublisher::publish(const std::string& topic, const google::protobuf::Message& event) {
   if (address_.empty()) return;
-  auto now = std::chrono::system_clock::now().time_since_epoch();
-  Item it{topic, event.GetDescriptor()->full_name(), event.SerializeAsString(),
-          std::chrono::duration_cast<std::chrono::nanoseconds>(now).count()};
+  Item it{topic, event.GetDescriptor()->full_name(), event.SerializeAsString(), std::chrono::system_clock::now()};
   {
     std::lock_guard lk(mu_);
     queue_.push_back(std::move(it));
@@ -37,8 +36,7 @@ void EventPublisher::publish(const std::string& topic, const google::protobuf::M
 bool EventPublisher::send(const Item& it) {
   containerd::services::events::ttrpc::v1::ForwardRequest req;
   auto* env = req.mutable_envelope();
-  env->mutable_timestamp()->set_seconds(it.ts_ns / 1000000000);
-  env->mutable_timestamp()->set_nanos(static_cast<int>(it.ts_ns % 1000000000));
+  set_time(env->mutable_timestamp(), it.at);
   env->set_namespace_(ns_);
   env->set_topic(it.topic);
   env->mutable_event()->set_type_url(it.type_url);

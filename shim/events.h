@@ -38,7 +38,7 @@ class EventPublisher {
     std::string topic;
     std::string type_url;
     std::string payload;
-    int64_t ts_ns;
+    std::chrono::system_clock::time_point at;  // when it was published, not sent
   };
   void loop();
   bool send(const Item& it);

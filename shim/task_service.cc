@@ -19,6 +19,7 @@
 #include "shim/rootfs.h"
 #include "shim/runtime_record.h"
 #include "shim/stats.h"
+#include "shim/timestamp.h"
 #include "shim/version.h"
 
 namespace nvproxy::shim {
@@ -30,12 +31,6 @@ using containerd::v1::types::Status;
 namespace {
 
 constexpr auto kIoDrainTimeout = std::chrono::seconds(2);
-
-void set_time(google::protobuf::Timestamp* ts, std::chrono::system_clock::time_point t) {
-  auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
-  ts->set_seconds(ns / 1000000000);
-  ts->set_nanos(static_cast<int>(ns % 1000000000));
-}
 
 Status to_proto(ProcStatus s) {
   switch (s) {
