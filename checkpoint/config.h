@@ -11,6 +11,7 @@ struct CheckpointConfig {
   std::string cuda_checkpoint_path = "cuda-checkpoint";
   std::string libcuda = "libcuda.so.1";
   std::string libnvml = "libnvidia-ml.so.1";
+  std::string cuda_helper;  // nvproxy-cuda-helper; empty: beside the shim, then ../libexec (cuda_helper_client.h)
   unsigned lock_timeout_ms = 10000;
   unsigned parallelism = 0;  // 0 = all at once, 1 = sequential
   std::vector<std::string> device_globs{"/dev/nvidia*"};

@@ -5,7 +5,11 @@
 // lock timeout bounds it instead.
 #pragma once
 
+#include <string>
+#include <vector>
+
 #include "checkpoint/cuda_toggler.h"
+#include "common/process.h"
 
 namespace nvproxy::checkpoint {
 

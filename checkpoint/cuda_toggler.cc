@@ -1,7 +1,5 @@
 #include "checkpoint/cuda_toggler.h"
 
-#include "checkpoint/cuda_checkpoint_bin.h"
-#include "checkpoint/cuda_driver_api.h"
 
 namespace nvproxy::checkpoint {
 
@@ -39,13 +37,6 @@ CudaError::CudaError(pid_t pid, std::string op, int driver_code, std::string dri
 
 std::string CudaError::answer() const {
   return answer_text(driver_code_, driver_name_, detail_);
-}
-
-std::unique_ptr<CudaToggler> make_toggler(const CheckpointConfig& cfg, ProcessRunner& runner) {
-  if (cfg.cuda == "driver-api") return std::make_unique<DriverApiToggler>(cfg.libcuda);
-  if (cfg.cuda == "cuda-checkpoint") return std::make_unique<CudaCheckpointBinToggler>(runner, cfg.cuda_checkpoint_path);
-  if (cfg.cuda == "none") return nullptr;
-  throw Error(Code::InvalidArgument, "checkpoint.cuda: \"" + cfg.cuda + "\" is not one of driver-api, cuda-checkpoint, none");
 }
 
 }  // namespace nvproxy::checkpoint

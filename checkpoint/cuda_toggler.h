@@ -1,6 +1,7 @@
 // Moving a process's CUDA state (the driver's checkpoint API): RUNNING -lock-> LOCKED -checkpoint->
-// CHECKPOINTED -restore-> LOCKED -unlock-> RUNNING. Two implementations: the driver API through
-// dlopen (cuda_driver_api.h) and the cuda-checkpoint binary (cuda_checkpoint_bin.h).
+// CHECKPOINTED -restore-> LOCKED -unlock-> RUNNING. Implementations: the driver API through dlopen
+// (cuda_driver_api.h, used inside nvproxy-cuda-helper), the shim's client of that helper
+// (cuda_helper_client.h) and the cuda-checkpoint binary (cuda_checkpoint_bin.h).
 #pragma once
 
 #include <sys/types.h>
@@ -9,9 +10,7 @@
 #include <string>
 #include <string_view>
 
-#include "checkpoint/config.h"
 #include "common/error.h"
-#include "common/process.h"
 
 namespace nvproxy::checkpoint {
 
@@ -27,6 +26,7 @@ class CudaError : public Error {
   const std::string& op() const { return op_; }
   int driver_code() const { return driver_code_; }
   const std::string& driver_name() const { return driver_name_; }
+  const std::string& detail() const { return detail_; }
   // "CUDA_ERROR_NOT_SUPPORTED (801)", plus detail if any: what the driver answered.
   std::string answer() const;
 
@@ -53,9 +53,5 @@ class CudaToggler {
   virtual void restore(pid_t pid) = 0;
   virtual void unlock(pid_t pid) = 0;
 };
-
-// From config.cuda: "driver-api", "cuda-checkpoint", or "none" (nullptr: no CUDA toggling, e.g.
-// when the runtime toggles CUDA itself). Throws Error(InvalidArgument) for anything else.
-std::unique_ptr<CudaToggler> make_toggler(const CheckpointConfig& cfg, ProcessRunner& runner);
 
 }  // namespace nvproxy::checkpoint

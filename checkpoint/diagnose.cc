@@ -4,8 +4,7 @@
 #include <memory>
 
 #include "checkpoint/config.h"
-#include "checkpoint/cuda_toggler.h"
-#include "checkpoint/gpu_usage.h"
+#include "checkpoint/cuda_helper_client.h"
 #include "checkpoint/holder_scan.h"
 #include "checkpoint/orchestrator.h"
 #include "checkpoint/process_list.h"
@@ -31,6 +30,7 @@ int diagnose_main(const std::vector<std::string>& args, std::ostream& out, std::
       "json", po::bool_switch(), "print JSON")("cuda", po::value(&cfg.cuda)->default_value(cfg.cuda),
                                                "driver-api | cuda-checkpoint | none")(
       "cuda-checkpoint-path", po::value(&cfg.cuda_checkpoint_path)->default_value(cfg.cuda_checkpoint_path), "")(
+      "cuda-helper", po::value(&cfg.cuda_helper), "nvproxy-cuda-helper (default: beside this binary)")(
       "libcuda", po::value(&cfg.libcuda)->default_value(cfg.libcuda), "CUDA driver library")(
       "libnvml", po::value(&cfg.libnvml)->default_value(cfg.libnvml), "NVML library")(
       "device-glob", po::value(&globs)->multitoken(), "device path globs (default /dev/nvidia*)");
@@ -62,10 +62,9 @@ int diagnose_main(const std::vector<std::string>& args, std::ostream& out, std::
     else
       lister = std::make_unique<RuntimePsLister>(runner, runtime, root, id);
     ProcHolderScanner scanner(cfg.device_globs);
-    std::unique_ptr<CudaToggler> toggler = make_toggler(cfg, runner);
-    NvmlGpuUsageProbe probe(cfg.libnvml);
+    CudaTools cuda = make_cuda_tools(cfg, runner);
     Logger log(-1);
-    Orchestrator orch(cfg, *lister, scanner, toggler.get(), &probe, log);
+    Orchestrator orch(cfg, *lister, scanner, cuda.toggler.get(), cuda.probe.get(), log);
     ProcCommProbe comm;
     orch.set_comm_probe(&comm);
     Inspection ins = orch.inspect(id.empty() ? "(pids " + std::to_string(pid_args.front()) + "...)" : id);

@@ -3,8 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "checkpoint/comm_probe.h"
-#include "checkpoint/cuda_toggler.h"
-#include "checkpoint/gpu_usage.h"
+#include "checkpoint/cuda_helper_client.h"
 #include "checkpoint/holder_scan.h"
 #include "checkpoint/orchestrator.h"
 #include "checkpoint/process_list.h"
@@ -38,16 +37,14 @@ std::vector<pid_t> container_pids(Container& c) {
 struct Tools {
   checkpoint::FunctionLister lister;
   checkpoint::ProcHolderScanner scanner;
-  std::unique_ptr<checkpoint::CudaToggler> toggler;
-  checkpoint::NvmlGpuUsageProbe probe;
+  checkpoint::CudaTools cuda;  // toggler and probe, through one nvproxy-cuda-helper started on first use
   checkpoint::ProcCommProbe comm;
   checkpoint::Orchestrator orch;
   Tools(Container& c, const ServiceEnv& env)
       : lister([&c] { return container_pids(c); }),
         scanner(c.config.checkpoint.device_globs),
-        toggler(checkpoint::make_toggler(c.config.checkpoint, env.runner)),
-        probe(c.config.checkpoint.libnvml),
-        orch(c.config.checkpoint, lister, scanner, toggler.get(), &probe, env.log) {
+        cuda(checkpoint::make_cuda_tools(c.config.checkpoint, env.runner)),
+        orch(c.config.checkpoint, lister, scanner, cuda.toggler.get(), cuda.probe.get(), env.log) {
     orch.set_comm_probe(&comm);
   }
 };

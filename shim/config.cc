@@ -57,11 +57,12 @@ ShimConfig parse_config_unchecked(const std::string& text, const std::string& or
   if (auto g = root["gpu"]) c.gpu = gpu::gpu_config_from_yaml(g, origin);
   if (auto k = root["checkpoint"]) {
     check_keys(k,
-               {"cuda", "cuda_checkpoint_path", "libcuda", "libnvml", "lock_timeout_ms", "parallelism", "device_globs",
+               {"cuda", "cuda_checkpoint_path", "cuda_helper", "libcuda", "libnvml", "lock_timeout_ms", "parallelism", "device_globs",
                 "allow_unrestorable"},
                origin, "checkpoint");
     get(k, "cuda", c.checkpoint.cuda, origin, "checkpoint");
     get(k, "cuda_checkpoint_path", c.checkpoint.cuda_checkpoint_path, origin, "checkpoint");
+    get(k, "cuda_helper", c.checkpoint.cuda_helper, origin, "checkpoint");
     get(k, "libcuda", c.checkpoint.libcuda, origin, "checkpoint");
     get(k, "libnvml", c.checkpoint.libnvml, origin, "checkpoint");
     get(k, "lock_timeout_ms", c.checkpoint.lock_timeout_ms, origin, "checkpoint");

@@ -17,7 +17,8 @@ struct Run {
   std::string out, err;
 };
 Run diagnose(const FakeGpu& gpu, std::vector<std::string> args) {
-  args.insert(args.end(), {"--libcuda", FAKE_LIBCUDA_PATH, "--libnvml", FAKE_LIBNVML_PATH, "--device-glob", gpu.glob()});
+  args.insert(args.end(), {"--cuda-helper", CUDA_HELPER_PATH, "--libcuda", FAKE_LIBCUDA_PATH, "--libnvml", FAKE_LIBNVML_PATH,
+                           "--device-glob", gpu.glob()});
   std::ostringstream out, err;
   int rc = diagnose_main(args, out, err);
   return {rc, out.str(), err.str()};
