@@ -23,9 +23,9 @@ EventPublisher::~EventPublisher() {
   if (thread_.joinable()) thread_.join();
 }
 
-void EventPublisher::publish(const std::string& topic, const google::protobuf::Message& event) {
+void EventPublisher::publish(const std::string& topic, const google::protobuf::MessageLite& event) {
   if (address_.empty()) return;
-  Item it{topic, event.GetDescriptor()->full_name(), event.SerializeAsString(), std::chrono::system_clock::now()};
+  Item it{topic, event.GetTypeName(), event.SerializeAsString(), std::chrono::system_clock::now()};
   {
     std::lock_guard lk(mu_);
     queue_.push_back(std::move(it));

@@ -2,7 +2,7 @@
 // thread, so that a slow or restarting containerd never blocks the Task service.
 #pragma once
 
-#include <google/protobuf/message.h>
+#include <google/protobuf/message_lite.h>
 
 #include <chrono>
 #include <condition_variable>
@@ -29,7 +29,7 @@ class EventPublisher {
   EventPublisher& operator=(const EventPublisher&) = delete;
 
   // topic: "/tasks/exit" ...; the event's full protobuf name is its Any type URL.
-  void publish(const std::string& topic, const google::protobuf::Message& event);
+  void publish(const std::string& topic, const google::protobuf::MessageLite& event);
   // Waits until the queue is empty (sent or given up on), at most `timeout`.
   void drain(std::chrono::milliseconds timeout);
 

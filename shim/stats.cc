@@ -31,8 +31,8 @@ bool host_uses_cgroup_v2() {
   return std::filesystem::exists("/sys/fs/cgroup/cgroup.controllers");
 }
 
-google::protobuf::Any metrics_from_runtime_stats(const nlohmann::json& d, bool cgroup_v2) {
-  google::protobuf::Any any;
+wkt::Any metrics_from_runtime_stats(const nlohmann::json& d, bool cgroup_v2) {
+  wkt::Any any;
   if (cgroup_v2) {
     io::containerd::cgroups::v2::Metrics m;
     m.mutable_pids()->set_current(u64(d, {"pids", "current"}));

@@ -2,14 +2,14 @@
 // decode: io.containerd.cgroups.v1.Metrics on cgroup v1 hosts, v2.Metrics on unified hosts.
 #pragma once
 
-#include <google/protobuf/any.pb.h>
+#include "proto/wkt.pb.h"
 
 #include <nlohmann/json.hpp>
 
 namespace nvproxy::shim {
 
 // `data` is the "data" object of `RUNTIME events --stats` (runc's and crun's libcontainer shape).
-google::protobuf::Any metrics_from_runtime_stats(const nlohmann::json& data, bool cgroup_v2);
+wkt::Any metrics_from_runtime_stats(const nlohmann::json& data, bool cgroup_v2);
 // True when /sys/fs/cgroup is the unified (v2) hierarchy.
 bool host_uses_cgroup_v2();
 

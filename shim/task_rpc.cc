@@ -1,6 +1,6 @@
 #include "shim/task_rpc.h"
 
-#include <google/protobuf/empty.pb.h>
+#include "proto/wkt.pb.h"
 
 #include "common/error.h"
 #include "shim/task_service.h"
@@ -32,7 +32,7 @@ template <typename Req, typename Fn>
 void bind_empty(ttrpc::Server& s, const char* method, Fn fn) {
   s.register_method(kTaskServiceName, method, [fn, method](const ttrpc::CallContext&, const std::string& payload) {
     fn(decode<Req>(payload, method));
-    return google::protobuf::Empty().SerializeAsString();
+    return wkt::Empty().SerializeAsString();
   });
 }
 

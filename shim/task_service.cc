@@ -58,7 +58,7 @@ std::string type_name(const std::string& url) {
 }
 
 // Which config file the runtime options point at, and runc-style overrides they carry.
-std::string apply_runtime_options(const google::protobuf::Any& opts, oci::RuntimeConfig* rc) {
+std::string apply_runtime_options(const wkt::Any& opts, oci::RuntimeConfig* rc) {
   std::string name = type_name(opts.type_url());
   if (name == "runtimeoptions.v1.Options") {
     runtimeoptions::v1::Options o;

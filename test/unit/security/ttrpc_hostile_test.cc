@@ -164,7 +164,7 @@ class HostileClients : public ::testing::Test {
     while (server_->connection_count() != n && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(1ms);
     return server_->connection_count() == n;
   }
-  Code task_call(Client& c, const std::string& method, const google::protobuf::Message& req, std::string* msg = nullptr) {
+  Code task_call(Client& c, const std::string& method, const google::protobuf::MessageLite& req, std::string* msg = nullptr) {
     return call_code(c, shim::kTaskServiceName, method, req.SerializeAsString(), msg);
   }
 

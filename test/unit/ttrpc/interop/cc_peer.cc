@@ -1,5 +1,5 @@
 // C++ side of the interop check (run_interop.sh): "server PATH" serves test.Svc with our Server,
-// "client PATH" calls the Go server with our Client. Payloads are google.protobuf.StringValue.
+// "client PATH" calls the Go server with our Client. Payloads are google.protobuf.StringValue, encoded by hand.
 #include <iostream>
 
 #include "common/error.h"
