@@ -61,9 +61,10 @@ nv_assert_eq "$PKG" "$(field Package)" "Package"
 nv_assert_eq "$project_version-1" "$(field Version)" "Version follows the CMake project version"
 nv_assert_eq amd64 "$(field Architecture)" "Architecture"
 depends=$(field Depends)
-# shlibdeps: one entry per library the binary links (see ldd), with versions.
-for lib in libc6 libstdc++6 libgcc-s1 libyaml-cpp0.7 libprotobuf32 libboost-program-options1.74.0; do
-  [[ $depends =~ (^|, )"$lib"\ \( ]] || nv_fail "Depends lacks a versioned $lib: $depends"
+# shlibdeps: the shim is static; nvproxy-cuda-helper links glibc alone (C++ libraries built in).
+[[ $depends =~ (^|, )libc6\ \( ]] || nv_fail "Depends lacks a versioned libc6: $depends"
+for lib in libstdc++6 libyaml-cpp0.7 libprotobuf32 libboost-program-options1.74.0; do
+  [[ ! $depends =~ $lib ]] || nv_fail "Depends names $lib, which is linked in statically: $depends"
 done
 nv_assert_contains "$(field Recommends)" "runc" "Recommends"
 nv_assert_contains "$(field Recommends)" "runsc" "Recommends"
@@ -75,7 +76,8 @@ for s in preinst postinst prerm postrm; do
   [[ ! -e $workdir/ctl/$s ]] || nv_fail "unexpected maintainer script $s (installing must not touch containerd or docker)"
 done
 contents=$(dpkg-deb -c "$deb" | awk '{print $1, $6}')
-for f in ./usr/bin/containerd-shim-nvproxy-v1 ./etc/containerd-shim-nvproxy/config.yaml \
+for f in ./usr/bin/containerd-shim-nvproxy-v1 ./usr/libexec/containerd-shim-nvproxy/nvproxy-cuda-helper \
+  ./etc/containerd-shim-nvproxy/config.yaml \
   ./usr/share/containerd-shim-nvproxy/containerd-config.toml ./usr/share/containerd-shim-nvproxy/docker-daemon.json \
   ./usr/share/man/man1/containerd-shim-nvproxy-v1.1.gz ./usr/share/doc/containerd-shim-nvproxy/copyright \
   ./usr/share/doc/containerd-shim-nvproxy/changelog.Debian.gz ./usr/share/doc/containerd-shim-nvproxy/LICENSE; do
@@ -86,6 +88,8 @@ for doc in README.md docs/install.md docs/configuration.md docs/troubleshooting.
     || nv_fail "$doc is not in the .deb's doc dir"
 done
 grep -qE '^-rwxr-xr-x \./usr/bin/containerd-shim-nvproxy-v1$' <<<"$contents" || nv_fail "the binary is not 0755"
+grep -qE '^-rwxr-xr-x \./usr/libexec/containerd-shim-nvproxy/nvproxy-cuda-helper$' <<<"$contents" \
+  || nv_fail "the CUDA helper is not 0755"
 if grep -vE '^(d|-)' <<<"$contents" | grep -q .; then nv_fail "links or specials in the .deb: $contents"; fi
 
 # ---------- install ----------
@@ -99,6 +103,14 @@ ver_out=$("$BIN" -v)
 nv_assert_contains "$ver_out" "Version:  $project_version" "$BIN -v"
 nv_assert_contains "$ver_out" "io.containerd.nvproxy.v1" "$BIN -v"
 [[ -f $CONF ]] || nv_fail "$CONF not installed"
+# The installed shim finds its CUDA helper in /usr/libexec: `diagnose` of a process holding a
+# "device" asks the driver for its CUDA state, through the helper (no driver here: it says so).
+: >"$workdir/fakedev0"
+sleep 60 3<"$workdir/fakedev0" &
+holder=$!
+diag=$("$BIN" diagnose --id pkg --pid "$holder" --device-glob "$workdir/fakedev*" --libcuda /nonexistent/libcuda.so.1 2>&1 || true)
+kill "$holder"
+nv_assert_contains "$diag" 'cannot load the CUDA driver library "/nonexistent/libcuda.so.1"' "diagnose through the installed helper"
 conffiles=$(dpkg-query -W -f='${Conffiles}' "$PKG")
 nv_assert_contains "$conffiles" "$CONF $(md5sum <"$CONF" | cut -d' ' -f1)" "dpkg's conffile record"
 man_path=$(man -w containerd-shim-nvproxy-v1 2>/dev/null) || nv_fail "man -w containerd-shim-nvproxy-v1 finds nothing"

@@ -53,6 +53,8 @@ assert_contains "$(q --qf '%{DESCRIPTION}')" "io.containerd.nvproxy.v1" "descrip
 expected="/etc/containerd-shim-nvproxy
 /etc/containerd-shim-nvproxy/config.yaml
 /usr/bin/containerd-shim-nvproxy-v1
+/usr/libexec/containerd-shim-nvproxy
+/usr/libexec/containerd-shim-nvproxy/nvproxy-cuda-helper
 /usr/share/containerd-shim-nvproxy
 /usr/share/containerd-shim-nvproxy/containerd-config.toml
 /usr/share/containerd-shim-nvproxy/docker-daemon.json
@@ -64,7 +66,7 @@ expected="/etc/containerd-shim-nvproxy
 # Docs added later (README.md, docs/*.md) are allowed under the doc dir.
 listed=$(q --list | grep -vE '^/usr/share/doc/containerd-shim-nvproxy/[A-Za-z-]+\.md$' | sort)
 assert_eq "$(sort <<<"$expected")" "$listed" "rpm -qp --list"
-for d in /etc /usr /usr/bin /usr/share /usr/share/man /usr/share/man/man1 /usr/share/doc /usr/lib/.build-id; do
+for d in /etc /usr /usr/bin /usr/libexec /usr/share /usr/share/man /usr/share/man/man1 /usr/share/doc /usr/lib/.build-id; do
   if q --list | grep -qx "$d"; then fail "the package owns the system directory $d"; fi
 done
 # Modes and flags: the binary 0755, config %config(noreplace) ("cn"), the rest plain files.
@@ -75,8 +77,9 @@ assert_eq "$CONF" "$(q --configfiles)" "rpm -qp --configfiles"
 
 # ---------- --requires (the NEEDED check runs on the installed binary below) ----------
 requires=$(q --requires)
-for so in libyaml-cpp.so libprotobuf.so libboost_program_options.so; do
-  assert_contains "$requires" "$so" "Requires"
+# The shim is static; the helper links glibc alone (its C++ libraries are built in).
+for so in libyaml-cpp.so libprotobuf libboost_program_options.so libstdc++.so; do
+  if grep -q "$so" <<<"$requires"; then fail "Requires names $so, which is linked in statically: $requires"; fi
 done
 assert_contains "$requires" "libc.so.6(GLIBC_" "versioned glibc requirement"
 if grep -qE '^(/bin/sh|/bin/bash)' <<<"$requires"; then fail "Requires a shell though there are no scripts: $requires"; fi
@@ -106,11 +109,16 @@ cmp -s "$root$CONF" "$REPO/packaging/config.yaml" || fail "$CONF differs from pa
 assert_contains "$("$root/usr/bin/containerd-shim-nvproxy-v1" -v)" "Version:  $project_version" "installed binary -v"
 verify=$(rpm --root "$root" -V --nodeps --nosignature "$PKG" 2>&1) || fail "rpm -V: $verify"
 
-# autoreq named every library the binary links, and the packaged binary is stripped.
+# The packaged binaries are stripped; the shim links nothing at run time, and autoreq named every
+# library the helper links.
 bin=$root/usr/bin/containerd-shim-nvproxy-v1
-if file -b "$bin" | grep -q 'not stripped'; then fail "the packaged binary is not stripped"; fi
-mapfile -t needed < <(readelf -d "$bin" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p')
-((${#needed[@]} >= 5)) || fail "readelf found too few NEEDED entries: ${needed[*]}"
+helper=$root/usr/libexec/containerd-shim-nvproxy/nvproxy-cuda-helper
+for b in "$bin" "$helper"; do
+  if file -b "$b" | grep -q 'not stripped'; then fail "the packaged $b is not stripped"; fi
+done
+file -b "$bin" | grep -q 'statically linked' || fail "the shim is not static: $(file -b "$bin")"
+mapfile -t needed < <(readelf -d "$helper" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p')
+((${#needed[@]} >= 1)) || fail "readelf found no NEEDED entries in the helper"
 for so in "${needed[@]}"; do
   grep -qxF "$so()(64bit)" <<<"$requires" || fail "Requires lacks $so()(64bit) (autoreq): $requires"
 done
