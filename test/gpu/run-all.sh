@@ -286,6 +286,13 @@ ckpt() {
   [[ -n $err ]] && echo "$err" | sed 's/^/  | /'
   shimlog "checkpoint $c:|checkpoint of \"$c\"" 14 | sed 's/^/  shim: /'
   ((rc == 0)) || { result FAIL "$case" "checkpoint rc=$rc"; wl_log "$c"; return; }
+  # The driver was loaded by nvproxy-cuda-helper, which is gone; the static shim never maps it.
+  local tpid shim drv=no
+  tpid=$(CTR task ls | awk -v c="$c" '$1==c{print $2}'); shim=$(awk '/^PPid:/{print $2}' "/proc/$tpid/status")
+  grep -q 'libcuda\|libnvidia-ml' "/proc/$shim/maps" && drv=yes
+  log "$case: shim pid $shim ($(readlink "/proc/$shim/exe")) after the checkpoint: maps a driver library: $drv;" \
+    "helpers left: $(pgrep -c -f nvproxy-cuda-helper); shim VmRSS $(awk '/^VmRSS/{print $2, $3}' "/proc/$shim/status")"
+  [[ $drv == no ]] || ok=0
   advancing "$@" || { ok=0; log "$case: not progressing after the checkpoint"; }
   before=$(for f in "$@"; do iter "$f"; done | paste -sd/)
   TMO=30 CTR task kill -s KILL "$c" >/dev/null
