@@ -22,8 +22,8 @@ std::string default_cuda_helper_path() {
   fs::path self = fs::read_symlink("/proc/self/exe", ec);
   if (!ec) {
     fs::path dir = self.parent_path();
-    for (const fs::path& p : {dir / "nvproxy-cuda-helper",
-                              dir.parent_path() / "libexec/containerd-shim-nvproxy/nvproxy-cuda-helper"}) {
+    for (const fs::path& p :
+         {dir / "nvproxy-cuda-helper", dir.parent_path() / "libexec/containerd-shim-nvproxy/nvproxy-cuda-helper"}) {
       if (::access(p.c_str(), X_OK) == 0) return p.string();
     }
   }
@@ -42,8 +42,7 @@ struct CudaHelper::Instance {
   std::mutex write_mu;
 };
 
-CudaHelper::CudaHelper(ProcessRunner& runner, std::vector<std::string> argv)
-    : runner_(runner), argv_(std::move(argv)) {}
+CudaHelper::CudaHelper(ProcessRunner& runner, std::vector<std::string> argv) : runner_(runner), argv_(std::move(argv)) {}
 
 CudaHelper::~CudaHelper() {
   std::vector<std::shared_ptr<Instance>> all = std::move(dead_);
@@ -90,7 +89,7 @@ std::shared_ptr<CudaHelper::Instance> CudaHelper::running() {
   return inst;
 }
 
-void CudaHelper::read_loop(std::shared_ptr<Instance> inst) {
+void CudaHelper::read_loop(const std::shared_ptr<Instance>& inst) {
   std::string buf;
   char chunk[4096];
   while (true) {
@@ -191,7 +190,8 @@ std::map<pid_t, std::set<std::string>> HelperGpuUsageProbe::gpus_by_pid() {
 CudaTools make_cuda_tools(const CheckpointConfig& cfg, ProcessRunner& runner) {
   CudaTools t;
   std::string prog = cfg.cuda_helper.empty() ? default_cuda_helper_path() : cfg.cuda_helper;
-  t.helper = std::make_shared<CudaHelper>(runner, std::vector<std::string>{prog, "--libcuda", cfg.libcuda, "--libnvml", cfg.libnvml});
+  t.helper =
+      std::make_shared<CudaHelper>(runner, std::vector<std::string>{prog, "--libcuda", cfg.libcuda, "--libnvml", cfg.libnvml});
   if (cfg.cuda == "driver-api")
     t.toggler = std::make_unique<HelperToggler>(t.helper);
   else if (cfg.cuda == "cuda-checkpoint")

@@ -16,7 +16,7 @@
 
 namespace nvproxy::checkpoint::helper_protocol {
 
-nlohmann::json error_to_json(const Error& e);  // keeps CudaError's pid, op, driver code and name
+nlohmann::json error_to_json(const Error& e);              // keeps CudaError's pid, op, driver code and name
 [[noreturn]] void throw_error(const nlohmann::json& err);  // the inverse: rethrows what the helper caught
 
 }  // namespace nvproxy::checkpoint::helper_protocol

@@ -21,8 +21,7 @@ json handle_helper_request(const json& req, CudaToggler& t, GpuUsageProbe& probe
     const std::string op = req.value("op", std::string());
     auto pid = [&] {
       auto it = req.find("pid");
-      if (it == req.end() || !it->is_number_integer() || it->get<long long>() <= 0 ||
-          it->get<long long>() > 0x7fffffff)
+      if (it == req.end() || !it->is_number_integer() || it->get<long long>() <= 0 || it->get<long long>() > 0x7fffffff)
         throw Error(Code::InvalidArgument, "request \"" + op + "\" needs a positive pid");
       return static_cast<pid_t>(it->get<long long>());
     };

@@ -1,6 +1,5 @@
 #include "checkpoint/cuda_toggler.h"
 
-
 namespace nvproxy::checkpoint {
 
 std::string_view state_name(CudaState s) {

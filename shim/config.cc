@@ -57,8 +57,8 @@ ShimConfig parse_config_unchecked(const std::string& text, const std::string& or
   if (auto g = root["gpu"]) c.gpu = gpu::gpu_config_from_yaml(g, origin);
   if (auto k = root["checkpoint"]) {
     check_keys(k,
-               {"cuda", "cuda_checkpoint_path", "cuda_helper", "libcuda", "libnvml", "lock_timeout_ms", "parallelism", "device_globs",
-                "allow_unrestorable"},
+               {"cuda", "cuda_checkpoint_path", "cuda_helper", "libcuda", "libnvml", "lock_timeout_ms", "parallelism",
+                "device_globs", "allow_unrestorable"},
                origin, "checkpoint");
     get(k, "cuda", c.checkpoint.cuda, origin, "checkpoint");
     get(k, "cuda_checkpoint_path", c.checkpoint.cuda_checkpoint_path, origin, "checkpoint");

@@ -150,10 +150,11 @@ TEST(CudaHelper, MissingHelperIsAClearError) {
 TEST(CudaHelper, AHelperThatDiesFailsItsCallsAndIsReplaced) {
   fs::path d = make_temp_dir();
   // Dies on its first request, after leaving a mark; a second start answers properly.
-  std::string prog = script(d,
-                            "if [ -e " + (d / "died").string() + " ]; then\n"
-                            "  read -r req; echo '{\"id\":2,\"ok\":true,\"result\":0}'\n"
-                            "else touch " + (d / "died").string() + "; read -r req; exit 7; fi\n");
+  std::string prog = script(d, "if [ -e " + (d / "died").string() +
+                                   " ]; then\n"
+                                   "  read -r req; echo '{\"id\":2,\"ok\":true,\"result\":0}'\n"
+                                   "else touch " +
+                                   (d / "died").string() + "; read -r req; exit 7; fi\n");
   DirectWaiter w;
   ProcessRunner r(w);
   auto helper = std::make_shared<CudaHelper>(r, std::vector<std::string>{prog});
