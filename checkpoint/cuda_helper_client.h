@@ -45,7 +45,7 @@ class CudaHelper {
 
  private:
   struct Instance;
-  std::shared_ptr<Instance> running();  // starts one if none runs
+  std::shared_ptr<Instance> running();                    // starts one if none runs
   void read_loop(const std::shared_ptr<Instance>& inst);  // the thread's lambda holds a copy
   void stop(const std::shared_ptr<Instance>& inst);
 
