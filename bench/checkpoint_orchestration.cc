@@ -1,7 +1,8 @@
 // Benchmark: the checkpoint orchestrator's own cost, and parallel against sequential toggling.
 //
-// Drives the real Orchestrator (checkpoint/orchestrator.h) through the real dlopen binding
-// (DriverApiToggler), the real /proc holder scan and real processes: the fake driver
+// Drives the real Orchestrator (checkpoint/orchestrator.h) as the shim does: through
+// nvproxy-cuda-helper (started by the first call, inside the timed window, as in a real checkpoint),
+// the real /proc holder scan and real processes: the fake driver
 // (test/fixtures/fake_cuda/fake_libcuda.c) and N fake_cuda_app processes, each holding a fake device
 // file. The fake driver sleeps delay_ms in every Checkpoint and Restore (the time a real driver spends
 // copying GPU memory) and logs every call with CLOCK_MONOTONIC start/end to DIR/calls.log, so
@@ -14,8 +15,9 @@
 //   parallel    Orchestrator::checkpoint with parallelism 0 (the default), keep_running: lock all,
 //               checkpoint all, verify, a no-op snapshot, restore+unlock all.
 //   sequential  the same with checkpoint.parallelism = 1.
-//   per-pid     no orchestrator: for each pid one after another lock, checkpoint, restore, unlock
-//               (what toggling each process on its own, e.g. `cuda-checkpoint --toggle`, costs).
+//   per-pid     no orchestrator, no helper: for each pid one after another lock, checkpoint, restore,
+//               unlock in-process (what toggling each process on its own, e.g. `cuda-checkpoint
+//               --toggle`, costs).
 //
 // Usage: checkpoint_orchestration [--delay-ms 50] [--counts 1,8,64] [--reps 5] [--seq-reps 3]
 // Prints markdown tables (bench/README.md). No GPU, no root needed.
@@ -39,6 +41,7 @@
 #include <vector>
 
 #include "checkpoint/cuda_driver_api.h"
+#include "checkpoint/cuda_helper_client.h"
 #include "checkpoint/holder_scan.h"
 #include "checkpoint/orchestrator.h"
 #include "checkpoint/process_list.h"
@@ -204,12 +207,15 @@ Run orchestrate(FakeGpu& gpu, const std::vector<pid_t>& pids, unsigned paralleli
   cfg.libcuda = FAKE_LIBCUDA_PATH;
   cfg.device_globs = {gpu.glob()};
   cfg.parallelism = parallelism;
+  cfg.cuda_helper = CUDA_HELPER_PATH;
   FunctionLister lister(pids);
   ProcHolderScanner scanner(cfg.device_globs);
-  DriverApiToggler toggler(FAKE_LIBCUDA_PATH);
-  toggler.driver_version();  // dlopen outside the timed window (the shim keeps it loaded)
+  DirectWaiter waiter;
+  ProcessRunner runner(waiter);
+  // As in the shim: the helper is started (and loads the driver) by the first CUDA call.
+  CudaTools cuda = make_cuda_tools(cfg, runner);
   Logger log(-1);
-  Orchestrator o(cfg, lister, scanner, &toggler, nullptr, log);
+  Orchestrator o(cfg, lister, scanner, cuda.toggler.get(), nullptr, log);
   gpu.clear_calls();
   long long t0 = now_ns();
   auto out = o.checkpoint({.container_id = "bench", .keep_running = true}, [] {});
