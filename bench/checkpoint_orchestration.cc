@@ -19,7 +19,9 @@
 //               unlock in-process (what toggling each process on its own, e.g. `cuda-checkpoint
 //               --toggle`, costs).
 //
-// Usage: checkpoint_orchestration [--delay-ms 50] [--counts 1,8,64] [--reps 5] [--seq-reps 3]
+// Usage: checkpoint_orchestration [--delay-ms 50] [--counts 1,8,64] [--reps 5] [--seq-reps 3] [--in-process]
+//   --in-process: the orchestrator calls the driver in this process (as the shim did before 0.2.0)
+//                 instead of through nvproxy-cuda-helper, to see what the helper costs.
 // Prints markdown tables (bench/README.md). No GPU, no root needed.
 #include <signal.h>
 #include <stdlib.h>
@@ -202,7 +204,8 @@ Run measure(FakeGpu& gpu, long long t0, long long t1) {
   return r;
 }
 
-Run orchestrate(FakeGpu& gpu, const std::vector<pid_t>& pids, unsigned parallelism) {
+// in_process: the driver loaded into this process (the shim before 0.2.0), for comparison.
+Run orchestrate(FakeGpu& gpu, const std::vector<pid_t>& pids, unsigned parallelism, bool in_process) {
   CheckpointConfig cfg;
   cfg.libcuda = FAKE_LIBCUDA_PATH;
   cfg.device_globs = {gpu.glob()};
@@ -214,8 +217,10 @@ Run orchestrate(FakeGpu& gpu, const std::vector<pid_t>& pids, unsigned paralleli
   ProcessRunner runner(waiter);
   // As in the shim: the helper is started (and loads the driver) by the first CUDA call.
   CudaTools cuda = make_cuda_tools(cfg, runner);
+  DriverApiToggler direct(FAKE_LIBCUDA_PATH);
+  if (in_process) direct.driver_version();  // dlopen outside the timed window
   Logger log(-1);
-  Orchestrator o(cfg, lister, scanner, cuda.toggler.get(), nullptr, log);
+  Orchestrator o(cfg, lister, scanner, in_process ? &direct : cuda.toggler.get(), nullptr, log);
   gpu.clear_calls();
   long long t0 = now_ns();
   auto out = o.checkpoint({.container_id = "bench", .keep_running = true}, [] {});
@@ -271,6 +276,7 @@ std::vector<int> parse_counts(const std::string& s) {
 
 int main(int argc, char** argv) {
   int delay_ms = 50, reps = 5, seq_reps = 3;
+  bool in_process = false;
   std::vector<int> counts{1, 8, 64};
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -286,8 +292,10 @@ int main(int argc, char** argv) {
       reps = std::stoi(next());
     else if (a == "--seq-reps")
       seq_reps = std::stoi(next());
+    else if (a == "--in-process")
+      in_process = true;
     else {
-      std::cerr << "usage: checkpoint_orchestration [--delay-ms MS] [--counts 1,8,64] [--reps N] [--seq-reps N]\n";
+      std::cerr << "usage: checkpoint_orchestration [--delay-ms MS] [--counts 1,8,64] [--reps N] [--seq-reps N] [--in-process]\n";
       return 2;
     }
   }
@@ -310,10 +318,10 @@ int main(int argc, char** argv) {
       auto pids = gpu.start_apps(n);
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
       Row row{n, {}, {}, {}};
-      orchestrate(gpu, pids, 0);  // warm-up (page cache, first thread start)
-      row.par = repeat(reps, [&] { return orchestrate(gpu, pids, 0); });
+      orchestrate(gpu, pids, 0, in_process);  // warm-up (page cache, first thread start)
+      row.par = repeat(reps, [&] { return orchestrate(gpu, pids, 0, in_process); });
       int sr = n >= 32 ? seq_reps : reps;
-      row.seq = repeat(sr, [&] { return orchestrate(gpu, pids, 1); });
+      row.seq = repeat(sr, [&] { return orchestrate(gpu, pids, 1, in_process); });
       row.pp = repeat(sr, [&] { return per_pid(gpu, pids); });
       for (const auto* set : {&row.par, &row.seq, &row.pp})
         for (const auto& r : *set)
@@ -330,7 +338,8 @@ int main(int argc, char** argv) {
 
   utsname u{};
   uname(&u);
-  std::cout << "checkpoint_orchestration: fake driver delay " << delay_ms << " ms per Checkpoint and per Restore; "
+  std::cout << "checkpoint_orchestration (driver " << (in_process ? "in-process" : "through nvproxy-cuda-helper")
+            << "): fake driver delay " << delay_ms << " ms per Checkpoint and per Restore; "
             << std::thread::hardware_concurrency() << " CPUs; kernel " << u.release << "; medians of " << reps
             << " runs (sequential and per-pid at N>=32: " << seq_reps << "); whole benchmark " << f1(total_s) << " s\n\n";
 
