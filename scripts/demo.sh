@@ -3,8 +3,8 @@
 # starts a private containerd, runs a container through our shim, then shows the GPU-aware
 # checkpoint: a refusal with its diagnostic (a child holds a GPU device without CUDA), and a
 # checkpoint + restore of CUDA processes. Without a GPU the driver is played by the test fixtures
-# (a fake libcuda in the shim, a fake CUDA app in the container); test/gpu/ runs the same flow on a
-# real H200. Usage: sudo scripts/demo.sh
+# (a fake libcuda loaded by the shim's nvproxy-cuda-helper, a fake CUDA app in the container);
+# test/gpu/ runs the same flow on a real H200. Usage: sudo scripts/demo.sh
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 repo=$PWD
@@ -58,7 +58,7 @@ run ctr run -d --runtime io.containerd.nvproxy.v1 "${GPU[@]}" "$NV_IMAGE" llm \
   /fake/fake_cuda_app --dir /fakecuda --device /dev/nvidia0 --map --children 1
 sleep 1
 run ctr c checkpoint --task --rw llm llm-checkpoint
-echo "driver calls made by the shim (host pid, operation, rc):"
+echo "driver calls made for the shim by nvproxy-cuda-helper (host pid, operation, rc):"
 awk '{print "  " $1, $2, "rc=" $5}' "$FAKE/cuda/calls.log"
 run ctr task ls
 echo "shim log: $(grep -o 'checkpoint of \\"llm\\" done[^"]*' "$NV_DIR/containerd.log" | tail -1)"
