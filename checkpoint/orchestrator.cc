@@ -177,44 +177,53 @@ std::map<pid_t, std::set<std::string>> Orchestrator::probe_gpus(std::string& err
   }
 }
 
+std::optional<StuckProcess> Orchestrator::bring_back_once(pid_t pid, const std::map<pid_t, CudaState>& believed) {
+  std::optional<CudaState> s;
+  std::string why;
+  try {
+    s = toggler_->get_state(pid);
+  } catch (const std::exception& e) {
+    why = std::string("GetState: ") + e.what();
+    if (auto b = believed.find(pid); b != believed.end()) s = b->second;
+  }
+  if (!s) return StuckProcess{pid, "unknown", why};
+  try {
+    if (*s == CudaState::Checkpointed) {
+      try {
+        toggler_->restore(pid);
+        s = CudaState::Locked;
+      } catch (const CudaError& e) {
+        // Unlock needs a restored process (it answers ILLEGAL_STATE): not tried.
+        return StuckProcess{pid, "checkpointed", "restore answered " + e.answer()};
+      }
+    }
+    if (*s == CudaState::Locked) {
+      try {
+        toggler_->unlock(pid);
+        s = CudaState::Running;
+      } catch (const CudaError& e) {
+        return StuckProcess{pid, "locked", "unlock answered " + e.answer()};
+      }
+    }
+    if (*s == CudaState::Failed) return StuckProcess{pid, "failed", "the driver reports CUDA state failed"};
+  } catch (const std::exception& e) {  // the API itself is gone (e.g. the CUDA helper died)
+    return StuckProcess{pid, std::string(state_name(*s)), e.what()};
+  }
+  return std::nullopt;
+}
+
 Orchestrator::Resumed Orchestrator::bring_back(const std::vector<pid_t>& pids, const std::map<pid_t, CudaState>& believed) {
   Resumed out;
   std::mutex mu;
   for_each_parallel(pids, cfg_.parallelism, [&](pid_t pid) {
-    std::optional<CudaState> s;
-    std::string why;
-    try {
-      s = toggler_->get_state(pid);
-    } catch (const std::exception& e) {
-      why = std::string("GetState: ") + e.what();
-      if (auto b = believed.find(pid); b != believed.end()) s = b->second;
-    }
-    std::optional<StuckProcess> stuck;
-    try {
-      if (!s) {
-        stuck = StuckProcess{pid, "unknown", why};
-      } else {
-        if (*s == CudaState::Checkpointed) {
-          try {
-            toggler_->restore(pid);
-            s = CudaState::Locked;
-          } catch (const CudaError& e) {
-            // Unlock needs a restored process (it answers ILLEGAL_STATE): not tried.
-            stuck = StuckProcess{pid, "checkpointed", "restore answered " + e.answer()};
-          }
-        }
-        if (!stuck && *s == CudaState::Locked) {
-          try {
-            toggler_->unlock(pid);
-            s = CudaState::Running;
-          } catch (const CudaError& e) {
-            stuck = StuckProcess{pid, "locked", "unlock answered " + e.answer()};
-          }
-        }
-        if (!stuck && *s == CudaState::Failed) stuck = StuckProcess{pid, "failed", "the driver reports CUDA state failed"};
-      }
-    } catch (const std::exception& e) {  // the API itself is gone
-      stuck = StuckProcess{pid, s ? std::string(state_name(*s)) : "unknown", e.what()};
+    std::optional<StuckProcess> stuck = bring_back_once(pid, believed);
+    if (stuck && stuck->state != "failed") {
+      // One more time from whatever state it is in now: a one-shot driver error, or a CUDA helper
+      // that died (the next call starts a fresh one), must not strand a process that asking again
+      // brings back. A second refusal is the answer.
+      log_.warn("CUDA process " + std::to_string(pid) + " did not come back (" + stuck->state + ": " + stuck->detail +
+                "); asking once more");
+      stuck = bring_back_once(pid, believed);
     }
     std::lock_guard lk(mu);
     if (stuck)

@@ -18,6 +18,7 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -91,8 +92,9 @@ class Orchestrator {
   };
   Classified classify(const std::string& id, const std::vector<Holder>& holders);
   // Brings each pid back to running from whatever state the driver reports (believed: the state we
-  // left it in, used when the driver cannot say).
+  // left it in, used when the driver cannot say); a pid that does not come back is tried once more.
   Resumed bring_back(const std::vector<pid_t>& pids, const std::map<pid_t, CudaState>& believed);
+  std::optional<StuckProcess> bring_back_once(pid_t pid, const std::map<pid_t, CudaState>& believed);
   std::map<pid_t, std::set<std::string>> probe_gpus(std::string& error);
   std::vector<ProcessReport> collective_ranks(const Classified& c, const std::map<pid_t, std::set<std::string>>& gpus);
   ProcessReport report_for(pid_t pid, const std::vector<Holder>& holders);

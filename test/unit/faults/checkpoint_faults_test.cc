@@ -14,10 +14,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <set>
 #include <stdexcept>
 
 #include "checkpoint/cuda_driver_api.h"
+#include "checkpoint/cuda_helper_client.h"
 #include "checkpoint/orchestrator.h"
 #include "test/unit/checkpoint/fake_gpu.h"
 
@@ -46,6 +48,7 @@ class CheckpointFaults : public ::testing::Test {
   FunctionLister lister{[this] { return list_fn(); }};
   std::unique_ptr<ProcHolderScanner> scanner;
   DriverApiToggler toggler{FAKE_LIBCUDA_PATH};
+  CudaToggler* active = &toggler;  // what the orchestrator calls (a test may wrap toggler)
   std::unique_ptr<NvmlGpuUsageProbe> probe;
   Logger log{-1};
   fs::path diag_path = gpu.dir() / "checkpoint-diagnostic.json";
@@ -57,7 +60,7 @@ class CheckpointFaults : public ::testing::Test {
   Orchestrator make() {
     scanner = std::make_unique<ProcHolderScanner>(cfg.device_globs);
     probe = std::make_unique<NvmlGpuUsageProbe>(cfg.libnvml);
-    return Orchestrator(cfg, lister, *scanner, &toggler, probe.get(), log);
+    return Orchestrator(cfg, lister, *scanner, active, probe.get(), log);
   }
 
   // Runs a checkpoint; collects what it reported (the exception's diagnostic JSON, or the outcome).
@@ -301,16 +304,102 @@ TEST_F(CheckpointFaults, ResumeOfAnUnrestorableProcess) {
   EXPECT_EQ(v.stuck.at(pids[2]), "checkpointed");
 }
 
-// A one-shot driver error is recoverable by asking again. The orchestrator does not retry today, so
-// the process is reported stuck; what matters here is that the report is true either way.
-TEST_F(CheckpointFaults, TransientResumeFailureIsReportedTruthfully) {
+// A one-shot driver error is recoverable by asking again (reliability F6): nobody is left stuck.
+TEST_F(CheckpointFaults, TransientResumeFailureIsRetried) {
+  for (const char* op : {"restore", "unlock"}) {
+    SCOPED_TRACE(op);
+    pids.clear();
+    start();
+    gpu.fail(std::string(op) + " any\n");  // the first call of op fails, once
+    Verdict v = checkpoint([this] { ++snapshots; });
+    EXPECT_FALSE(v.threw) << v.message;
+    expect_honest(v, {}, std::string("one-shot ") + op + " failure");
+    EXPECT_EQ(gpu.calls(op).size(), static_cast<size_t>(kN) + 1) << "one process asked twice";
+    gpu.fail("");
+    fs::remove(gpu.dir() / "calls.log");
+    for (const char* f : {"fail.restore.claimed", "fail.unlock.claimed"}) fs::remove(gpu.dir() / f);
+  }
+}
+
+// What the shim sees when nvproxy-cuda-helper dies in the middle of a call: an Error that is not a
+// driver answer. The next call (a fresh helper) works, so asking once more brings the process back.
+class HelperDiesOnce final : public CudaToggler {
+ public:
+  explicit HelperDiesOnce(CudaToggler& t, std::string op) : t_(t), op_(std::move(op)) {}
+  std::string describe() override { return t_.describe(); }
+  CudaState get_state(pid_t pid) override { return t_.get_state(pid); }
+  void lock(pid_t pid, unsigned ms) override {
+    maybe_die("lock");
+    t_.lock(pid, ms);
+  }
+  void checkpoint(pid_t pid) override {
+    maybe_die("checkpoint");
+    t_.checkpoint(pid);
+  }
+  void restore(pid_t pid) override {
+    maybe_die("restore");
+    t_.restore(pid);
+  }
+  void unlock(pid_t pid) override {
+    maybe_die("unlock");
+    t_.unlock(pid);
+  }
+
+ private:
+  void maybe_die(const std::string& op) {
+    if (op == op_ && !died_.exchange(true))
+      throw Error(Code::Unavailable, "nvproxy-cuda-helper (pid 4242) ended: killed by signal 11");
+  }
+  CudaToggler& t_;
+  std::string op_;
+  std::atomic<bool> died_{false};
+};
+
+TEST_F(CheckpointFaults, HelperDeathDuringResumeIsRetried) {
+  for (const char* op : {"restore", "unlock"}) {
+    SCOPED_TRACE(op);
+    pids.clear();
+    start();
+    HelperDiesOnce flaky(toggler, op);
+    active = &flaky;
+    Verdict v = checkpoint([this] { ++snapshots; });
+    EXPECT_FALSE(v.threw) << v.message;
+    expect_honest(v, {}, std::string("helper died during ") + op);
+    fs::remove(gpu.dir() / "calls.log");
+  }
+}
+
+TEST_F(CheckpointFaults, HelperDeathDuringRollbackIsRetried) {
   start();
-  gpu.fail("restore any\n");
+  gpu.fail("checkpoint " + std::to_string(pids[1]) + "\n");  // forces a rollback
+  HelperDiesOnce flaky(toggler, "restore");
+  active = &flaky;
   Verdict v = checkpoint([this] { ++snapshots; });
-  std::set<pid_t> stuck;
-  for (const auto& [p, _] : v.stuck) stuck.insert(p);
-  EXPECT_LE(stuck.size(), 1u);
-  expect_honest(v, stuck, "one-shot restore failure");
+  EXPECT_TRUE(v.threw);
+  EXPECT_EQ(snapshots, 0);
+  expect_honest(v, {}, "helper died during rollback");
+}
+
+// The real helper program, killed while the runtime takes its snapshot: the resume starts a fresh
+// one and brings every process back.
+TEST_F(CheckpointFaults, HelperKilledDuringTheSnapshotIsReplaced) {
+  start();
+  cfg.cuda_helper = CUDA_HELPER_PATH;
+  DirectWaiter w;
+  ProcessRunner r(w);
+  CudaTools cuda = make_cuda_tools(cfg, r);
+  active = cuda.toggler.get();
+  pid_t killed = 0;
+  Verdict v = checkpoint([&] {
+    killed = cuda.helper->pid();
+    if (killed > 0) ::kill(killed, SIGKILL);
+    ++snapshots;
+  });
+  EXPECT_FALSE(v.threw) << v.message;
+  EXPECT_GT(killed, 0) << "the helper ran the lock and checkpoint";
+  expect_honest(v, {}, "helper killed during the snapshot");
+  EXPECT_GT(cuda.helper->pid(), 0);
+  EXPECT_NE(cuda.helper->pid(), killed) << "a fresh helper resumed them";
 }
 
 // ---- the restore path after the runtime's restore (Create with a checkpoint) ----------------------
