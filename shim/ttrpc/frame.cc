@@ -65,7 +65,9 @@ void FrameParser::feed(std::string_view data, std::vector<Event>& out) {
           state_ = State::Discard;  // refuse without allocating: skip the bytes as they come
         } else {
           payload_.clear();
-          payload_.reserve(header_.length);
+          // Up front only what a typical message needs: a header alone must not buy 4 MiB (F9);
+          // append() grows the rest as the bytes arrive.
+          payload_.reserve(std::min<std::size_t>(header_.length, kInitialPayloadReserve));
           state_ = State::Payload;
         }
         break;

@@ -14,6 +14,9 @@ namespace nvproxy::ttrpc {
 
 inline constexpr std::size_t kHeaderSize = 10;
 inline constexpr std::uint32_t kMaxMessageSize = 4u << 20;  // Go ttrpc's messageLengthMax
+// What a frame's payload buffer reserves before its bytes arrive: enough for every Task request,
+// so a 10-byte header announcing a large frame costs no more than this until the payload comes.
+inline constexpr std::size_t kInitialPayloadReserve = 64u << 10;
 
 enum class FrameType : std::uint8_t { Request = 1, Response = 2, Data = 3 };
 

@@ -105,6 +105,21 @@ TEST(Frame, HugeLengthDoesNotAllocate) {
   EXPECT_FALSE(p.idle());
 }
 
+TEST(Frame, ALargeAnnouncedFrameReservesOnlyWhatArrives) {
+  // reliability F9: a header alone announcing just under 4 MiB must not reserve 4 MiB.
+  FrameParser p;
+  std::vector<FrameParser::Event> ev;
+  std::string payload(kMaxMessageSize - 1, 'x');
+  std::string frame = encode_frame(3, FrameType::Request, payload);
+  p.feed(std::string_view(frame).substr(0, kHeaderSize), ev);
+  EXPECT_LE(p.buffered(), kInitialPayloadReserve);
+  p.feed(std::string_view(frame).substr(kHeaderSize, 100), ev);
+  EXPECT_LE(p.buffered(), kInitialPayloadReserve);
+  p.feed(std::string_view(frame).substr(kHeaderSize + 100), ev);
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_EQ(ev[0].payload, payload) << "the payload still arrives whole";
+}
+
 TEST(Frame, ExactlyMaxIsAccepted) {
   FrameParser p;
   std::vector<FrameParser::Event> ev;
