@@ -90,24 +90,15 @@ std::shared_ptr<CudaHelper::Instance> CudaHelper::running() {
 }
 
 void CudaHelper::read_loop(const std::shared_ptr<Instance>& inst) {
-  std::string buf;
-  char chunk[4096];
-  while (true) {
-    ssize_t n = ::read(inst->sock.get(), chunk, sizeof chunk);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    buf.append(chunk, static_cast<size_t>(n));
-    for (size_t nl; (nl = buf.find('\n')) != std::string::npos;) {
-      json resp = json::parse(buf.substr(0, nl), nullptr, /*allow_exceptions=*/false);
-      buf.erase(0, nl + 1);
-      if (!resp.is_object() || !resp["id"].is_number_unsigned()) continue;  // nothing waits for it
-      std::lock_guard lk(inst->m);
-      auto it = inst->pending.find(resp["id"].get<std::uint64_t>());
-      if (it == inst->pending.end()) continue;
-      it->second.set_value(std::move(resp));
-      inst->pending.erase(it);
-    }
-  }
+  helper_protocol::read_lines(inst->sock.get(), [&](std::string&& line) {
+    json resp = json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (!resp.is_object() || !resp["id"].is_number_unsigned()) return;  // nothing waits for it
+    std::lock_guard lk(inst->m);
+    auto it = inst->pending.find(resp["id"].get<std::uint64_t>());
+    if (it == inst->pending.end()) return;
+    it->second.set_value(std::move(resp));
+    inst->pending.erase(it);
+  });
   // The helper closed its end: it exited (or is about to). Reap it, then fail whatever still waits.
   RunResult r;
   int status = runner_.wait(inst->pid);

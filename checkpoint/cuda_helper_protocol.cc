@@ -1,6 +1,26 @@
 #include "checkpoint/cuda_helper_protocol.h"
 
+#include <unistd.h>
+
+#include <cerrno>
+
 namespace nvproxy::checkpoint::helper_protocol {
+
+void read_lines(int fd, const std::function<void(std::string&&)>& on_line) {
+  std::string buf;
+  char chunk[4096];
+  while (true) {
+    ssize_t n = ::read(fd, chunk, sizeof chunk);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    buf.append(chunk, static_cast<size_t>(n));
+    for (size_t nl; (nl = buf.find('\n')) != std::string::npos;) {
+      std::string line = buf.substr(0, nl);
+      buf.erase(0, nl + 1);
+      on_line(std::move(line));
+    }
+  }
+}
 
 nlohmann::json error_to_json(const Error& e) {
   nlohmann::json j{{"code", static_cast<int>(e.code())}, {"message", e.what()}};

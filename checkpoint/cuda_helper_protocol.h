@@ -10,11 +10,17 @@
 // "error": {...}} where the error keeps everything a CudaError or Error carried.
 #pragma once
 
+#include <functional>
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "checkpoint/cuda_toggler.h"
 
 namespace nvproxy::checkpoint::helper_protocol {
+
+// Calls on_line for each '\n'-terminated line read from fd (without the '\n') until EOF or a read
+// error; a last line without '\n' is dropped (the peer died mid-line).
+void read_lines(int fd, const std::function<void(std::string&&)>& on_line);
 
 nlohmann::json error_to_json(const Error& e);              // keeps CudaError's pid, op, driver code and name
 [[noreturn]] void throw_error(const nlohmann::json& err);  // the inverse: rethrows what the helper caught

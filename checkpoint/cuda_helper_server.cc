@@ -78,28 +78,18 @@ int serve_cuda_helper(int in_fd, int out_fd, CudaToggler& toggler, GpuUsageProbe
     std::lock_guard lk(out_mu);
     if (!out_failed && !write_all(out_fd, line)) out_failed = true;
   };
-  std::string buf;
-  char chunk[4096];
-  while (true) {
-    ssize_t n = ::read(in_fd, chunk, sizeof chunk);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    buf.append(chunk, static_cast<size_t>(n));
-    for (size_t nl; (nl = buf.find('\n')) != std::string::npos;) {
-      std::string line = buf.substr(0, nl);
-      buf.erase(0, nl + 1);
-      if (line.empty()) continue;
-      json req = json::parse(line, nullptr, /*allow_exceptions=*/false);
-      if (req.is_discarded()) {
-        answer({{"id", nullptr},
-                {"ok", false},
-                {"error", {{"code", static_cast<int>(Code::InvalidArgument)}, {"message", "request is not JSON"}}}});
-        continue;
-      }
-      // One thread per request: a lock that waits for the driver must not hold up the others.
-      workers.emplace_back([&, req = std::move(req)] { answer(handle_helper_request(req, toggler, probe)); });
+  helper_protocol::read_lines(in_fd, [&](std::string&& line) {
+    if (line.empty()) return;
+    json req = json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (req.is_discarded()) {
+      answer({{"id", nullptr},
+              {"ok", false},
+              {"error", {{"code", static_cast<int>(Code::InvalidArgument)}, {"message", "request is not JSON"}}}});
+      return;
     }
-  }
+    // One thread per request: a lock that waits for the driver must not hold up the others.
+    workers.emplace_back([&, req = std::move(req)] { answer(handle_helper_request(req, toggler, probe)); });
+  });
   for (auto& w : workers) w.join();
   return out_failed ? 1 : 0;
 }
