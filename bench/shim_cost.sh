@@ -12,6 +12,7 @@
 # Prints a markdown table (stdout; also $BENCH_OUT when set) with ratios ours / runc shim.
 #
 # Usage: sudo bench/shim_cost.sh            (root; containerd 1.6, runc, containerd-shim-runc-v2)
+#   BENCH_CONTAINERD=1.7  containerd 1.7 (Debian 13's, scripts/fetch-trixie.sh) and its own runc shim
 #   NVPROXY_SHIM_DIR   dir of containerd-shim-nvproxy-v1 (default: build-bench/shim, then build/shim)
 #   BENCH_N=10 BENCH_RUNS=30 BENCH_BURST=50 BENCH_BURST_ROUNDS=2 BENCH_SAMPLES=3 BENCH_OUT=FILE
 # shellcheck disable=SC2154 # rss_ours, thr_runc, ...: set through declare "NAME_$rt=..."
@@ -35,7 +36,7 @@ if [[ -z ${NVPROXY_SHIM_DIR:-} ]]; then
 fi
 [[ -n ${NVPROXY_SHIM_DIR:-} ]] || nv_fail "no containerd-shim-nvproxy-v1 built (cmake --build build-bench --target bench_tools)"
 export NVPROXY_SHIM_DIR
-command -v containerd-shim-runc-v2 >/dev/null || nv_fail "containerd-shim-runc-v2 not on PATH"
+CTRD=${BENCH_CONTAINERD:-1.6}
 RUNC_BIN=$(command -v runc) || nv_fail "runc not installed"
 
 # Our shim's configuration: the packaged defaults (log_level info), runc from PATH like the runc shim.
@@ -58,7 +59,9 @@ sweep_our_root() {
   rm -rf "$root"
 }
 
-nv_harness_start --containerd 1.6
+nv_harness_start --containerd "$CTRD"
+# The runc shim containerd will start: the one beside this containerd, else from PATH.
+RUNC_SHIM=$(PATH=$_NV_DAEMON_PATH command -v containerd-shim-runc-v2) || nv_fail "containerd-shim-runc-v2 not found"
 nv_defer rm -f "$cfg"
 nv_defer sweep_our_root
 
@@ -77,7 +80,7 @@ count_running() { nv_ctr task ls | awk -v p="$1" 'index($1, p) == 1 && $3 == "RU
 CTRD_VER=$("$NV_CONTAINERD_BIN" --version | awk '{print $3}')
 RUNC_VER=$("$RUNC_BIN" --version | awk 'NR==1{print $3}')
 OUR_VER=$("$NVPROXY_SHIM_DIR/containerd-shim-nvproxy-v1" -v 2>/dev/null | awk '/Version:/{print $2}' || true)
-nv_log "containerd $CTRD_VER, runc $RUNC_VER, ours $OUR_VER ($NVPROXY_SHIM_DIR), snapshotter $NV_SNAPSHOTTER"
+nv_log "containerd $CTRD_VER, runc $RUNC_VER, ours $OUR_VER ($NVPROXY_SHIM_DIR), runc shim $RUNC_SHIM, snapshotter $NV_SNAPSHOTTER"
 
 # ---------- (a) memory ----------
 nv_log "(a) memory: $N detached containers per runtime"
@@ -212,7 +215,7 @@ mem_ratio_pss=$(ratio "$pss_ours" "$pss_runc")
 lat_ratio=$(ratio "$lat_med_ours" "$lat_med_runc")
 mib() { awk -v k="$1" 'BEGIN {printf "%.1f MiB", k / 1024}'; }
 {
-  echo "containerd $CTRD_VER, runc $RUNC_VER, snapshotter $NV_SNAPSHOTTER; $(nproc) CPUs, $(free -h | awk '/^Mem:/{print $2}') RAM, kernel $(uname -r); $(date -u +%F)"
+  echo "containerd $CTRD_VER ($RUNC_SHIM), runc $RUNC_VER, snapshotter $NV_SNAPSHOTTER; $(nproc) CPUs, $(free -h | awk '/^Mem:/{print $2}') RAM, kernel $(uname -r); $(date -u +%F)"
   echo
   echo "| metric | containerd-shim-nvproxy-v1 | containerd-shim-runc-v2 | ours / runc shim | target | met |"
   echo "| --- | ---: | ---: | ---: | --- | --- |"
