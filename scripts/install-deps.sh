@@ -1,7 +1,8 @@
 #!/bin/bash
 # Why: one command brings a fresh Debian 12 machine to the point where the shim builds and every
 # test tier runs: Debian 12 build and test packages, Debian 13's containerd 1.7 / runsc / docker 26
-# (scripts/fetch-trixie.sh) and CRIU >= 4 (scripts/build-criu.sh). Idempotent; `apt-get update`
+# (scripts/fetch-trixie.sh), Debian unstable's containerd 2 (scripts/fetch-containerd2.sh; its tests
+# skip without it) and CRIU >= 4 (scripts/build-criu.sh). Idempotent; `apt-get update`
 # runs only when a package is missing; prints one line when everything is already there.
 # Safe without a terminal (CI=true, no stdin). Usage: sudo scripts/install-deps.sh
 set -euo pipefail
@@ -50,12 +51,14 @@ main() {
   [[ $(id -u) == 0 ]] || { echo "install-deps: run as root" >&2; return 1; }
   local all=("${BUILD_PKGS[@]}" "${TEST_PKGS[@]}")
   if [[ -z $(missing_pkgs "${all[@]}") ]] && "$HERE/fetch-trixie.sh" --check \
-    && "$HERE/build-criu.sh" --check; then
+    && "$HERE/fetch-containerd2.sh" --check && "$HERE/build-criu.sh" --check; then
     echo "install-deps: all dependencies already installed"
     return 0
   fi
   install_pkgs "${all[@]}"
   "$HERE/fetch-trixie.sh"
+  # Not fatal: unstable moves on; the containerd 2 tests then skip and say why.
+  "$HERE/fetch-containerd2.sh" || echo "install-deps: containerd 2 unavailable; its e2e tests will be skipped" >&2
   "$HERE/build-criu.sh"
   echo "install-deps: done"
 }
