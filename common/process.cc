@@ -113,7 +113,11 @@ struct Pipe {
 pid_t ProcessRunner::fork_exec(const Command& cmd, int in, int out, int err) {
   if (cmd.argv.empty()) throw Error(Code::InvalidArgument, "empty command");
   std::string prog = find_program(cmd.argv[0]);
-  if (prog.empty()) throw Error(Code::NotFound, "program \"" + cmd.argv[0] + "\" not found in PATH");
+  if (prog.empty()) {
+    bool is_path = cmd.argv[0].find('/') != std::string::npos;  // find_program does not search PATH then
+    throw Error(Code::NotFound,
+                "program \"" + cmd.argv[0] + "\" " + (is_path ? "does not exist or is not executable" : "not found in PATH"));
+  }
   // Everything the child touches is prepared before fork: after fork only async-signal-safe calls.
   std::vector<std::string> env = merged_env(cmd.env_add);
   std::vector<char*> argv, envp;
