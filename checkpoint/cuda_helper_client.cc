@@ -100,10 +100,7 @@ void CudaHelper::read_loop(const std::shared_ptr<Instance>& inst) {
     inst->pending.erase(it);
   });
   // The helper closed its end: it exited (or is about to). Reap it, then fail whatever still waits.
-  RunResult r;
-  int status = runner_.wait(inst->pid);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.term_signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+  RunResult r = result_from_status(runner_.wait(inst->pid));
   std::lock_guard lk(inst->m);
   inst->ended = true;
   inst->end_reason = "nvproxy-cuda-helper (pid " + std::to_string(inst->pid) + ") ended: " + r.describe();

@@ -39,6 +39,15 @@ int exit_code_from_status(int status) {
   return 255;
 }
 
+RunResult result_from_status(int status) {
+  RunResult r;
+  if (WIFEXITED(status))
+    r.exit_code = WEXITSTATUS(status);
+  else if (WIFSIGNALED(status))
+    r.term_signal = WTERMSIG(status);
+  return r;
+}
+
 int DirectWaiter::wait(pid_t pid) {
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0) {
@@ -230,11 +239,9 @@ RunResult ProcessRunner::run(const Command& cmd) {
         (is_out ? out_pipe->r : err_pipe->r).reset();
     }
   }
-  int status = waiter_.wait(pid);
-  if (WIFEXITED(status))
-    res.exit_code = WEXITSTATUS(status);
-  else if (WIFSIGNALED(status))
-    res.term_signal = WTERMSIG(status);
+  RunResult st = result_from_status(waiter_.wait(pid));
+  res.exit_code = st.exit_code;
+  res.term_signal = st.term_signal;
   return res;
 }
 

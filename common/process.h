@@ -43,6 +43,8 @@ struct RunResult {
 
 // Decodes a wait(2) status into an exit code in containerd's convention (128+signal if signalled).
 int exit_code_from_status(int status);
+// Decodes a wait(2) status into RunResult's exit_code / term_signal (nothing captured).
+RunResult result_from_status(int status);
 
 class ChildWaiter {
  public:
