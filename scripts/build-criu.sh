@@ -1,34 +1,40 @@
 #!/bin/bash
-# Why: Debian 12's CRIU 3.17 fails on recent kernels ("Unexpected rt vDSO area bounds") and Debian
-# 13's criu binary needs glibc 2.38, so checkpoint e2e tests need CRIU >= 4 built here. This takes
-# the upstream tarball that Debian 13's source index names (deb-src trixie in the private apt list
-# of fetch-trixie.sh), checks its SHA256, builds `make criu` against Debian 12's build deps and
-# installs the binary to /usr/local/sbin/criu. Skips all of it when that binary is already >= 4.
-# Usage: scripts/build-criu.sh [--check]   (--check: exit 0 if installed and >= 4, silently)
+# Why: Debian 12's CRIU 3.17 fails on recent kernels ("Unexpected rt vDSO area bounds") and newer
+# Debian criu binaries need a newer glibc, so checkpoint e2e tests need a CRIU built here. The
+# version is pinned to 4.2.1: CRIU 4.1.1 (Debian 13's) hangs in every dump on AMD EPYC machines
+# with AVX-512 (kernel 6.18), with containerd's own runc shim too, while 4.2.1 built the same way
+# checkpoints the same container in half a second. This takes the upstream tarball that Debian
+# unstable's source index names for criu=$CRIU_DEB_VERSION (a deb-src sid line in a PRIVATE apt
+# setup on the machine's own Debian mirror; the system's apt config is untouched), checks it
+# against the pinned SHA256, builds `make criu` against Debian 12's build deps and installs the
+# binary to /usr/local/sbin/criu. Skips all of it when that binary is already 4.2.1; any other
+# version there (4.1.1 from earlier runs of this script) is replaced. No fallback to another
+# version: if unstable's index cannot be read or no longer has 4.2.1-1, it stops and says so.
+# Usage: bash scripts/build-criu.sh [--check]   (--check: exit 0 if 4.2.1 is installed, silently)
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source-path=SCRIPTDIR
-source "$HERE/fetch-trixie.sh"
+source "$HERE/fetch-trixie.sh" # for nv_trixie_mirror
 
 CRIU_BIN=${CRIU_BIN:-/usr/local/sbin/criu}
 CRIU_WORK=${CRIU_WORK:-/var/tmp/nvproxy-criu-build}
-CRIU_MIN_MAJOR=4
+CRIU_APT=${CRIU_APT:-/var/tmp/nvproxy-apt-sid-src}
+CRIU_VERSION=4.2.1
+CRIU_DEB_VERSION=4.2.1-1
+CRIU_ORIG=criu_4.2.1.orig.tar.xz
+CRIU_ORIG_SHA256=29ec0ee09e296479fe7048c80980e8ef1d0684d0b0204c2b101dfea19f6725b9
 BUILD_DEPS=(build-essential pkg-config libbsd-dev libcap-dev libgnutls28-dev libnet1-dev
   libnftables-dev libnl-3-dev libprotobuf-c-dev libprotobuf-dev protobuf-c-compiler
   protobuf-compiler python3-protobuf uuid-dev libaio-dev)
 
-# Prints the installed version (e.g. 4.1.1), or nothing.
+# Prints the installed version (e.g. 4.2.1), or nothing.
 installed_version() {
   [[ -x $CRIU_BIN ]] || return 0
   "$CRIU_BIN" --version 2>/dev/null | awk '/^Version:/ {print $2}'
 }
 
-is_current() {
-  local v
-  v=$(installed_version)
-  [[ -n $v && ${v%%.*} -ge $CRIU_MIN_MAJOR ]]
-}
+is_current() { [[ $(installed_version) == "$CRIU_VERSION" ]]; }
 
 # Installs the Debian 12 packages in "$@" that are missing (apt-get update only if some are).
 install_missing() {
@@ -49,43 +55,64 @@ install_missing() {
   fi
 }
 
-# The orig tarball's line of `apt-get source --print-uris criu`, run in an empty dir (apt leaves out
-# files that already sit in the current directory).
-orig_line() {
-  local d
-  d=$(mktemp -d)
-  (cd "$d" && nv_trixie_apt_get -qq source --print-uris criu 2>/dev/null) \
-    | grep -E "\.orig\.tar\.[a-z0-9]+' " | head -n1 || true
-  rmdir "$d"
-}
+orig_ok() { echo "$CRIU_ORIG_SHA256  $CRIU_WORK/$CRIU_ORIG" | sha256sum --quiet -c - >/dev/null 2>&1; }
 
-# Sets ORIG_URI ORIG_FILE ORIG_SHA256 from `apt-get source --print-uris criu` on trixie.
+# Sets ORIG_URI from unstable's source index: the private list holds one deb-src line for sid on
+# the machine's own mirror; apt checks the index's signature, this checks the pinned name and hash.
 find_orig() {
-  local line
-  nv_trixie_update
-  line=$(orig_line)
-  if [[ -z $line ]]; then
-    nv_trixie_update force
-    line=$(orig_line)
+  local mirror opts log line d name sha
+  mirror=$(nv_trixie_mirror) || return 1
+  mkdir -p "$CRIU_APT"/{lists/partial,cache/archives/partial}
+  printf 'deb-src %s sid main\n' "$mirror" >"$CRIU_APT/sources.list"
+  opts=(-o "Dir::Etc::SourceList=$CRIU_APT/sources.list" -o Dir::Etc::SourceParts=/dev/null
+    -o "Dir::State::Lists=$CRIU_APT/lists" -o "Dir::Cache=$CRIU_APT/cache"
+    -o APT::Sandbox::User=root -o Acquire::Languages=none -o APT::Update::Error-Mode=any)
+  log=$CRIU_WORK/apt-sid.log
+  if ! apt-get "${opts[@]}" -qq update </dev/null >"$log" 2>&1; then
+    sed 's/^/  /' "$log" >&2
+    echo "build-criu: cannot read Debian unstable's source index (deb-src $mirror sid main);" \
+      "CRIU $CRIU_VERSION comes only from there (no fallback to another version)" >&2
+    return 1
   fi
-  [[ -n $line ]] || { echo "build-criu: no criu orig tarball in trixie's source index" >&2; return 1; }
-  read -r ORIG_URI ORIG_FILE _ ORIG_SHA256 <<<"$line"
+  # apt leaves out files that already sit in the current directory: ask from an empty one.
+  d=$(mktemp -d)
+  line=$(cd "$d" && apt-get "${opts[@]}" -qq source --print-uris "criu=$CRIU_DEB_VERSION" 2>"$log" \
+    | grep -F "' $CRIU_ORIG " | head -n1) || true
+  rmdir "$d"
+  if [[ -z $line ]]; then
+    sed 's/^/  /' "$log" >&2
+    echo "build-criu: Debian unstable's source index has no criu $CRIU_DEB_VERSION ($CRIU_ORIG)" \
+      "any more; update the pin (CRIU_VERSION, CRIU_DEB_VERSION, CRIU_ORIG, CRIU_ORIG_SHA256)" \
+      "after checking the new version" >&2
+    return 1
+  fi
+  read -r ORIG_URI name _ sha <<<"$line"
   ORIG_URI=${ORIG_URI//\'/}
-  [[ $ORIG_SHA256 == SHA256:* ]] || { echo "build-criu: no SHA256 in: $line" >&2; return 1; }
+  if [[ $name != "$CRIU_ORIG" || $sha != "SHA256:$CRIU_ORIG_SHA256" ]]; then
+    echo "build-criu: unstable's index names $name $sha, not the pinned" \
+      "$CRIU_ORIG SHA256:$CRIU_ORIG_SHA256" >&2
+    return 1
+  fi
 }
 
 fetch_orig() {
-  [[ -s $CRIU_WORK/$ORIG_FILE ]] \
-    && echo "${ORIG_SHA256#SHA256:}  $CRIU_WORK/$ORIG_FILE" | sha256sum --quiet -c - 2>/dev/null && return 0
-  rm -f "$CRIU_WORK/$ORIG_FILE"
-  /usr/lib/apt/apt-helper -o APT::Sandbox::User=root download-file "$ORIG_URI" "$CRIU_WORK/$ORIG_FILE" "$ORIG_SHA256" >/dev/null
+  if [[ -s $CRIU_WORK/$CRIU_ORIG ]] && orig_ok; then
+    echo "build-criu: source $CRIU_WORK/$CRIU_ORIG (SHA256 as pinned, already here)"
+    return 0
+  fi
+  rm -f "$CRIU_WORK/$CRIU_ORIG"
+  find_orig
+  echo "build-criu: fetching $ORIG_URI (SHA256:$CRIU_ORIG_SHA256)"
+  /usr/lib/apt/apt-helper -o APT::Sandbox::User=root download-file "$ORIG_URI" \
+    "$CRIU_WORK/$CRIU_ORIG" "SHA256:$CRIU_ORIG_SHA256" >/dev/null
+  orig_ok || { echo "build-criu: $CRIU_WORK/$CRIU_ORIG does not match the pinned SHA256" >&2; return 1; }
 }
 
 build() {
   local src=$CRIU_WORK/src
   rm -rf "$src"
   mkdir -p "$src"
-  tar -C "$src" --strip-components=1 -xf "$CRIU_WORK/$ORIG_FILE"
+  tar -C "$src" --strip-components=1 -xf "$CRIU_WORK/$CRIU_ORIG"
   echo "build-criu: make -j$(nproc) criu in $src (log: $CRIU_WORK/build.log)"
   if ! make -C "$src" -j"$(nproc)" criu >"$CRIU_WORK/build.log" 2>&1; then
     tail -n 30 "$CRIU_WORK/build.log" >&2
@@ -93,6 +120,10 @@ build() {
     return 1
   fi
   install -D -m 0755 "$src/criu/criu" "$CRIU_BIN"
+  is_current || {
+    echo "build-criu: $CRIU_BIN reports '$(installed_version)', not $CRIU_VERSION" >&2
+    return 1
+  }
 }
 
 check_verdict() {
@@ -110,16 +141,17 @@ main() {
   if [[ ${1:-} == --check ]]; then is_current; return; fi
   [[ $(id -u) == 0 ]] || { echo "build-criu: run as root" >&2; return 1; }
   if is_current; then
-    echo "build-criu: $CRIU_BIN $(installed_version) already installed"
+    echo "build-criu: $CRIU_BIN $CRIU_VERSION already installed"
     return 0
   fi
   mkdir -p "$CRIU_WORK"
   exec 8>"$CRIU_WORK/.lock"
   flock 8
-  local t0=$SECONDS
+  is_current && return 0 # built meanwhile by another run
+  local t0=$SECONDS old
+  old=$(installed_version)
+  [[ -z $old ]] || echo "build-criu: replacing $CRIU_BIN $old with CRIU $CRIU_VERSION"
   install_missing "${BUILD_DEPS[@]}"
-  find_orig
-  echo "build-criu: source $ORIG_FILE ($ORIG_SHA256)"
   fetch_orig
   build
   echo "build-criu: installed $CRIU_BIN $(installed_version) in $((SECONDS - t0)) s"

@@ -4,7 +4,7 @@
 # checkpoint: a refusal with its diagnostic (a child holds a GPU device without CUDA), and a
 # checkpoint + restore of CUDA processes. Without a GPU the driver is played by the test fixtures
 # (a fake libcuda loaded by the shim's nvproxy-cuda-helper, a fake CUDA app in the container);
-# test/gpu/ runs the same flow on a real H200. Usage: sudo scripts/demo.sh
+# test/gpu/ runs the same flow on a real H200. Usage: bash scripts/demo.sh (as root)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 repo=$PWD

@@ -6,10 +6,11 @@
 # version when the archive still has it, else the version unstable has now, unpacks it with
 # `dpkg -x` into $NV_CTD2_DEST/containerd/ and writes $NV_CTD2_DEST/env.sh
 # (NVPROXY_CONTAINERD2_BIN_DIR). The e2e tests for containerd 2 skip, saying why, without it.
-# Usage: scripts/fetch-containerd2.sh [--check]   (--check: exit 0 if it is in place, silently)
+# Usage: bash scripts/fetch-containerd2.sh [--check]   (--check: exit 0 if it is in place, silently)
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-source "$HERE/fetch-trixie.sh"  # for nv_trixie_mirror
+# shellcheck source-path=SCRIPTDIR
+source "$HERE/fetch-trixie.sh" # for nv_trixie_mirror
 
 NV_CTD2_VERSION=${NV_CTD2_VERSION:-2.1.9+ds1-5}  # the version the e2e tests were written against
 NV_CTD2_APT=${NV_CTD2_APT:-/var/tmp/nvproxy-apt-sid}
@@ -25,8 +26,9 @@ if [[ ${1:-} == --check ]]; then in_place; exit; fi
 [[ $(id -u) == 0 ]] || { echo "fetch-containerd2: run as root" >&2; exit 1; }
 if in_place; then echo "fetch-containerd2: in place: $("$BIN/containerd" --version)"; exit 0; fi
 
+mirror=$(nv_trixie_mirror) || exit 1 # the machine's own Debian mirror (with none, it says how to add one)
 mkdir -p "$NV_CTD2_APT"/{lists/partial,cache/archives/partial,dl}
-printf 'deb %s sid main\n' "$(nv_trixie_mirror)" >"$NV_CTD2_APT/sources.list"
+printf 'deb %s sid main\n' "$mirror" >"$NV_CTD2_APT/sources.list"
 opts=(-o "Dir::Etc::SourceList=$NV_CTD2_APT/sources.list" -o Dir::Etc::SourceParts=/dev/null
   -o "Dir::State::Lists=$NV_CTD2_APT/lists" -o "Dir::Cache=$NV_CTD2_APT/cache"
   -o APT::Sandbox::User=root -o Acquire::Languages=none)

@@ -4,8 +4,9 @@
 # This fetches the .debs through a PRIVATE apt setup (own sources list, lists and cache dirs; the
 # system's apt config is untouched) and unpacks each with `dpkg -x` into $NV_TRIXIE_DEST/<pkg>/,
 # then writes $NV_TRIXIE_DEST/env.sh (NVPROXY_* paths) and checks each binary runs (`--version`).
-# Usage: scripts/fetch-trixie.sh [--check]   (--check: exit 0 if all is in place, silently)
-# Sourcing this file only defines the nv_trixie_* helpers (build-criu.sh uses them for deb-src).
+# Usage: bash scripts/fetch-trixie.sh [--check]   (--check: exit 0 if all is in place, silently)
+# Sourcing this file only defines the nv_trixie_* helpers (build-criu.sh and fetch-containerd2.sh
+# use nv_trixie_mirror).
 set -euo pipefail
 
 NV_TRIXIE_APT=${NV_TRIXIE_APT:-/var/tmp/nvproxy-apt-trixie}
@@ -13,25 +14,48 @@ NV_TRIXIE_DEST=${NV_TRIXIE_DEST:-/opt/nvproxy-deps/trixie}
 NV_TRIXIE_PKGS=(containerd runsc docker.io docker-cli)
 NV_TRIXIE_OPTS=()
 
-# The mirror URI the system already uses (deb822 first, then one-line format).
+# The Debian mirror the machine's own apt sources use: the first non-security URI of a deb822
+# stanza (/etc/apt/sources.list.d/*.sources) or one-line entry (sources.list, *.list) for this
+# release's codename. Those sources are the only place packages come from: with none, it fails.
 nv_trixie_mirror() {
-  local m=""
-  if [[ -r /etc/apt/sources.list.d/debian.sources ]]; then
-    m=$(awk '/^URIs:/ && $2 !~ /security/ {print $2; exit}' /etc/apt/sources.list.d/debian.sources)
+  local codename m="" f
+  codename=$(. /etc/os-release 2>/dev/null && echo "${VERSION_CODENAME:-}")
+  if [[ -n $codename ]]; then
+    for f in /etc/apt/sources.list.d/*.sources; do
+      [[ -r $f && -z $m ]] || continue
+      m=$(awk -v c="$codename" '
+        function flush() {
+          if (!done && ok && uri != "" && uri !~ /security/) { print uri; done = 1 }
+          ok = 0; uri = ""
+        }
+        /^[ \t]*$/ { flush(); next }
+        /^URIs:/ { uri = $2 }
+        /^Suites:/ { for (i = 2; i <= NF; i++) if ($i == c) ok = 1 }
+        END { flush() }' "$f")
+    done
+    for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
+      [[ -r $f && -z $m ]] || continue
+      m=$(awk -v c="$codename" '$1 ~ /^deb(-src)?$/ && $0 !~ /security/ {
+          for (i = 2; i < NF; i++) if ($i ~ /^[a-z+]+:\/\//) { if ($(i + 1) == c) { print $i; exit } break }
+        }' "$f")
+    done
   fi
-  if [[ -z $m && -r /etc/apt/sources.list ]]; then
-    m=$(awk '$1=="deb" && $0 !~ /security/ {for (i=2;i<=NF;i++) if ($i ~ /^[a-z]+:\/\//) {print $i; exit}}' \
-      /etc/apt/sources.list)
+  if [[ -z $m ]]; then
+    echo "nvproxy: no Debian mirror in this machine's apt sources (a 'deb' entry for" \
+      "'${codename:-this release}' in /etc/apt/sources.list.d/*.sources or /etc/apt/sources.list);" \
+      "packages come only from the machine's own apt sources: add your mirror there, e.g. the line" \
+      "'deb http://YOUR-MIRROR/debian ${codename:-bookworm} main' in /etc/apt/sources.list, then retry" >&2
+    return 1
   fi
-  echo "${m:-http://deb.debian.org/debian}"
+  echo "$m"
 }
 
 # Writes the private sources list and sets NV_TRIXIE_OPTS (apt options that select it).
 nv_trixie_setup() {
   local mirror
-  mirror=$(nv_trixie_mirror)
+  mirror=$(nv_trixie_mirror) || return 1
   mkdir -p "$NV_TRIXIE_APT"/{lists/partial,cache/archives/partial,dl}
-  printf 'deb %s trixie main\ndeb-src %s trixie main\n' "$mirror" "$mirror" >"$NV_TRIXIE_APT/sources.list.new"
+  printf 'deb %s trixie main\n' "$mirror" >"$NV_TRIXIE_APT/sources.list.new"
   if ! cmp -s "$NV_TRIXIE_APT/sources.list.new" "$NV_TRIXIE_APT/sources.list"; then
     mv "$NV_TRIXIE_APT/sources.list.new" "$NV_TRIXIE_APT/sources.list"
     rm -f "$NV_TRIXIE_APT/lists/"*_dists_*
@@ -49,8 +73,7 @@ nv_trixie_setup() {
 nv_trixie_update() {
   local force=${1:-}
   nv_trixie_setup
-  if [[ -z $force ]] && compgen -G "$NV_TRIXIE_APT/lists/*_trixie_main_binary-*_Packages*" >/dev/null \
-    && compgen -G "$NV_TRIXIE_APT/lists/*_trixie_main_source_Sources*" >/dev/null; then
+  if [[ -z $force ]] && compgen -G "$NV_TRIXIE_APT/lists/*_trixie_main_binary-*_Packages*" >/dev/null; then
     return 0
   fi
   apt-get "${NV_TRIXIE_OPTS[@]}" -qq update
