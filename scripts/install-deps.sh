@@ -13,7 +13,8 @@ BUILD_PKGS=(build-essential cmake pkg-config libboost-dev libboost-program-optio
   protobuf-compiler libprotobuf-dev nlohmann-json3-dev libyaml-cpp-dev libgtest-dev libgmock-dev
   clang clang-tidy clang-format libclang-rt-14-dev)
 TEST_PKGS=(containerd runc crun busybox-static iptables jq rpm util-linux procps psmisc file man-db gdb
-  golang-go golang-github-containerd-ttrpc-dev)  # the last two: the ttrpc interop test against Go's ttrpc
+  golang-go golang-github-containerd-ttrpc-dev  # the ttrpc interop test against Go's ttrpc
+  golang-github-containerd-containerd-dev)  # containerd's Go client for test/conformance
 
 # Prints the packages of "$@" that are not installed.
 missing_pkgs() {
@@ -50,6 +51,9 @@ install_pkgs() {
 main() {
   [[ $(id -u) == 0 ]] || { echo "install-deps: run as root" >&2; return 1; }
   local all=("${BUILD_PKGS[@]}" "${TEST_PKGS[@]}")
+  # Silent when in place. Not fatal: without the deps directory next to the checkout (containerd
+  # 2.3's prebuilt tarballs), the containerd 2.3 tests skip and say why.
+  "$HERE/fetch-shared-deps.sh" || echo "install-deps: no prebuilt deps (containerd 2.3); its tests will be skipped" >&2
   if [[ -z $(missing_pkgs "${all[@]}") ]] && "$HERE/fetch-trixie.sh" --check \
     && "$HERE/fetch-containerd2.sh" --check && "$HERE/build-criu.sh" --check; then
     echo "install-deps: all dependencies already installed"

@@ -1,7 +1,7 @@
 # shellcheck shell=bash
 # Why: every e2e test needs a containerd of its own, isolated from the system's and from other
 # tests, with our shim on its PATH and a test image inside. Source this from a `set -euo pipefail`
-# test script, then call `nv_harness_start [--containerd 1.6|1.7|2]`; an EXIT trap tears it all down
+# test script, then call `nv_harness_start [--containerd 1.6|1.7|2|2.3]`; an EXIT trap tears it all down
 # (tasks, containerd, stray shims of this containerd, mounts, cgroups, the temp dir).
 #   NVPROXY_SHIM_DIR   dir holding containerd-shim-nvproxy-v1 (prepended to containerd's PATH)
 #   NV_KEEP=1          keep the temp dir after the test;  NV_SNAPSHOTTER=native  force a snapshotter
@@ -20,6 +20,7 @@ export NV_IMAGE=${NV_IMAGE:-docker.io/library/busybox:nvproxy-test}
 NV_IMAGE_TAR=${NV_IMAGE_TAR:-/var/tmp/nvproxy-test-image.tar}
 NV_TRIXIE_ENV=${NV_TRIXIE_ENV:-/opt/nvproxy-deps/trixie/env.sh}
 NV_CONTAINERD2_ENV=${NV_CONTAINERD2_ENV:-/opt/nvproxy-deps/containerd2/env.sh}
+NV_SHARED_ENV=${NV_SHARED_ENV:-/opt/nvproxy-deps/shared/env.sh}  # scripts/fetch-shared-deps.sh
 NV_SKIP_CODE=77  # CTest's SKIP_RETURN_CODE for the e2e tests
 NV_WAIT_TIMEOUT=${NV_WAIT_TIMEOUT:-30}
 NV_SHIM_NAME=containerd-shim-nvproxy-v1
@@ -74,7 +75,7 @@ nv_defer() { _NV_DEFERRED+=("$(printf '%q ' "$@")"); }
 
 # ---------- start ----------
 
-# nv_harness_start [--containerd 1.6|1.7]
+# nv_harness_start [--containerd 1.6|1.7|2|2.3]   (2: Debian unstable's 2.1; 2.3: the prebuilt 2.3.x)
 nv_harness_start() {
   local ver=1.6
   while (($#)); do
@@ -126,12 +127,22 @@ _nv_pick_binaries() {
       # the test is then reported skipped with the reason, not passed.
       [[ -n $bindir ]] || nv_skip "containerd 2 not fetched (scripts/fetch-containerd2.sh failed or was not run)"
       ;;
-    *) nv_fail "nv_harness_start: --containerd must be 1.6, 1.7 or 2, not $1" ;;
+    2.3)
+      if [[ -z ${NVPROXY_CONTAINERD23_BIN_DIR:-} && -r $NV_SHARED_ENV ]]; then
+        # shellcheck disable=SC1090
+        source "$NV_SHARED_ENV"
+      fi
+      bindir=${NVPROXY_CONTAINERD23_BIN_DIR:-}
+      # Prebuilt tarballs from the deps directory next to the checkout; absent on some machines.
+      [[ -n $bindir ]] || nv_skip "containerd 2.3 not unpacked (no deps directory for scripts/fetch-shared-deps.sh, or it was not run)"
+      ;;
+    *) nv_fail "nv_harness_start: --containerd must be 1.6, 1.7, 2 or 2.3, not $1" ;;
   esac
   NV_CONTAINERD_BIN=$bindir/containerd
   NV_CTR=$bindir/ctr
   [[ -x $NV_CONTAINERD_BIN && -x $NV_CTR ]] || nv_fail "no containerd/ctr in $bindir"
   NV_CONTAINERD_VERSION=$("$NV_CONTAINERD_BIN" --version | awk '{print $3}')
+  NV_CONTAINERD_VERSION=${NV_CONTAINERD_VERSION#v}  # upstream builds print v2.3.4, Debian's 2.1.9
   [[ $NV_CONTAINERD_VERSION == "$1".* ]] \
     || nv_fail "$NV_CONTAINERD_BIN is $NV_CONTAINERD_VERSION, wanted $1"
   _NV_DAEMON_PATH=$bindir:$PATH
