@@ -4,9 +4,11 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -31,6 +33,20 @@ std::string RunResult::describe() const {
   if (tail.size() > 2000) tail = "..." + tail.substr(tail.size() - 2000);
   if (!tail.empty()) s += ": " + tail;
   return s;
+}
+
+DeadlineError::DeadlineError(std::string command, std::string object, std::chrono::milliseconds timeout, pid_t pgid,
+                             std::string aftermath)
+    : Error(Code::DeadlineExceeded, command + " of " + object + " did not finish within " + std::to_string(timeout.count()) +
+                                        " ms" + (aftermath.empty() ? "" : "; " + aftermath)),
+      command_(std::move(command)),
+      object_(std::move(object)),
+      timeout_(timeout),
+      pgid_(pgid),
+      aftermath_(std::move(aftermath)) {}
+
+DeadlineError DeadlineError::with(const std::string& more) const {
+  return {command_, object_, timeout_, pgid_, aftermath_.empty() ? more : aftermath_ + "; " + more};
 }
 
 int exit_code_from_status(int status) {
@@ -119,7 +135,7 @@ struct Pipe {
 
 }  // namespace
 
-pid_t ProcessRunner::fork_exec(const Command& cmd, int in, int out, int err) {
+pid_t ProcessRunner::fork_exec(const Command& cmd, int in, int out, int err, int* pidfd) {
   if (cmd.argv.empty()) throw Error(Code::InvalidArgument, "empty command");
   std::string prog = find_program(cmd.argv[0]);
   if (prog.empty()) {
@@ -136,18 +152,26 @@ pid_t ProcessRunner::fork_exec(const Command& cmd, int in, int out, int err) {
   envp.push_back(nullptr);
   const char* cwd = cmd.cwd.empty() ? nullptr : cmd.cwd.c_str();
   const bool setsid_child = cmd.new_session;
+  const bool setpgid_child = cmd.new_process_group && !cmd.new_session;
   const std::vector<int>& extra = cmd.extra_fds;
 
   return waiter_.spawn([&]() -> pid_t {
     pid_t pid = ::fork();
     if (pid < 0) throw sys_error("fork for " + cmd.argv[0]);
-    if (pid > 0) return pid;
+    if (pid > 0) {
+      // Both sides set the group, so that it exists whichever runs first (the parent may kill it).
+      if (setpgid_child) ::setpgid(pid, pid);
+      // Opened while the waiter cannot reap the child yet, so the pid cannot name another process.
+      if (pidfd) *pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+      return pid;
+    }
     // Child.
     sigset_t all;
     sigemptyset(&all);
     sigprocmask(SIG_SETMASK, &all, nullptr);
     signal(SIGPIPE, SIG_DFL);
     if (setsid_child) setsid();
+    if (setpgid_child) setpgid(0, 0);
     int moved[64];
     size_t n = extra.size() < 64 ? extra.size() : 64;
     for (size_t i = 0; i < n; ++i) moved[i] = fcntl(extra[i], F_DUPFD, 100);
@@ -174,6 +198,13 @@ pid_t ProcessRunner::start(const Command& cmd) {
 }
 
 RunResult ProcessRunner::run(const Command& cmd) {
+  using Clock = std::chrono::steady_clock;
+  // After the child exited, what it wrote is in the pipes already; a grandchild holding them open
+  // (a daemon, CRIU left behind) gets this long before reading stops.
+  constexpr auto kDrainAfterExit = std::chrono::milliseconds(100);
+  // Without a pidfd (kernels before 5.3) the child's exit is polled for this often.
+  constexpr int kExitPollMs = 20;
+
   UniqueFd null_in;
   std::optional<Pipe> in_pipe, out_pipe, err_pipe;
   int in = cmd.stdin_fd, out = cmd.stdout_fd, err = cmd.stderr_fd;
@@ -193,36 +224,65 @@ RunResult ProcessRunner::run(const Command& cmd) {
     err = err_pipe->w.get();
   }
 
-  pid_t pid = fork_exec(cmd, in, out, err);
+  int raw_pidfd = -1;
+  pid_t pid = fork_exec(cmd, in, out, err, &raw_pidfd);
+  UniqueFd pidfd(raw_pidfd >= 0 ? raw_pidfd : -1);
   if (in_pipe) in_pipe->r.reset();
   if (out_pipe) out_pipe->w.reset();
   if (err_pipe) err_pipe->w.reset();
 
   RunResult res;
+  res.pid = pid;
+  const bool own_group = cmd.new_process_group || cmd.new_session;
   std::string_view to_write = cmd.stdin_data ? std::string_view(*cmd.stdin_data) : std::string_view();
   if (in_pipe && to_write.empty()) in_pipe->w.reset();
   if (in_pipe) ::fcntl(in_pipe->w.get(), F_SETFL, O_NONBLOCK);
-  auto deadline = std::chrono::steady_clock::now() + cmd.timeout;
+  const auto deadline = Clock::now() + cmd.timeout;
+  std::optional<int> status;  // known early only without a pidfd (try_wait reaps)
+  bool exited = false;
+  Clock::time_point drain_until{};
+  auto ms_until = [](Clock::time_point t) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(t - Clock::now()).count();
+    return left > 0 ? static_cast<int>(std::min<long long>(left, 1 << 30)) : 0;
+  };
+  auto note_exit = [&] {
+    exited = true;
+    drain_until = Clock::now() + kDrainAfterExit;
+    if (in_pipe) in_pipe->w.reset();  // nobody reads it any more
+  };
   while (true) {
+    if (!exited && !pidfd) {
+      if ((status = waiter_.try_wait(pid))) note_exit();
+    }
     std::vector<pollfd> fds;
     if (out_pipe && out_pipe->r) fds.push_back({out_pipe->r.get(), POLLIN, 0});
     if (err_pipe && err_pipe->r) fds.push_back({err_pipe->r.get(), POLLIN, 0});
     if (in_pipe && in_pipe->w) fds.push_back({in_pipe->w.get(), POLLOUT, 0});
-    if (fds.empty()) break;
+    if (exited && fds.empty()) break;
+    if (!exited && pidfd) fds.push_back({pidfd.get(), POLLIN, 0});
     int wait_ms = -1;
-    if (cmd.timeout.count() > 0) {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-      wait_ms = left.count() > 0 ? static_cast<int>(left.count()) : 0;
-    }
+    auto at_most = [&](int ms) { wait_ms = wait_ms < 0 ? ms : std::min(wait_ms, ms); };
+    if (exited) at_most(ms_until(drain_until));
+    if (!exited && cmd.timeout.count() > 0) at_most(ms_until(deadline));
+    if (!exited && !pidfd) at_most(kExitPollMs);
     int r = ::poll(fds.data(), fds.size(), wait_ms);
     if (r < 0 && errno == EINTR) continue;
-    if (r == 0) {  // timeout: the child is stuck; kill it and stop reading
+    if (r < 0) throw sys_error("poll for " + cmd.argv[0]);
+    if (exited && Clock::now() >= drain_until) break;  // a grandchild keeps the pipes: stop reading
+    if (!exited && cmd.timeout.count() > 0 && Clock::now() >= deadline) {
+      // The child is stuck: kill it with everything in its group, stop reading (whatever still
+      // holds the pipes does not matter any more) and reap it below.
+      if (own_group && ::kill(-pid, SIGKILL) == 0) res.killed_pgid = pid;
       ::kill(pid, SIGKILL);
       res.timed_out = true;
       break;
     }
     for (const auto& p : fds) {
       if (!p.revents) continue;
+      if (pidfd && p.fd == pidfd.get()) {
+        note_exit();
+        continue;
+      }
       if (in_pipe && p.fd == in_pipe->w.get()) {
         ssize_t n = ::write(p.fd, to_write.data(), to_write.size());
         if (n > 0) to_write.remove_prefix(static_cast<size_t>(n));
@@ -239,7 +299,7 @@ RunResult ProcessRunner::run(const Command& cmd) {
         (is_out ? out_pipe->r : err_pipe->r).reset();
     }
   }
-  RunResult st = result_from_status(waiter_.wait(pid));
+  RunResult st = result_from_status(status ? *status : waiter_.wait(pid));
   res.exit_code = st.exit_code;
   res.term_signal = st.term_signal;
   return res;

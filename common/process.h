@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "common/error.h"
+
 namespace nvproxy {
 
 struct Command {
@@ -27,18 +29,46 @@ struct Command {
   int stderr_fd = -1;
   std::vector<int> extra_fds;  // become fds 3, 4, ... in the child
   bool new_session = false;
-  std::chrono::milliseconds timeout{0};  // 0: none; on expiry the child gets SIGKILL
+  // The child leads a process group of its own (setpgid), so that a timeout kills everything it
+  // started that stayed in the group (runc and the CRIU under it), not just the child.
+  bool new_process_group = false;
+  // 0: none; on expiry the child (its whole group with new_process_group or new_session) gets
+  // SIGKILL, reading stops and the child is reaped.
+  std::chrono::milliseconds timeout{0};
 };
 
 struct RunResult {
   int exit_code = -1;   // -1 when killed by a signal
   int term_signal = 0;  // the signal that ended it, 0 if it exited
   bool timed_out = false;
+  pid_t pid = 0;          // the child's pid (with new_process_group or new_session also its group id)
+  pid_t killed_pgid = 0;  // on timeout: the process group that got SIGKILL (0: only the child was killed)
   std::string out;
   std::string err;
   [[nodiscard]] bool ok() const { return exit_code == 0; }
   // "exit status 1: <stderr tail>" or "killed by signal 9"; for error messages.
   [[nodiscard]] std::string describe() const;
+};
+
+// A command (or a step built on one) that ran past its deadline and was killed; code DeadlineExceeded.
+// what(): "<command> of <object> did not finish within <N> ms; <aftermath>", e.g. "runc checkpoint
+// of container \"c1\" did not finish within 3000 ms; killed runc and CRIU (pgid 4242)".
+class DeadlineError : public Error {
+ public:
+  DeadlineError(std::string command, std::string object, std::chrono::milliseconds timeout, pid_t pgid, std::string aftermath);
+  [[nodiscard]] const std::string& command() const { return command_; }  // "runc checkpoint"
+  [[nodiscard]] const std::string& object() const { return object_; }    // "container \"c1\""
+  [[nodiscard]] std::chrono::milliseconds timeout() const { return timeout_; }
+  [[nodiscard]] pid_t pgid() const { return pgid_; }                         // 0: none was killed
+  [[nodiscard]] const std::string& aftermath() const { return aftermath_; }  // what was done about it
+  // The same error with one more thing done about it ("container thawed").
+  [[nodiscard]] DeadlineError with(const std::string& more) const;
+
+ private:
+  std::string command_, object_;
+  std::chrono::milliseconds timeout_;
+  pid_t pgid_;
+  std::string aftermath_;
 };
 
 // Decodes a wait(2) status into an exit code in containerd's convention (128+signal if signalled).
@@ -70,7 +100,8 @@ class ProcessRunner {
   explicit ProcessRunner(ChildWaiter& waiter) : waiter_(waiter) {}
   virtual ~ProcessRunner() = default;
   // Runs to completion. Throws Error only when the program cannot be started; a non-zero exit is
-  // reported in RunResult.
+  // reported in RunResult. Output is captured until the child exits (what it wrote is read then):
+  // a grandchild that keeps the output pipes open does not keep run() waiting.
   virtual RunResult run(const Command& cmd);
   // Starts without waiting (stdio must be given as fds; nothing is captured). Returns the pid.
   pid_t start(const Command& cmd);
@@ -78,7 +109,8 @@ class ProcessRunner {
   ChildWaiter& waiter() { return waiter_; }
 
  private:
-  pid_t fork_exec(const Command& cmd, int in, int out, int err);
+  // pidfd: where to keep a pidfd of the child, opened before anyone can reap it (null: none).
+  pid_t fork_exec(const Command& cmd, int in, int out, int err, int* pidfd = nullptr);
   ChildWaiter& waiter_;
 };
 
