@@ -47,13 +47,28 @@ std::string Runtime::last_log_error() const {
   return last;
 }
 
-RunResult Runtime::run_checked(const std::string& id, const std::string& what, Command cmd) {
+RunResult Runtime::run_checked(const std::string& id, const std::string& what, Command cmd,
+                               const std::function<std::string()>& on_timeout) {
+  if (cmd.timeout.count() <= 0) cmd.timeout = cfg_.command_timeout;
+  cmd.new_process_group = true;  // a timeout kills the runtime with whatever it started (CRIU)
   log_.debug("runtime: " + [&] {
     std::string s;
     for (auto& a : cmd.argv) s += a + " ";
     return s;
   }());
   RunResult r = runner_.run(cmd);
+  if (r.timed_out) {
+    std::string name = runtime_kind_name(kind_);
+    bool criu = kind_ != RuntimeKind::Runsc && (what == "checkpoint" || what == "restore");
+    std::string killed =
+        "killed " + name + (criu ? " and CRIU" : "") +
+        (r.killed_pgid > 0 ? " (pgid " + std::to_string(r.killed_pgid) + ")" : " (pid " + std::to_string(r.pid) + ")");
+    log_.warn(name + " " + what + " of container \"" + id + "\" ran out of its " + std::to_string(cmd.timeout.count()) +
+              " ms: " + killed);
+    DeadlineError e(name + " " + what, "container \"" + id + "\"", cmd.timeout, r.killed_pgid, killed);
+    if (on_timeout) e = e.with(on_timeout());
+    throw e;
+  }
   if (!r.ok()) {
     std::string detail = last_log_error();
     if (detail.empty()) detail = r.describe();
@@ -168,7 +183,7 @@ void Runtime::checkpoint(const std::string& id, const CheckpointFlags& f) {
   a.push_back(id);
   for (const auto& d : dropped)
     log_.info("checkpoint of \"" + id + "\": " + runtime_kind_name(kind_) + " does not take " + d + ", dropped");
-  run_checked(id, "checkpoint", {.argv = a});
+  run_checked(id, "checkpoint", {.argv = a, .timeout = cfg_.checkpoint_timeout});
 }
 
 nlohmann::json Runtime::stats(const std::string& id) {
@@ -193,8 +208,25 @@ void Runtime::restore(const std::string& id, const RestoreOptions& o) {
   }
   if (!o.console_socket.empty()) a.insert(a.end(), {"--console-socket", o.console_socket});
   a.push_back(id);
+  // A restore killed midway leaves a half-restored container (state, cgroup, processes CRIU had
+  // created): it is removed, so that nothing of it keeps running behind containerd's back.
+  auto remove_half_restored = [&]() -> std::string {
+    std::string del = std::string(runtime_kind_name(kind_)) + " delete --force";
+    try {
+      remove(id, true);
+      return "removed the half-restored container (" + del + ")";
+    } catch (const std::exception& e) {
+      return "could not remove the half-restored container (" + del + "): " + e.what();
+    }
+  };
   run_checked(id, "restore",
-              {.argv = a, .cwd = o.bundle.string(), .stdin_fd = o.stdio.in, .stdout_fd = o.stdio.out, .stderr_fd = o.stdio.err});
+              {.argv = a,
+               .cwd = o.bundle.string(),
+               .stdin_fd = o.stdio.in,
+               .stdout_fd = o.stdio.out,
+               .stderr_fd = o.stdio.err,
+               .timeout = cfg_.restore_timeout},
+              remove_half_restored);
 }
 
 }  // namespace nvproxy::oci

@@ -4,7 +4,9 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <filesystem>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -24,6 +26,19 @@ struct RuntimeConfig {
   std::vector<std::string> extra_args;  // global flags placed before the command (e.g. runsc --network=none)
   bool systemd_cgroup = false;
   std::string criu_path;  // runc --criu
+  // Deadlines: no runtime command may hang the shim. On expiry the runtime's whole process group
+  // (runc and the CRIU it started) is killed and the call throws DeadlineError. The shim's config
+  // sets the first two from checkpoint.snapshot_timeout_ms and checkpoint.restore_timeout_ms.
+  std::chrono::milliseconds checkpoint_timeout{kDefaultCheckpointTimeout};  // `checkpoint`
+  std::chrono::milliseconds restore_timeout{kDefaultRestoreTimeout};        // `restore`
+  std::chrono::milliseconds command_timeout{kDefaultCommandTimeout};        // every other command
+
+  // A 50 GiB process dumps in ~40 s on an H200 host's disk; CRIU writes at disk speed, so a large
+  // container on a slow or network disk needs many minutes. Half an hour each way.
+  static constexpr std::chrono::milliseconds kDefaultCheckpointTimeout{30 * 60 * 1000};
+  static constexpr std::chrono::milliseconds kDefaultRestoreTimeout{30 * 60 * 1000};
+  // create (with its hooks), start, exec, state, ps, kill, delete, pause, resume, update, events.
+  static constexpr std::chrono::milliseconds kDefaultCommandTimeout{120 * 1000};
 };
 
 struct Stdio {
@@ -83,14 +98,21 @@ class Runtime {
   void resume(const std::string& id);
   void update(const std::string& id, const nlohmann::json& linux_resources);
   void exec(const std::string& id, const ExecOptions& opts);
+  // On expiry of config().checkpoint_timeout: throws DeadlineError naming the killed process group;
+  // the container is left as the runtime left it (frozen, if CRIU froze it).
   void checkpoint(const std::string& id, const CheckpointFlags& flags);
   // `events --stats`: the runtime's resource statistics ("data" object of its stats event).
   nlohmann::json stats(const std::string& id);
+  // On expiry of config().restore_timeout: kills the runtime's process group, removes the half-
+  // restored container (`delete --force`) and throws DeadlineError saying so.
   void restore(const std::string& id, const RestoreOptions& opts);
 
  private:
   std::vector<std::string> base_args(const std::vector<std::string>& extra_global = {}) const;
-  RunResult run_checked(const std::string& id, const std::string& what, Command cmd);
+  // Runs in a process group of its own, under cmd.timeout (0: config().command_timeout); a timeout
+  // throws DeadlineError (after on_timeout, whose note is added to the error).
+  RunResult run_checked(const std::string& id, const std::string& what, Command cmd,
+                        const std::function<std::string()>& on_timeout = {});
   [[nodiscard]] std::string last_log_error() const;
 
   RuntimeConfig cfg_;

@@ -1,0 +1,129 @@
+// Deadlines of the runtime driver: a runtime command that hangs is killed with its whole process
+// group (the stand-in's "CRIU" child too), the call throws DeadlineError naming the command, and a
+// killed restore removes the half-restored container.
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <fstream>
+
+#include "common/error.h"
+#include "common/fs.h"
+#include "common/log.h"
+#include "oci/runtime.h"
+
+using namespace nvproxy;
+using namespace nvproxy::oci;
+using namespace std::chrono_literals;
+
+namespace {
+
+class RuntimeDeadlineTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() / ("nvproxy-rtdl-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir_);
+    script_ = dir_ / "fake-runc";
+    // checkpoint and restore start a "CRIU" (a plain sleep) and wait for it; state hangs itself.
+    std::ofstream(script_) << "#!/bin/sh\n"
+                              "echo \"$@\" >> "
+                           << (dir_ / "argv").string()
+                           << "\n"
+                              "case \" $* \" in\n"
+                              "  *\" checkpoint \"*|*\" restore \"*) sleep 1000 & echo $! > "
+                           << (dir_ / "criu.pid").string()
+                           << "; wait;;\n"
+                              "  *\" state \"*) exec sleep 1000;;\n"
+                              "esac\n";
+    ::chmod(script_.c_str(), 0755);
+  }
+  void TearDown() override {
+    if (pid_t p = criu_pid(); p > 0) ::kill(p, SIGKILL);
+    std::filesystem::remove_all(dir_);
+  }
+  pid_t criu_pid() {
+    std::ifstream in(dir_ / "criu.pid");
+    pid_t p = 0;
+    in >> p;
+    return p;
+  }
+  // Waits on the process's exit itself (a pidfd), up to 10 s.
+  static bool gone(pid_t pid) {
+    int fd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+    if (fd < 0) return errno == ESRCH;
+    pollfd p{fd, POLLIN, 0};
+    int r = ::poll(&p, 1, 10000);
+    ::close(fd);
+    return r == 1;
+  }
+  Runtime runtime(std::chrono::milliseconds ckpt, std::chrono::milliseconds restore, std::chrono::milliseconds other) {
+    RuntimeConfig rc{.binary = script_.string()};
+    rc.checkpoint_timeout = ckpt;
+    rc.restore_timeout = restore;
+    rc.command_timeout = other;
+    return {rc, runner_, log_, dir_ / "log.json"};
+  }
+  std::string argv() { return read_file(dir_ / "argv"); }
+
+  std::filesystem::path dir_, script_;
+  DirectWaiter waiter_;
+  ProcessRunner runner_{waiter_};
+  Logger log_{-1};
+};
+
+}  // namespace
+
+TEST_F(RuntimeDeadlineTest, HungCheckpointIsKilledWithItsCriu) {
+  auto rt = runtime(1500ms, 60s, 60s);
+  try {
+    rt.checkpoint("c1", {.leave_running = true, .image_path = "/img"});
+    FAIL() << "the hung checkpoint returned";
+  } catch (const DeadlineError& e) {
+    EXPECT_EQ(e.code(), Code::DeadlineExceeded);
+    std::string m = e.what();
+    EXPECT_NE(m.find("runc checkpoint of container \"c1\" did not finish within 1500 ms; killed runc and CRIU (pgid "),
+              std::string::npos)
+        << m;
+    EXPECT_EQ(e.command(), "runc checkpoint");
+    EXPECT_EQ(e.timeout(), 1500ms);
+    EXPECT_GT(e.pgid(), 0);
+  }
+  pid_t criu = criu_pid();
+  ASSERT_GT(criu, 0) << "the stand-in did not start its CRIU within the deadline";
+  EXPECT_TRUE(gone(criu)) << "CRIU (pid " << criu << ") survived the kill";
+}
+
+TEST_F(RuntimeDeadlineTest, HungRestoreIsKilledAndTheHalfRestoredContainerRemoved) {
+  auto rt = runtime(60s, 1500ms, 60s);
+  try {
+    rt.restore("c2", {.bundle = dir_, .image_path = "/img", .pid_file = dir_ / "pid"});
+    FAIL() << "the hung restore returned";
+  } catch (const DeadlineError& e) {
+    std::string m = e.what();
+    EXPECT_NE(m.find("runc restore of container \"c2\" did not finish within 1500 ms; killed runc and CRIU (pgid "),
+              std::string::npos)
+        << m;
+    EXPECT_NE(m.find("; removed the half-restored container (runc delete --force)"), std::string::npos) << m;
+  }
+  EXPECT_NE(argv().find("delete --force c2\n"), std::string::npos) << argv();
+  pid_t criu = criu_pid();
+  ASSERT_GT(criu, 0);
+  EXPECT_TRUE(gone(criu));
+}
+
+TEST_F(RuntimeDeadlineTest, EveryOtherCommandHasABoundedDefault) {
+  EXPECT_EQ(RuntimeConfig{}.command_timeout, RuntimeConfig::kDefaultCommandTimeout);
+  EXPECT_GE(RuntimeConfig::kDefaultCommandTimeout, 60s);
+  EXPECT_LE(RuntimeConfig::kDefaultCommandTimeout, 120s);
+  auto rt = runtime(60s, 60s, 300ms);
+  try {
+    rt.state("c3");
+    FAIL();
+  } catch (const DeadlineError& e) {
+    std::string m = e.what();
+    EXPECT_NE(m.find("runc state of container \"c3\" did not finish within 300 ms; killed runc (pgid "), std::string::npos) << m;
+  }
+}
