@@ -26,24 +26,34 @@ std::string read_file(const std::filesystem::path& p) {
   return out;
 }
 
+bool write_all(int fd, std::string_view data) {
+  while (!data.empty()) {
+    ssize_t n = ::write(fd, data.data(), data.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    data.remove_prefix(static_cast<size_t>(n));
+  }
+  return true;
+}
+
+void write_existing_file(const std::filesystem::path& p, std::string_view data) {
+  UniqueFd fd(::open(p.c_str(), O_WRONLY | O_CLOEXEC));
+  if (!fd) throw sys_error("open " + p.string());
+  if (!write_all(fd.get(), data)) throw sys_error("write " + p.string());
+}
+
 void write_file_atomic(const std::filesystem::path& p, std::string_view data, unsigned mode) {
   std::filesystem::path tmp = p;
   tmp += ".tmp." + std::to_string(::getpid());
   {
     UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode));
     if (!fd) throw sys_error("create " + tmp.string());
-    const char* d = data.data();
-    size_t left = data.size();
-    while (left > 0) {
-      ssize_t n = ::write(fd.get(), d, left);
-      if (n < 0) {
-        if (errno == EINTR) continue;
-        int e = errno;
-        ::unlink(tmp.c_str());
-        throw sys_error("write " + tmp.string(), e);
-      }
-      d += n;
-      left -= static_cast<size_t>(n);
+    if (!write_all(fd.get(), data)) {
+      int e = errno;
+      ::unlink(tmp.c_str());
+      throw sys_error("write " + tmp.string(), e);
     }
     ::fchmod(fd.get(), mode);
   }

@@ -9,6 +9,10 @@ namespace nvproxy {
 std::string read_file(const std::filesystem::path& p);  // throws Error
 // Writes via a temp file + rename so a crash never leaves a half-written file.
 void write_file_atomic(const std::filesystem::path& p, std::string_view data, unsigned mode = 0644);
+// Writes all of `data` to fd (retrying short writes and EINTR); false with errno set on failure.
+bool write_all(int fd, std::string_view data);
+// Writes into an existing file without creating or truncating it (cgroup and proc files).
+void write_existing_file(const std::filesystem::path& p, std::string_view data);
 // Resolves `rel` under `root` lexically and refuses results outside root (".." escapes).
 std::filesystem::path join_within(const std::filesystem::path& root, const std::filesystem::path& rel);
 bool path_within(const std::filesystem::path& root, const std::filesystem::path& p);

@@ -11,6 +11,7 @@
 #include "oci/runtime.h"
 #include "shim/config.h"
 #include "shim/process.h"
+#include "shim/task_options.h"
 
 namespace nvproxy::shim {
 
@@ -18,6 +19,7 @@ struct Container {
   std::string id;
   std::filesystem::path bundle;
   ShimConfig config;
+  TaskOptions options;  // what the client sent with Create
   std::unique_ptr<oci::Runtime> runtime;
   Process init;
   std::map<std::string, std::shared_ptr<Process>> execs;

@@ -83,6 +83,10 @@ OomWatcher::Entry OomWatcher::open_entry(const std::string& id, pid_t pid) const
   e.id = id;
   e.v2 = std::filesystem::exists(paths_.cgroup_root / "cgroup.controllers");
   std::string rel = cgroup_path(paths_.proc / std::to_string(pid) / "cgroup", e.v2);
+  // A process that has already exited (a zombie) reads as the root cgroup: watching that would
+  // report every OOM of the host as this container's.
+  if (rel == "/")
+    throw Error(Code::NotFound, "pid " + std::to_string(pid) + " of container \"" + id + "\" has exited; its cgroup reads /");
   e.dir = join_within(e.v2 ? paths_.cgroup_root : paths_.cgroup_root / "memory", rel);
   if (e.v2) {
     auto events = e.dir / "memory.events";

@@ -1,6 +1,7 @@
 // `start`: containerd runs this with cwd = bundle; we start (or find) the daemon, write the
 // `address` file and print the address. It must return quickly; the daemon outlives it.
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <iostream>
@@ -13,6 +14,8 @@
 #include "oci/spec.h"
 #include "shim/address.h"
 #include "shim/cli.h"
+#include "shim/shim_cgroup.h"
+#include "shim/task_options.h"
 
 namespace nvproxy::shim {
 
@@ -29,14 +32,28 @@ std::string grouping_id(const ShimArgs& a) {
   return a.id;
 }
 
+// The options on stdin, when they are a protobuf Any of a type we know; anything else (nothing,
+// another encoding) gives none: `start` must not fail on options only Create interprets.
+TaskOptions start_options(const std::string& input) {
+  if (input.empty()) return {};
+  wkt::Any any;
+  if (!any.ParseFromString(input) || any.type_url().empty()) return {};
+  try {
+    return decode_task_options(any, "start options");
+  } catch (const Error&) {
+    return {};
+  }
+}
+
 }  // namespace
 
 int start_main(const ShimArgs& a, const std::string& self_exe, std::istream& in, std::ostream& out) {
   validate_id("container id", a.id);
   if (a.ns.empty()) throw Error(Code::InvalidArgument, "start: -namespace is required");
-  // containerd <= 2.2 sends the runtime options (a protobuf Any) on stdin; the daemon gets them
-  // again with Create, so they are read and dropped here.
-  std::string ignored((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // containerd <= 2.2 sends the task's options (a protobuf Any) on stdin. The daemon gets them
+  // again with Create; only shim_cgroup matters here, since the daemon must be moved before it runs.
+  std::string input((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  TaskOptions opts = start_options(input);
 
   std::string group = grouping_id(a);
   validate_id("sandbox id", group);
@@ -66,6 +83,15 @@ int start_main(const ShimArgs& a, const std::string& self_exe, std::istream& in,
   } catch (...) {
     std::filesystem::remove(path);
     throw;
+  }
+  if (!opts.shim_cgroup.empty()) {
+    try {
+      join_shim_cgroup(pid, opts.shim_cgroup);
+    } catch (...) {
+      ::kill(pid, SIGKILL);
+      std::filesystem::remove(path);
+      throw;
+    }
   }
   write_file_atomic("address", address);
   write_file_atomic("shim.pid", std::to_string(pid));

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "common/error.h"
+#include "common/fs.h"
 
 namespace nvproxy::shim {
 
@@ -18,19 +19,6 @@ void make_pipe(UniqueFd& r, UniqueFd& w) {
   w.reset(p[1]);
 }
 
-bool write_all(int fd, const char* p, size_t n) {
-  while (n > 0) {
-    ssize_t w = ::write(fd, p, n);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      return false;
-    }
-    p += w;
-    n -= static_cast<size_t>(w);
-  }
-  return true;
-}
-
 // O_RDWR on a FIFO never blocks in open (Linux), so a client that is slow to attach cannot hang Create.
 UniqueFd open_output_fifo(const std::string& path) {
   UniqueFd fd(::open(path.c_str(), O_RDWR | O_CLOEXEC));
@@ -38,9 +26,17 @@ UniqueFd open_output_fifo(const std::string& path) {
   return fd;
 }
 
+UniqueFd open_devnull(int flags) {
+  UniqueFd fd(::open("/dev/null", flags | O_CLOEXEC));
+  if (!fd) throw sys_error("open /dev/null for container stdio");
+  return fd;
+}
+
 }  // namespace
 
 PipeIO::PipeIO(const StdioPaths& paths) : paths_(paths) {
+  if (paths_.in.empty()) null_in_ = open_devnull(O_RDONLY);
+  if (paths_.out.empty() || paths_.err.empty()) null_out_ = open_devnull(O_WRONLY);
   if (!paths_.in.empty()) {
     make_pipe(in_r_, s_->in_w);
     s_->wake.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
@@ -67,13 +63,15 @@ PipeIO::~PipeIO() {
 }
 
 oci::Stdio PipeIO::child_stdio() const {
-  return {in_r_.get(), out_w_.get(), err_w_.get()};
+  return {in_r_ ? in_r_.get() : null_in_.get(), out_w_ ? out_w_.get() : null_out_.get(), err_w_ ? err_w_.get() : null_out_.get()};
 }
 
 void PipeIO::start_copying() {
   in_r_.reset();
   out_w_.reset();
   err_w_.reset();
+  null_in_.reset();
+  null_out_.reset();
   std::lock_guard lk(s_->mu);
   if (out_r_) {
     ++s_->copies_left;
@@ -92,7 +90,7 @@ void PipeIO::copy_out(const std::shared_ptr<Shared>& s, UniqueFd from, UniqueFd 
     ssize_t n = ::read(from.get(), buf, sizeof buf);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
-    if (!write_all(to.get(), buf, static_cast<size_t>(n))) break;
+    if (!write_all(to.get(), std::string_view(buf, static_cast<size_t>(n)))) break;
   }
   to.reset();  // the client sees EOF
   {
@@ -116,7 +114,7 @@ void PipeIO::copy_in(const std::shared_ptr<Shared>& s, UniqueFd fifo) {
     if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
     if (n <= 0) break;  // the client's writer came and went: end of stdin
     std::lock_guard lk(s->mu);
-    if (!s->in_w || !write_all(s->in_w.get(), buf, static_cast<size_t>(n))) break;
+    if (!s->in_w || !write_all(s->in_w.get(), std::string_view(buf, static_cast<size_t>(n)))) break;
   }
   std::lock_guard lk(s->mu);
   s->in_w.reset();

@@ -33,7 +33,8 @@ class PipeIO {
   PipeIO(const PipeIO&) = delete;
   PipeIO& operator=(const PipeIO&) = delete;
 
-  // The ends the runtime's process gets.
+  // The ends the runtime's process gets; /dev/null for a stream the client did not ask for, never
+  // -1: the runtime's process must not inherit a pipe that the shim reads until EOF.
   [[nodiscard]] oci::Stdio child_stdio() const;
   // After the runtime has started the process: drop our copies of its ends, start copying.
   void start_copying();
@@ -63,6 +64,7 @@ class PipeIO {
   UniqueFd out_r_, out_w_;
   UniqueFd err_r_, err_w_;
   UniqueFd out_fifo_, err_fifo_;
+  UniqueFd null_in_, null_out_;  // /dev/null for absent streams
   std::vector<std::thread> threads_;
 };
 

@@ -12,13 +12,13 @@
 #include "oci/spec.h"
 #include "proto/events.pb.h"
 #include "proto/runc_options.pb.h"
-#include "proto/runtime_options.pb.h"
 #include "shim/checkpoint_flow.h"
 #include "shim/container.h"
 #include "shim/gpu_setup.h"
 #include "shim/rootfs.h"
 #include "shim/runtime_record.h"
 #include "shim/stats.h"
+#include "shim/task_options.h"
 #include "shim/timestamp.h"
 #include "shim/version.h"
 
@@ -49,31 +49,6 @@ pid_t read_pid_file(const std::filesystem::path& p) {
   } catch (const std::exception&) {
     throw Error(Code::Internal, "pid file " + p.string() + " holds \"" + s + "\", not a pid");
   }
-}
-
-// The type URL's last path element is the message name (containerd sends it with or without a prefix).
-std::string type_name(const std::string& url) {
-  auto slash = url.rfind('/');
-  return slash == std::string::npos ? url : url.substr(slash + 1);
-}
-
-// Which config file the runtime options point at, and runc-style overrides they carry.
-std::string apply_runtime_options(const wkt::Any& opts, oci::RuntimeConfig* rc) {
-  std::string name = type_name(opts.type_url());
-  if (name == "runtimeoptions.v1.Options") {
-    runtimeoptions::v1::Options o;
-    if (!o.ParseFromString(opts.value())) throw Error(Code::InvalidArgument, "runtime options: cannot decode " + name);
-    return o.config_path();
-  }
-  if (name == "containerd.runc.v1.Options" && rc) {
-    containerd::runc::v1::Options o;
-    if (!o.ParseFromString(opts.value())) throw Error(Code::InvalidArgument, "runtime options: cannot decode " + name);
-    if (!o.binary_name().empty()) rc->binary = o.binary_name();
-    if (!o.root().empty()) rc->root = o.root();
-    if (o.systemd_cgroup()) rc->systemd_cgroup = true;
-    if (!o.criu_path().empty()) rc->criu_path = o.criu_path();
-  }
-  return "";
 }
 
 }  // namespace
@@ -140,10 +115,11 @@ task::CreateTaskResponse TaskService::create(const task::CreateTaskRequest& r) {
   c->id = r.id();
   c->bundle = bundle;
 
-  std::string config_path;
-  if (r.has_options()) config_path = apply_runtime_options(r.options(), nullptr);
-  c->config = load_config(config_path);
-  if (r.has_options()) apply_runtime_options(r.options(), &c->config.runtime);
+  TaskOptions opts;
+  if (r.has_options()) opts = decode_task_options(r.options(), "create of container \"" + r.id() + "\"");
+  c->config = load_config(opts.config_path);
+  apply_task_options(opts, c->config.runtime);
+  c->options = opts;
   if (!c->config.runtime.root.empty()) c->config.runtime.root += "/" + env_.ns;
   env_.log.set_level(c->config.log_level);
 
@@ -176,13 +152,19 @@ task::CreateTaskResponse TaskService::create(const task::CreateTaskRequest& r) {
   };
   try {
     if (!r.terminal()) c->init.io = std::make_unique<PipeIO>(c->init.stdio);
-    if (!r.checkpoint().empty()) {
-      c->restore_from = r.checkpoint();  // the runtime restore runs at Start, as in containerd's runc shim
+    // containerd turns a runc-typed criu_image_path into `checkpoint` only for runc runtime names.
+    std::string restore_from = r.checkpoint().empty() ? opts.criu_image_path : r.checkpoint();
+    if (!restore_from.empty()) {
+      c->restore_from = restore_from;  // the runtime restore runs at Start, as in containerd's runc shim
     } else {
       auto pid_file = bundle / "init.pid";
       start_with_stdio(*c, c->init, pid_file, [&](const std::string& console, const oci::Stdio& stdio) {
         oci::CreateOptions o{
-            .bundle = bundle, .pid_file = pid_file, .console_socket = console, .extra_global = c->runtime_global, .stdio = stdio};
+            .bundle = bundle, .pid_file = pid_file, .console_socket = console,
+                             .extra_global = c->runtime_global,
+                             .no_pivot = opts.no_pivot_root,
+                             .no_new_keyring = opts.no_new_keyring,
+                             .stdio = stdio};
         c->runtime->create(c->id, o);
       });
       watch_oom(*c);
@@ -253,10 +235,12 @@ task::StartResponse TaskService::start(const task::StartRequest& r) {
       start_with_stdio(*c, c->init, pid_file, [&](const std::string& console, const oci::Stdio& stdio) {
         oci::RestoreOptions o{.bundle = c->bundle,
                               .image_path = c->restore_from,
-                              .work_path = c->bundle / "criu-work",
+                              .work_path = c->options.criu_work_path.empty() ? c->bundle / "criu-work"
+                                                                             : std::filesystem::path(c->options.criu_work_path),
                               .pid_file = pid_file,
                               .console_socket = console,
                               .extra_global = c->runtime_global,
+                              .no_pivot = c->options.no_pivot_root,
                               .stdio = stdio};
         c->runtime->restore(c->id, o);
       });
@@ -455,6 +439,9 @@ void TaskService::exec(const task::ExecProcessRequest& r) {
   auto spec = nlohmann::json::parse(r.spec().value(), nullptr, false);
   if (spec.is_discarded()) throw Error(Code::InvalidArgument, "exec \"" + r.exec_id() + "\": process spec is not JSON");
   oci::validate_process(spec, "exec \"" + r.exec_id() + "\" of container \"" + c->id + "\"");
+  // The request decides whether the exec has a terminal, as in containerd's runc shim: a process
+  // spec saying otherwise would make the runtime ask for a console socket we do not give (or the reverse).
+  spec["terminal"] = r.terminal();
   auto p = std::make_shared<Process>();
   p->exec_id = r.exec_id();
   p->spec = std::move(spec);
@@ -528,11 +515,8 @@ void TaskService::resize_pty(const task::ResizePtyRequest& r) {
   auto c = find(r.id());
   std::lock_guard lk(mu_);
   Process& p = find_process(*c, r.exec_id());
-  if (!p.console)
-    throw Error(Code::FailedPrecondition, "container \"" + c->id + "\"" +
-                                              (r.exec_id().empty() ? "" : " exec \"" + r.exec_id() + "\"") +
-                                              " has no terminal to resize");
-  p.console->resize(r.width(), r.height());
+  // Without a terminal there is nothing to resize; containerd's runc shim answers OK too.
+  if (p.console) p.console->resize(r.width(), r.height());
 }
 
 void TaskService::update(const task::UpdateTaskRequest& r) {
@@ -546,28 +530,7 @@ void TaskService::update(const task::UpdateTaskRequest& r) {
 
 void TaskService::checkpoint(const task::CheckpointTaskRequest& r) {
   auto c = find(r.id());
-  oci::CheckpointFlags f;
-  f.image_path = r.path();
-  if (r.has_options()) {
-    std::string name = type_name(r.options().type_url());
-    if (name != "containerd.runc.v1.CheckpointOptions")
-      throw Error(Code::InvalidArgument, "checkpoint of container \"" + c->id + "\": unsupported options type " + name);
-    containerd::runc::v1::CheckpointOptions o;
-    if (!o.ParseFromString(r.options().value()))
-      throw Error(Code::InvalidArgument, "checkpoint of container \"" + c->id + "\": cannot decode options");
-    f.leave_running = !o.exit();
-    f.open_tcp = o.open_tcp();
-    f.external_unix_sockets = o.external_unix_sockets();
-    f.terminal = o.terminal();
-    f.file_locks = o.file_locks();
-    f.empty_namespaces.assign(o.empty_namespaces().begin(), o.empty_namespaces().end());
-    f.cgroups_mode = o.cgroups_mode();
-    if (!o.image_path().empty()) f.image_path = o.image_path();
-    f.work_path = o.work_path();
-  } else {
-    f.leave_running = true;
-  }
-  if (f.image_path.empty()) throw Error(Code::InvalidArgument, "checkpoint of container \"" + c->id + "\": no image path");
+  oci::CheckpointFlags f = decode_checkpoint_options(r.has_options() ? &r.options() : nullptr, r.path(), c->id);
   std::lock_guard op(c->op_mu);
   bool paused;
   {
