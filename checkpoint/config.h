@@ -16,6 +16,10 @@ struct CheckpointConfig {
   unsigned parallelism = 0;  // 0 = all at once, 1 = sequential
   std::vector<std::string> device_globs{"/dev/nvidia*"};
   bool allow_unrestorable = false;  // operator override of the multi-GPU refusal
+  // Deadlines of the runtime's `checkpoint` (runc + CRIU writing the image) and `restore`; on expiry
+  // the runtime's process group is killed (the shim hands these to oci::RuntimeConfig).
+  unsigned snapshot_timeout_ms = 30 * 60 * 1000;
+  unsigned restore_timeout_ms = 30 * 60 * 1000;
 };
 
 }  // namespace nvproxy::checkpoint

@@ -10,6 +10,8 @@
 
 #include "checkpoint/hints.h"
 #include "checkpoint/parallel.h"
+#include "common/fs.h"
+#include "common/process.h"
 
 namespace nvproxy::checkpoint {
 
@@ -60,6 +62,32 @@ class Phase {
   Clock::time_point start_;
   bool ended_ = false;
 };
+
+std::string parallelism_text(unsigned parallelism) {
+  return parallelism == 0 ? "all at once" : std::to_string(parallelism) + " at a time";
+}
+
+// A snapshot that ran out of time: what the error and the diagnostic say about it.
+struct SnapshotDeadline {
+  std::string reason;  // "snapshot (runc checkpoint) did not finish within N ms; killed ...; container thawed"
+  nlohmann::json json;
+};
+
+SnapshotDeadline snapshot_deadline(const Error& e) {
+  SnapshotDeadline d;
+  d.json = {{"phase", "snapshot"}};
+  if (const auto* de = dynamic_cast<const DeadlineError*>(&e)) {
+    d.reason = "snapshot (" + de->command() + ") did not finish within " + std::to_string(de->timeout().count()) + " ms";
+    if (!de->aftermath().empty()) d.reason += "; " + de->aftermath();
+    d.json["command"] = de->command();
+    d.json["timeout_ms"] = de->timeout().count();
+    if (de->pgid() > 0) d.json["killed_pgid"] = de->pgid();
+    d.json["aftermath"] = de->aftermath();
+  } else {
+    d.reason = std::string("snapshot did not finish in time: ") + e.what();
+  }
+  return d;
+}
 
 std::map<pid_t, std::vector<Holder>> by_pid(const std::vector<Holder>& hs) {
   std::map<pid_t, std::vector<Holder>> m;
@@ -243,6 +271,8 @@ CheckpointOutcome Orchestrator::checkpoint(const CheckpointRequest& req, const S
   std::error_code ec;
   if (!req.diagnostic_path.empty()) fs::remove(req.diagnostic_path, ec);  // a stale one would mislead
 
+  // Set when the snapshot ran out of time: the diagnostic's "deadline" (phase, command, timeout).
+  std::optional<nlohmann::json> deadline;
   // Every refusal and failure ends here: write the JSON, throw the text.
   auto fail = [&](Code code, std::string verdict, std::string reason) -> Error {
     diag.verdict = std::move(verdict);
@@ -252,7 +282,13 @@ CheckpointOutcome Orchestrator::checkpoint(const CheckpointRequest& req, const S
     std::string text = render_text(diag);
     if (!req.diagnostic_path.empty()) {
       try {
-        write_json(diag, req.diagnostic_path);
+        if (deadline) {
+          nlohmann::json j = to_json(diag);
+          j["deadline"] = *deadline;
+          write_file_atomic(req.diagnostic_path, j.dump(2) + "\n");
+        } else {
+          write_json(diag, req.diagnostic_path);
+        }
       } catch (const std::exception& e) {
         log_.warn("checkpoint " + id + ": cannot write the diagnostic: " + e.what());
       }
@@ -262,10 +298,23 @@ CheckpointOutcome Orchestrator::checkpoint(const CheckpointRequest& req, const S
     return Error(code, text);
   };
 
+  // The snapshot alone (nothing toggled): its errors pass through, but a deadline is written down.
+  auto snapshot_only = [&] {
+    Phase ph(out.phases, log_, id, "snapshot");
+    try {
+      snapshot();
+    } catch (const Error& e) {
+      if (e.code() != Code::DeadlineExceeded) throw;
+      ph.done("out of time");
+      SnapshotDeadline d = snapshot_deadline(e);
+      deadline = d.json;
+      throw fail(Code::DeadlineExceeded, "failed", d.reason + "; no CUDA process was toggled");
+    }
+  };
+
   if (!toggler_) {
     log_.info("checkpoint " + id + ": CUDA toggling is off (checkpoint.cuda: none)");
-    Phase ph(out.phases, log_, id, "snapshot");
-    snapshot();
+    snapshot_only();
     return out;
   }
 
@@ -274,8 +323,7 @@ CheckpointOutcome Orchestrator::checkpoint(const CheckpointRequest& req, const S
   std::vector<Holder> holders = scanner_.scan(pids);
   scan.done(count_processes(pids.size()) + ", " + std::to_string(holders.size()) + " device holders");
   if (holders.empty()) {
-    Phase ph(out.phases, log_, id, "snapshot");
-    snapshot();
+    snapshot_only();
     return out;
   }
 
@@ -341,12 +389,22 @@ CheckpointOutcome Orchestrator::checkpoint(const CheckpointRequest& req, const S
   // pid in; the driver is asked again when rolling back.
   std::map<pid_t, CudaState> believed;
   std::mutex mu;
-  auto rollback = [&](std::vector<ProcessReport> processes, Code code, std::string verdict, std::string reason) {
+  // summarize: the reason ends with what the rollback did ("CUDA restored in pids 4,5").
+  auto rollback = [&](std::vector<ProcessReport> processes, Code code, std::string verdict, std::string reason,
+                      bool summarize = false) {
     std::vector<pid_t> toggled;
     for (const auto& [pid, _] : believed) toggled.push_back(pid);
     Phase rb(out.phases, log_, id, "rollback");
     Resumed r = bring_back(toggled, believed);
     rb.done("restored " + pid_list(r.running) + (r.stuck.empty() ? "" : ", STUCK " + std::to_string(r.stuck.size())));
+    if (summarize) {
+      if (!r.running.empty()) reason += "; CUDA restored in pids " + pid_list(r.running);
+      if (!r.stuck.empty()) {
+        std::vector<pid_t> stuck;
+        for (const auto& p : r.stuck) stuck.push_back(p.pid);
+        reason += "; CUDA could NOT be restored in pids " + pid_list(stuck);
+      }
+    }
     diag.processes = std::move(processes);
     diag.rolled_back = r.running;
     diag.stuck = r.stuck;
@@ -386,7 +444,7 @@ CheckpointOutcome Orchestrator::checkpoint(const CheckpointRequest& req, const S
       toggler_->checkpoint(pid);
       record(pid, CudaState::Checkpointed);
     });
-    ckpt.done(count_processes(c.cuda.size()) + ", parallelism " + std::to_string(cfg_.parallelism));
+    ckpt.done(count_processes(c.cuda.size()) + ", " + parallelism_text(cfg_.parallelism));
     if (!ckpt_failed.empty())
       throw rollback(failures_report(ckpt_failed), Code::FailedPrecondition, "failed",
                      "CUDA checkpoint failed in " + count_processes(ckpt_failed.size()));
@@ -417,6 +475,12 @@ CheckpointOutcome Orchestrator::checkpoint(const CheckpointRequest& req, const S
     try {
       snapshot();
     } catch (const Error& e) {
+      if (e.code() == Code::DeadlineExceeded) {
+        snap.done("out of time");
+        SnapshotDeadline d = snapshot_deadline(e);
+        deadline = d.json;
+        throw rollback({}, Code::DeadlineExceeded, "failed", d.reason, true);
+      }
       snap.done("failed");
       throw rollback({}, e.code(), "failed", std::string("the runtime's checkpoint failed: ") + e.what());
     } catch (const std::exception& e) {

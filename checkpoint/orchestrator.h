@@ -1,4 +1,4 @@
-// The checkpoint of a container with GPU processes (DESIGN.md "Checkpoint orchestrator"):
+// The checkpoint of a container with GPU processes:
 //
 //   list pids -> scan device holders -> classify (CUDA state of each holder) -> preflight (refuse
 //   processes the driver cannot restore) -> lock all -> checkpoint all (parallel) -> verify (rescan:
@@ -39,7 +39,8 @@ struct CheckpointRequest {
   std::filesystem::path diagnostic_path;  // BUNDLE/checkpoint-diagnostic.json; empty: not written
 };
 
-// The runtime's checkpoint (`runc checkpoint --image-path ...`); throws Error on failure.
+// The runtime's checkpoint (`runc checkpoint --image-path ...`); throws Error on failure, with code
+// DeadlineExceeded (a DeadlineError, ideally) when it ran out of time and was killed.
 using SnapshotFn = std::function<void()>;
 
 struct CheckpointOutcome {
@@ -69,7 +70,10 @@ class Orchestrator {
 
   // Throws Error(FailedPrecondition) with the diagnostic text when refused or rolled back; the
   // snapshot's own Error code when the snapshot failed (after rollback); Error(Internal) when the
-  // snapshot was written but CUDA could not be resumed.
+  // snapshot was written but CUDA could not be resumed. A snapshot that ran out of time gives
+  // Error(DeadlineExceeded): "snapshot (runc checkpoint) did not finish within N ms; <what was done
+  // about it>; CUDA restored in pids ...", and the diagnostic JSON gets a "deadline" object
+  // (phase, command, timeout_ms, killed_pgid, aftermath).
   CheckpointOutcome checkpoint(const CheckpointRequest& req, const SnapshotFn& snapshot);
 
   // After the runtime's restore: lists the pids again (host pids change), restores and unlocks
