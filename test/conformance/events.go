@@ -1,0 +1,236 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	apievents "github.com/containerd/containerd/api/events"
+	eventsapi "github.com/containerd/containerd/events"
+	"github.com/containerd/containerd"
+	"github.com/containerd/containerd/namespaces"
+	"github.com/containerd/typeurl"
+)
+
+// collector keeps every event of the run's namespaces, in arrival order.
+type collector struct {
+	mu      sync.Mutex
+	evs     []*eventsapi.Envelope
+	wake    chan struct{}
+	cancels []context.CancelFunc
+	errs    []string
+}
+
+func newCollector() *collector { return &collector{wake: make(chan struct{})} }
+
+const probeTopic = "/nvconformance/probe"
+
+// subscribe adds a subscription (a new one after a containerd restart) for namespace ns, and
+// returns once it is live: a probe event published after subscribing has come back through it.
+func (e *collector) subscribe(r *Run, client *containerd.Client, ns string) {
+	ctx, cancel := context.WithCancel(namespaces.WithNamespace(context.Background(), ns))
+	e.mu.Lock()
+	e.cancels = append(e.cancels, cancel)
+	e.mu.Unlock()
+	ch, errs := client.Subscribe(ctx, fmt.Sprintf(`namespace==%s`, ns))
+	go func() {
+		for {
+			select {
+			case env, ok := <-ch:
+				if !ok {
+					return
+				}
+				e.mu.Lock()
+				e.evs = append(e.evs, env)
+				close(e.wake)
+				e.wake = make(chan struct{})
+				e.mu.Unlock()
+			case err, ok := <-errs:
+				if ok && err != nil && ctx.Err() == nil {
+					e.mu.Lock()
+					e.errs = append(e.errs, err.Error())
+					e.mu.Unlock()
+				}
+				return
+			}
+		}
+	}()
+	probe := fmt.Sprintf("probe-%s-%d", r.label, time.Now().UnixNano())
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		pctx, pcancel := context.WithTimeout(namespaces.WithNamespace(context.Background(), ns), 2*time.Second)
+		_ = client.EventService().Publish(pctx, probeTopic, &apievents.ContainerDelete{ID: probe})
+		pcancel()
+		if e.waitFor(func(env *eventsapi.Envelope) bool {
+			if env.Topic != probeTopic {
+				return false
+			}
+			v, err := typeurl.UnmarshalAny(env.Event)
+			d, ok := v.(*apievents.ContainerDelete)
+			return err == nil && ok && d.ID == probe
+		}, 500*time.Millisecond) {
+			return
+		}
+	}
+	r.abort("event subscription in %s never delivered its probe", ns)
+}
+
+// waitFor waits until an event matching pred has arrived (at most d).
+func (e *collector) waitFor(pred func(*eventsapi.Envelope) bool, d time.Duration) bool {
+	deadline := time.After(d)
+	seen := 0
+	for {
+		e.mu.Lock()
+		evs := e.evs[seen:]
+		w := e.wake
+		e.mu.Unlock()
+		for _, env := range evs {
+			if pred(env) {
+				return true
+			}
+		}
+		seen += len(evs)
+		select {
+		case <-w:
+		case <-deadline:
+			return false
+		}
+	}
+}
+
+func (e *collector) stop() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, c := range e.cancels {
+		c()
+	}
+}
+
+func (e *collector) snapshot() []*eventsapi.Envelope {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]*eventsapi.Envelope(nil), e.evs...)
+}
+
+// taskEvent decodes a /tasks/* event: its container id and the normalized text.
+func (r *Run) taskEvent(env *eventsapi.Envelope) (cid, text string, ok bool) {
+	if !strings.HasPrefix(env.Topic, "/tasks/") {
+		return "", "", false
+	}
+	v, err := typeurl.UnmarshalAny(env.Event)
+	if err != nil {
+		return "", env.Topic + "(undecodable)", true
+	}
+	topic := strings.TrimPrefix(env.Topic, "/tasks/")
+	switch e := v.(type) {
+	case *apievents.TaskCreate:
+		io := "none"
+		if e.IO != nil {
+			io = fmt.Sprintf("stdin=%s,stdout=%s,stderr=%s,terminal=%v", ioKind(e.IO.Stdin), ioKind(e.IO.Stdout),
+				ioKind(e.IO.Stderr), e.IO.Terminal)
+		}
+		return e.ContainerID, fmt.Sprintf("%s(pid=%s,%s,rootfs=%d,ckpt=%q)", topic, r.role(e.Pid), io,
+			len(e.Rootfs), e.Checkpoint), true
+	case *apievents.TaskStart:
+		return e.ContainerID, fmt.Sprintf("%s(pid=%s)", topic, r.role(e.Pid)), true
+	case *apievents.TaskExit:
+		id := e.ID
+		if id == e.ContainerID {
+			id = "init"
+		}
+		return e.ContainerID, fmt.Sprintf("%s(%s,pid=%s,code=%d,exited_at=%s)", topic, id, r.role(e.Pid),
+			e.ExitStatus, zeroness(e.ExitedAt)), true
+	case *apievents.TaskDelete:
+		id := e.ID
+		if id == "" || id == e.ContainerID {
+			id = "init"
+		}
+		return e.ContainerID, fmt.Sprintf("%s(%s,pid=%s,code=%d,exited_at=%s)", topic, id, r.role(e.Pid),
+			e.ExitStatus, zeroness(e.ExitedAt)), true
+	case *apievents.TaskExecAdded:
+		return e.ContainerID, fmt.Sprintf("%s(%s)", topic, e.ExecID), true
+	case *apievents.TaskExecStarted:
+		return e.ContainerID, fmt.Sprintf("%s(%s,pid=%s)", topic, e.ExecID, r.role(e.Pid)), true
+	case *apievents.TaskOOM:
+		return e.ContainerID, topic, true
+	case *apievents.TaskPaused:
+		return e.ContainerID, topic, true
+	case *apievents.TaskResumed:
+		return e.ContainerID, topic, true
+	case *apievents.TaskCheckpointed:
+		return e.ContainerID, topic, true
+	}
+	return "", env.Topic + "(unknown type)", true
+}
+
+func ioKind(p string) string {
+	switch {
+	case p == "":
+		return "-"
+	case strings.HasPrefix(p, "binary://"):
+		return "binary"
+	case strings.HasPrefix(p, "file://"):
+		return "file"
+	case strings.Contains(p, "://"):
+		return "uri"
+	}
+	return "fifo"
+}
+
+func (r *Run) role(pid uint32) string {
+	if pid == 0 {
+		return "0"
+	}
+	if n, ok := r.roles[pid]; ok {
+		return n
+	}
+	return "other"
+}
+
+// noteEvents waits for every created task's /tasks/delete (the last event a shim sends for a
+// container; bounded) and notes each container's /tasks/* sequence.
+func (r *Run) noteEvents() {
+	byID := map[string]*Ctr{}
+	for _, c := range r.ctrs {
+		byID[c.ns+"/"+c.id] = c
+	}
+	for _, c := range r.ctrs {
+		if !c.created {
+			continue
+		}
+		c := c
+		r.ev.waitFor(func(env *eventsapi.Envelope) bool {
+			if env.Topic != "/tasks/delete" || env.Namespace != c.ns {
+				return false
+			}
+			v, err := typeurl.UnmarshalAny(env.Event)
+			d, ok := v.(*apievents.TaskDelete)
+			return err == nil && ok && d.ContainerID == c.id && (d.ID == "" || d.ID == c.id)
+		}, 5*time.Second)
+	}
+	seqs := map[*Ctr][]string{}
+	for _, env := range r.ev.snapshot() {
+		cid, text, ok := r.taskEvent(env)
+		if !ok {
+			continue
+		}
+		c := byID[env.Namespace+"/"+cid]
+		if c == nil {
+			continue
+		}
+		seqs[c] = append(seqs[c], text)
+	}
+	for _, c := range r.ctrs {
+		s := seqs[c]
+		if len(s) == 0 {
+			r.note(c.name+" events", "(none)")
+			continue
+		}
+		r.note(c.name+" events", strings.Join(s, " "))
+	}
+	if len(r.ev.errs) > 0 {
+		r.msgs["events"] = strings.Join(r.ev.errs, "; ")
+	}
+}

@@ -1,0 +1,744 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/containerd/containerd"
+	"github.com/containerd/containerd/cio"
+	"github.com/containerd/containerd/namespaces"
+	"github.com/containerd/containerd/oci"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+)
+
+type scenario struct {
+	name, doc string
+	fn        func(r *Run)
+}
+
+// scenarios, in the order they run. Names are stable: docs/conformance.md and allow.go use them.
+var scenarios = []scenario{
+	{"init_fifo", "init with stdin/stdout/stderr FIFOs: exit code, exited_at, outputs, statuses", scInitFIFO},
+	{"init_nullio", "init with no stdio (cio.NullIO)", scInitNullIO},
+	{"init_logfile", "init logging to file:// (cio.LogFile)", scInitLogFile},
+	{"init_loguri", "init logging to a file:// URI given by cio.LogURI", scInitLogURI},
+	{"init_logbinary", "init logging through a binary:// logger (cio.BinaryIO)", scInitLogBinary},
+	{"init_terminal", "init with a terminal: tty, ResizePty, stdin", scInitTerminal},
+	{"exec_fifo", "exec with FIFOs and stdin", func(r *Run) { scExec(r, "fifo") }},
+	{"exec_nullio", "exec with no stdio", func(r *Run) { scExec(r, "null") }},
+	{"exec_logfile", "exec logging to file://", func(r *Run) { scExec(r, "file") }},
+	{"exec_logbinary", "exec logging through binary://", func(r *Run) { scExec(r, "binary") }},
+	{"exec_terminal", "exec with a terminal, ResizePty", func(r *Run) { scExec(r, "tty") }},
+	{"exec_noterminal", "exec with terminal=false: no tty on its stdio", func(r *Run) { scExec(r, "notty") }},
+	{"exit_before_wait", "Wait and Status after the process already exited (init and exec)", scExitBeforeWait},
+	{"pids", "Pids with the exec's ProcessDetails", scPids},
+	{"metrics", "Stats/Metrics: type URL and cgroup fields", scMetrics},
+	{"update", "Update of memory limit and CPU shares, then of a stopped task", scUpdate},
+	{"resize_noterminal", "ResizePty on a task and an exec without a terminal", scResizeNoTerminal},
+	{"closeio", "CloseIO: stdin EOF reaches cat (init and exec)", scCloseIO},
+	{"kill_signals", "SIGTERM to a trapping init, kill of an exec, kill after exit, unknown exec", scKillSignals},
+	{"kill_created", "SIGKILL of a created, never started task", scKillCreated},
+	{"errors", "error classes: start twice, delete running, duplicate exec, ops after delete", scErrors},
+	{"pause_resume", "Pause and Resume: statuses and events", scPauseResume},
+	{"force_delete_running", "task.Delete(WithProcessKill) of a running task", scForceDeleteRunning},
+	{"runc_delete_running", "runc delete --force behind the shim's back, then Wait and Delete", func(r *Run) { scRuncDelete(r, true) }},
+	{"runc_delete_created", "runc delete --force of a created task behind the shim's back", func(r *Run) { scRuncDelete(r, false) }},
+	{"exec_exit_order", "SIGKILL of init with running execs: exec exits come before init's", scExecExitOrder},
+	{"hostpid_kill", "host pid namespace: killing init kills its children", func(r *Run) { scHostPid(r, false) }},
+	{"hostpid_killall", "host pid namespace: Kill(WithKillAll)", func(r *Run) { scHostPid(r, true) }},
+	{"long_ids", "76-character namespace and container id (shim socket path)", scLongIDs},
+	{"shim_cgroup", "runc options ShimCgroup: the shim process joins it", scShimCgroup},
+	{"gpu_request", "a container asking for a GPU (NVIDIA_VISIBLE_DEVICES=all)", scGPURequest},
+	{"daemon_restart", "containerd restart with a running task: status, stdio, exec, kill, delete", scDaemonRestart},
+}
+
+func fifoIO(stdin io.Reader, out, errb io.Writer) cio.Creator {
+	return cio.NewCreator(cio.WithStreams(stdin, out, errb))
+}
+
+// lifecycle runs c's task to the end: wait registered before start, exit, IO drained, status,
+// delete; returns after noting everything under "<c> ...".
+func (r *Run) lifecycle(c *Ctr, creator cio.Creator) bool {
+	if r.newTask(c, creator) != nil {
+		return false
+	}
+	r.status(c.name+" status created", c, c.task)
+	ch := r.waitCh(c.name, c, c.task)
+	if r.start(c.name, c, c.task, "init") != nil {
+		return false
+	}
+	r.exit(c.name+" exit", ch)
+	r.ioWait(c.name+" io", c.task.IO())
+	r.status(c.name+" status exited", c, c.task)
+	return true
+}
+
+func (r *Run) finish(c *Ctr) {
+	t := c.task
+	r.del(c.name+" delete", c, t)
+	r.status(c.name+" status deleted", c, t)
+}
+
+func scInitFIFO(r *Run) {
+	out, errb := newBuf(), newBuf()
+	c := r.container([]string{"sh", "-c", `read l; echo "out:$l"; echo err >&2; exit 3`}, nil)
+	if r.lifecycle(c, fifoIO(strings.NewReader("hi\n"), out, errb)) {
+		r.note("stdout", "%q", out.String())
+		r.note("stderr", "%q", errb.String())
+		r.finish(c)
+	}
+	// A process that exits at once, Wait registered before Start.
+	c2 := r.container([]string{"true"}, nil)
+	if r.lifecycle(c2, fifoIO(nil, newBuf(), newBuf())) {
+		r.finish(c2)
+	}
+}
+
+func scInitNullIO(r *Run) {
+	c := r.container([]string{"sh", "-c", "exit 5"}, nil)
+	if r.lifecycle(c, cio.NullIO) {
+		r.finish(c)
+	}
+}
+
+func (r *Run) logFileScenario(creator func(path string) cio.Creator) {
+	path := r.scratch("log")
+	c := r.container([]string{"sh", "-c", "echo out; echo err >&2; exit 2"}, nil)
+	if r.lifecycle(c, creator(path)) {
+		r.note("log lines (sorted)", fileLines(path, 2, 5*time.Second))
+		r.finish(c)
+	}
+}
+
+func scInitLogFile(r *Run) { r.logFileScenario(cio.LogFile) }
+
+func scInitLogURI(r *Run) {
+	r.logFileScenario(func(path string) cio.Creator {
+		return cio.LogURI(&url.URL{Scheme: "file", Path: path})
+	})
+}
+
+func scInitLogBinary(r *Run) {
+	r.logFileScenario(func(path string) cio.Creator {
+		return cio.BinaryIO(r.cfg.Logger, map[string]string{"file": path})
+	})
+}
+
+func scInitTerminal(r *Run) {
+	out := newBuf()
+	inR, inW := io.Pipe()
+	defer inW.Close()
+	c := r.container([]string{"sh", "-c", `[ -t 0 ] && echo tty-in; [ -t 1 ] && echo tty-out; read l; stty size; echo "got:$l"; exit 2`},
+		[]oci.SpecOpts{oci.WithTTY})
+	if r.newTask(c, cio.NewCreator(cio.WithStreams(inR, out, nil), cio.WithTerminal)) != nil {
+		return
+	}
+	r.call("resize created", func(ctx context.Context) error { return c.task.Resize(ctx, 100, 40) })
+	ch := r.waitCh(c.name, c, c.task)
+	if r.start(c.name, c, c.task, "init") != nil {
+		return
+	}
+	r.note("tty before read", "%v", out.waitFor("tty-out", r.cfg.Step))
+	r.call("resize running", func(ctx context.Context) error { return c.task.Resize(ctx, 90, 30) })
+	r.write("stdin write", inW, "x\n")
+	r.exit(c.name+" exit", ch)
+	r.ioWait(c.name+" io", c.task.IO())
+	r.note("output", "%q", strings.ReplaceAll(out.String(), "\r\n", "\n"))
+	r.call("resize exited", func(ctx context.Context) error { return c.task.Resize(ctx, 80, 24) })
+	r.finish(c)
+}
+
+// write writes s to w within the step deadline (a FIFO nobody reads would block forever).
+func (r *Run) write(key string, w io.Writer, s string) {
+	done := make(chan error, 1)
+	go func() { _, err := io.WriteString(w, s); done <- err }()
+	select {
+	case err := <-done:
+		r.note(key, class(err))
+	case <-time.After(r.cfg.Step):
+		r.note(key, "TIMEOUT")
+	}
+}
+
+// sleeper is a running container whose init sleeps, with its stdout captured.
+func (r *Run) sleeper(specOpts ...oci.SpecOpts) (*Ctr, <-chan containerd.ExitStatus) {
+	out := newBuf()
+	c := r.container([]string{"sh", "-c", "echo ready; exec sleep 1000"}, specOpts)
+	r.must(c.name+" create", r.newTask(c, fifoIO(nil, out, out)))
+	ch := r.waitCh(c.name, c, c.task)
+	r.must(c.name+" start", r.start(c.name, c, c.task, "init"))
+	r.note(c.name+" ready", "%v", out.waitFor("ready", r.cfg.Step))
+	return c, ch
+}
+
+// stopSleeper kills, waits for and deletes a sleeper's task.
+func (r *Run) stopSleeper(c *Ctr, ch <-chan containerd.ExitStatus) {
+	r.call(c.name+" kill", func(ctx context.Context) error { return c.task.Kill(ctx, syscall.SIGKILL) })
+	r.exit(c.name+" exit", ch)
+	r.finish(c)
+}
+
+func scExec(r *Run, shape string) {
+	c, ch := r.sleeper()
+	out, errb := newBuf(), newBuf()
+	inR, inW := io.Pipe()
+	defer inW.Close()
+	path := r.scratch("exec-log")
+	var creator cio.Creator
+	terminal := false
+	script := `read l; echo "out:$l"; echo err >&2; exit 6`
+	switch shape {
+	case "fifo":
+		creator = fifoIO(inR, out, errb)
+	case "null":
+		creator = cio.NullIO
+		script = "exit 7"
+	case "file":
+		creator = cio.LogFile(path)
+		script = "echo out; echo err >&2; exit 6"
+	case "binary":
+		creator = cio.BinaryIO(r.cfg.Logger, map[string]string{"file": path})
+		script = "echo out; echo err >&2; exit 6"
+	case "tty":
+		terminal = true
+		creator = cio.NewCreator(cio.WithStreams(inR, out, nil), cio.WithTerminal)
+		script = `[ -t 0 ] && echo tty-in; [ -t 1 ] && echo tty-out; read l; stty size; exit 6`
+	case "notty":
+		creator = fifoIO(nil, out, errb)
+		script = `[ -t 0 ] && echo tty-in || echo no-tty-in; [ -t 1 ] && echo tty-out || echo no-tty-out; ` +
+			`[ -t 2 ] && echo tty-err || echo no-tty-err; exit 6`
+	}
+	spec := r.execSpec(c, terminal, "sh", "-c", script)
+	var p containerd.Process
+	err := r.call("exec", func(ctx context.Context) error {
+		var err error
+		p, err = c.task.Exec(ctx, "e1", spec, creator)
+		return err
+	})
+	if err == nil {
+		r.status("exec status created", c, p)
+		ech := r.waitCh("exec", c, p)
+		if r.start("exec", c, p, "e1") == nil {
+			switch shape {
+			case "fifo":
+				r.write("exec stdin write", inW, "hi\n")
+			case "tty":
+				r.note("exec tty before read", "%v", out.waitFor("tty-out", r.cfg.Step))
+				r.call("exec resize", func(ctx context.Context) error { return p.Resize(ctx, 90, 30) })
+				r.write("exec stdin write", inW, "x\n")
+			}
+			r.exit("exec exit", ech)
+			r.ioWait("exec io", p.IO())
+			switch shape {
+			case "fifo", "notty":
+				r.note("exec stdout", "%q", out.String())
+				r.note("exec stderr", "%q", errb.String())
+			case "tty":
+				r.note("exec output", "%q", strings.ReplaceAll(out.String(), "\r\n", "\n"))
+			case "file", "binary":
+				r.note("exec log lines (sorted)", fileLines(path, 2, 5*time.Second))
+			}
+			r.status("exec status exited", c, p)
+			r.del("exec delete", c, p)
+			r.status("exec status deleted", c, p)
+		}
+	}
+	r.stopSleeper(c, ch)
+}
+
+// waitExitEvent waits for the /tasks/exit of c's process id (init: "") without a Wait call.
+func (r *Run) waitExitEvent(key string, c *Ctr, execID string) {
+	id := execID
+	if id == "" {
+		id = c.id
+	}
+	ok := r.ev.waitFor(func(env *eventsEnvelope) bool {
+		cid, text, isTask := r.taskEvent(env)
+		return isTask && cid == c.id && strings.HasPrefix(text, "exit(") && r.exitEventFor(env, id)
+	}, r.cfg.Step)
+	r.note(key, "%v", ok)
+}
+
+func scExitBeforeWait(r *Run) {
+	c := r.container([]string{"sh", "-c", "exit 4"}, nil)
+	if r.newTask(c, fifoIO(nil, newBuf(), newBuf())) != nil {
+		return
+	}
+	if r.start(c.name, c, c.task, "init") != nil {
+		return
+	}
+	r.waitExitEvent("init exit event", c, "")
+	ch := r.waitCh(c.name+" late", c, c.task)
+	r.exit(c.name+" late exit", ch)
+	r.status(c.name+" status exited", c, c.task)
+	r.finish(c)
+
+	s, sch := r.sleeper()
+	spec := r.execSpec(s, false, "sh", "-c", "exit 9")
+	var p containerd.Process
+	if r.call("exec", func(ctx context.Context) error {
+		var err error
+		p, err = s.task.Exec(ctx, "e1", spec, fifoIO(nil, newBuf(), newBuf()))
+		return err
+	}) == nil && r.start("exec", s, p, "e1") == nil {
+		r.waitExitEvent("exec exit event", s, "e1")
+		ech := r.waitCh("exec late", s, p)
+		r.exit("exec late exit", ech)
+		r.status("exec status exited", s, p)
+		r.del("exec delete", s, p)
+	}
+	r.stopSleeper(s, sch)
+}
+
+func scPids(r *Run) {
+	out := newBuf()
+	c := r.container([]string{"sh", "-c", "sleep 1000 & echo ready; wait"}, nil)
+	r.must("create", r.newTask(c, fifoIO(nil, out, out)))
+	ch := r.waitCh(c.name, c, c.task)
+	r.must("start", r.start(c.name, c, c.task, "init"))
+	r.note("ready", "%v", out.waitFor("ready", r.cfg.Step))
+	spec := r.execSpec(c, false, "sleep", "1000")
+	var p containerd.Process
+	if r.call("exec", func(ctx context.Context) error {
+		var err error
+		p, err = c.task.Exec(ctx, "e1", spec, fifoIO(nil, newBuf(), newBuf()))
+		return err
+	}) == nil {
+		r.start("exec", c, p, "e1")
+	}
+	var infos []containerd.ProcessInfo
+	if r.call("pids", func(ctx context.Context) error {
+		var err error
+		infos, err = c.task.Pids(ctx)
+		return err
+	}) == nil {
+		var roles []string
+		for _, in := range infos {
+			role := r.role(in.Pid)
+			if in.Info != nil {
+				role += "+info(" + in.Info.GetTypeUrl() + "," + r.detailsExecID(in) + ")"
+			}
+			roles = append(roles, role)
+		}
+		sort.Strings(roles)
+		r.note("pids", "n=%d %s", len(infos), strings.Join(roles, " "))
+	}
+	r.stopSleeper(c, ch)
+}
+
+func scMetrics(r *Run) {
+	c, ch := r.sleeper()
+	r.metrics("metrics running", c)
+	r.call(c.name+" kill", func(ctx context.Context) error { return c.task.Kill(ctx, syscall.SIGKILL) })
+	r.exit(c.name+" exit", ch)
+	r.call("metrics stopped", func(ctx context.Context) error {
+		_, err := c.task.Metrics(ctx)
+		return err
+	})
+	r.finish(c)
+}
+
+func scUpdate(r *Run) {
+	c, ch := r.sleeper()
+	shares := uint64(512)
+	limit := int64(64 << 20)
+	r.call("update", func(ctx context.Context) error {
+		return c.task.Update(ctx, containerd.WithResources(&specs.LinuxResources{
+			Memory: &specs.LinuxMemory{Limit: &limit},
+			CPU:    &specs.LinuxCPU{Shares: &shares},
+		}))
+	})
+	r.note("cgroup memory limit", cgroupValue(c, "memory", "memory.limit_in_bytes", "memory.max"))
+	r.note("cgroup cpu shares", cgroupValue(c, "cpu", "cpu.shares", "cpu.weight"))
+	r.metricsLimit("metrics memory limit", c)
+	r.call("update annotations", func(ctx context.Context) error {
+		return c.task.Update(ctx, containerd.WithAnnotations(map[string]string{"nvconformance": "1"}))
+	})
+	r.call(c.name+" kill", func(ctx context.Context) error { return c.task.Kill(ctx, syscall.SIGKILL) })
+	r.exit(c.name+" exit", ch)
+	r.call("update stopped", func(ctx context.Context) error {
+		return c.task.Update(ctx, containerd.WithResources(&specs.LinuxResources{Memory: &specs.LinuxMemory{Limit: &limit}}))
+	})
+	r.finish(c)
+}
+
+func scResizeNoTerminal(r *Run) {
+	c, ch := r.sleeper()
+	r.call("resize task", func(ctx context.Context) error { return c.task.Resize(ctx, 80, 24) })
+	spec := r.execSpec(c, false, "sleep", "1000")
+	var p containerd.Process
+	if r.call("exec", func(ctx context.Context) error {
+		var err error
+		p, err = c.task.Exec(ctx, "e1", spec, fifoIO(nil, newBuf(), newBuf()))
+		return err
+	}) == nil && r.start("exec", c, p, "e1") == nil {
+		r.call("resize exec", func(ctx context.Context) error { return p.Resize(ctx, 80, 24) })
+		ech := r.waitCh("exec", c, p)
+		r.call("exec kill", func(ctx context.Context) error { return p.Kill(ctx, syscall.SIGKILL) })
+		r.exit("exec exit", ech)
+		r.call("resize exec exited", func(ctx context.Context) error { return p.Resize(ctx, 80, 24) })
+		r.del("exec delete", c, p)
+	}
+	r.stopSleeper(c, ch)
+}
+
+func scCloseIO(r *Run) {
+	out := newBuf()
+	inR, inW := io.Pipe()
+	defer inW.Close()
+	c := r.container([]string{"cat"}, nil)
+	r.must("create", r.newTask(c, fifoIO(inR, out, out)))
+	ch := r.waitCh(c.name, c, c.task)
+	r.must("start", r.start(c.name, c, c.task, "init"))
+	r.write("stdin write", inW, "abc\n")
+	r.note("echoed", "%v", out.waitFor("abc", r.cfg.Step))
+	r.call("closeio", func(ctx context.Context) error { return c.task.CloseIO(ctx, containerd.WithStdinCloser) })
+	r.exit(c.name+" exit", ch)
+	r.ioWait(c.name+" io", c.task.IO())
+	r.note("stdout", "%q", out.String())
+	r.finish(c)
+
+	s, sch := r.sleeper()
+	eout := newBuf()
+	eR, eW := io.Pipe()
+	defer eW.Close()
+	spec := r.execSpec(s, false, "cat")
+	var p containerd.Process
+	if r.call("exec", func(ctx context.Context) error {
+		var err error
+		p, err = s.task.Exec(ctx, "e1", spec, fifoIO(eR, eout, eout))
+		return err
+	}) == nil {
+		ech := r.waitCh("exec", s, p)
+		if r.start("exec", s, p, "e1") == nil {
+			r.write("exec stdin write", eW, "def\n")
+			r.note("exec echoed", "%v", eout.waitFor("def", r.cfg.Step))
+			r.call("exec closeio", func(ctx context.Context) error { return p.CloseIO(ctx, containerd.WithStdinCloser) })
+			r.exit("exec exit", ech)
+			r.note("exec stdout", "%q", eout.String())
+			r.del("exec delete", s, p)
+		}
+	}
+	r.stopSleeper(s, sch)
+}
+
+func scKillSignals(r *Run) {
+	out := newBuf()
+	c := r.container([]string{"sh", "-c", `trap "exit 42" TERM; echo ready; while :; do sleep 0.1; done`}, nil)
+	r.must("create", r.newTask(c, fifoIO(nil, out, out)))
+	ch := r.waitCh(c.name, c, c.task)
+	r.must("start", r.start(c.name, c, c.task, "init"))
+	r.note("ready", "%v", out.waitFor("ready", r.cfg.Step))
+	spec := r.execSpec(c, false, "sleep", "1000")
+	var p containerd.Process
+	if r.call("exec", func(ctx context.Context) error {
+		var err error
+		p, err = c.task.Exec(ctx, "e1", spec, fifoIO(nil, newBuf(), newBuf()))
+		return err
+	}) == nil {
+		ech := r.waitCh("exec", c, p)
+		if r.start("exec", c, p, "e1") == nil {
+			r.call("exec kill TERM", func(ctx context.Context) error { return p.Kill(ctx, syscall.SIGTERM) })
+			r.exit("exec exit", ech)
+			r.call("exec kill after exit", func(ctx context.Context) error { return p.Kill(ctx, syscall.SIGKILL) })
+			r.del("exec delete", c, p)
+			r.call("exec kill after delete", func(ctx context.Context) error { return p.Kill(ctx, syscall.SIGKILL) })
+		}
+	}
+	r.call("kill unknown exec", func(ctx context.Context) error {
+		return c.task.Kill(ctx, syscall.SIGKILL, containerd.WithKillExecID("nope"))
+	})
+	r.call("kill signal 0", func(ctx context.Context) error { return c.task.Kill(ctx, 0) })
+	r.call("kill TERM", func(ctx context.Context) error { return c.task.Kill(ctx, syscall.SIGTERM) })
+	r.exit(c.name+" exit", ch)
+	r.call("kill after exit", func(ctx context.Context) error { return c.task.Kill(ctx, syscall.SIGKILL) })
+	r.call("kill all after exit", func(ctx context.Context) error {
+		return c.task.Kill(ctx, syscall.SIGKILL, containerd.WithKillAll)
+	})
+	r.finish(c)
+}
+
+func scKillCreated(r *Run) {
+	c := r.container([]string{"sleep", "1000"}, nil)
+	r.must("create", r.newTask(c, fifoIO(nil, newBuf(), newBuf())))
+	ch := r.waitCh(c.name, c, c.task)
+	r.call("kill created", func(ctx context.Context) error { return c.task.Kill(ctx, syscall.SIGKILL) })
+	r.exit(c.name+" exit", ch)
+	r.status(c.name+" status", c, c.task)
+	r.call("start after kill", func(ctx context.Context) error { return c.task.Start(ctx) })
+	r.finish(c)
+	// A created task deleted without a kill.
+	c2 := r.container([]string{"sleep", "1000"}, nil)
+	r.must("create", r.newTask(c2, fifoIO(nil, newBuf(), newBuf())))
+	r.del(c2.name+" delete created", c2, c2.task)
+}
+
+func scErrors(r *Run) {
+	c, ch := r.sleeper()
+	r.call("start again", func(ctx context.Context) error { return c.task.Start(ctx) })
+	r.call("delete running", func(ctx context.Context) error {
+		_, err := c.task.Delete(ctx)
+		return err
+	})
+	r.status("status after refused delete", c, c.task)
+	r.call("new task while one exists", func(ctx context.Context) error {
+		_, err := c.c.NewTask(ctx, cio.NullIO)
+		return err
+	})
+	spec := r.execSpec(c, false, "sleep", "1000")
+	var p containerd.Process
+	if r.call("exec", func(ctx context.Context) error {
+		var err error
+		p, err = c.task.Exec(ctx, "e1", spec, fifoIO(nil, newBuf(), newBuf()))
+		return err
+	}) == nil {
+		r.call("exec duplicate id", func(ctx context.Context) error {
+			_, err := c.task.Exec(ctx, "e1", spec, fifoIO(nil, newBuf(), newBuf()))
+			return err
+		})
+		r.call("exec bad id", func(ctx context.Context) error {
+			_, err := c.task.Exec(ctx, "bad/id", spec, fifoIO(nil, newBuf(), newBuf()))
+			return err
+		})
+		r.status("exec status created", c, p)
+		r.call("exec kill before start", func(ctx context.Context) error { return p.Kill(ctx, syscall.SIGKILL) })
+		ech := r.waitCh("exec", c, p)
+		if r.start("exec", c, p, "e1") == nil {
+			r.call("exec start again", func(ctx context.Context) error { return p.Start(ctx) })
+			r.call("exec delete running", func(ctx context.Context) error {
+				_, err := p.Delete(ctx)
+				return err
+			})
+			r.call("exec kill", func(ctx context.Context) error { return p.Kill(ctx, syscall.SIGKILL) })
+			r.exit("exec exit", ech)
+			r.del("exec delete", c, p)
+			r.del("exec delete again", c, p)
+			r.status("exec status deleted", c, p)
+		}
+	}
+	r.call("exec missing binary", func(ctx context.Context) error {
+		q, err := c.task.Exec(ctx, "e2", r.execSpec(c, false, "/no/such/binary"), fifoIO(nil, newBuf(), newBuf()))
+		if err != nil {
+			return err
+		}
+		defer q.Delete(ctx)
+		return q.Start(ctx)
+	})
+	r.call("load unknown exec", func(ctx context.Context) error {
+		_, err := c.task.LoadProcess(ctx, "nope", nil)
+		return err
+	})
+	t := c.task
+	r.stopSleeper(c, ch)
+	r.call("kill after delete", func(ctx context.Context) error { return t.Kill(ctx, syscall.SIGKILL) })
+	r.call("start after delete", func(ctx context.Context) error { return t.Start(ctx) })
+	r.call("delete after delete", func(ctx context.Context) error {
+		_, err := t.Delete(ctx)
+		return err
+	})
+	r.call("wait after delete", func(ctx context.Context) error {
+		_, err := t.Wait(ctx)
+		return err
+	})
+	r.call("load task after delete", func(ctx context.Context) error {
+		_, err := c.c.Task(ctx, nil)
+		return err
+	})
+}
+
+func scPauseResume(r *Run) {
+	c, ch := r.sleeper()
+	r.call("pause", func(ctx context.Context) error { return c.task.Pause(ctx) })
+	r.status("status paused", c, c.task)
+	r.call("pause again", func(ctx context.Context) error { return c.task.Pause(ctx) })
+	r.call("resume", func(ctx context.Context) error { return c.task.Resume(ctx) })
+	r.status("status resumed", c, c.task)
+	r.call("resume running", func(ctx context.Context) error { return c.task.Resume(ctx) })
+	r.stopSleeper(c, ch)
+}
+
+func scForceDeleteRunning(r *Run) {
+	c, _ := r.sleeper()
+	spec := r.execSpec(c, false, "sleep", "1000")
+	var p containerd.Process
+	if r.call("exec", func(ctx context.Context) error {
+		var err error
+		p, err = c.task.Exec(ctx, "e1", spec, fifoIO(nil, newBuf(), newBuf()))
+		return err
+	}) == nil {
+		r.start("exec", c, p, "e1")
+	}
+	r.del("force delete", c, c.task, containerd.WithProcessKill)
+	r.call("load task after", func(ctx context.Context) error {
+		_, err := c.c.Task(ctx, nil)
+		return err
+	})
+}
+
+// scRuncDelete removes the container with runc behind the shim's back, then does what a client
+// does when it finds out: Wait, Status, Delete.
+func scRuncDelete(r *Run, started bool) {
+	c := r.container([]string{"sh", "-c", "echo ready; exec sleep 1000"}, nil)
+	out := newBuf()
+	r.must("create", r.newTask(c, fifoIO(nil, out, out)))
+	ch := r.waitCh(c.name, c, c.task)
+	if started {
+		r.must("start", r.start(c.name, c, c.task, "init"))
+		r.note("ready", "%v", out.waitFor("ready", r.cfg.Step))
+	}
+	r.note("runc delete --force", r.runcDelete(c))
+	r.exit(c.name+" exit", ch)
+	r.status(c.name+" status", c, c.task)
+	r.del(c.name+" delete", c, c.task)
+	r.call("load task after", func(ctx context.Context) error {
+		_, err := c.c.Task(ctx, nil)
+		return err
+	})
+}
+
+func scExecExitOrder(r *Run) {
+	c, ch := r.sleeper()
+	var echs []<-chan containerd.ExitStatus
+	for _, id := range []string{"e1", "e2"} {
+		spec := r.execSpec(c, false, "sleep", "1000")
+		var p containerd.Process
+		if r.call(id+" exec", func(ctx context.Context) error {
+			var err error
+			p, err = c.task.Exec(ctx, id, spec, fifoIO(nil, newBuf(), newBuf()))
+			return err
+		}) == nil {
+			echs = append(echs, r.waitCh(id, c, p))
+			r.start(id, c, p, id)
+		}
+	}
+	r.call("kill init", func(ctx context.Context) error { return c.task.Kill(ctx, syscall.SIGKILL) })
+	r.exit(c.name+" exit", ch)
+	for i, ech := range echs {
+		r.exit(fmt.Sprintf("e%d exit", i+1), ech)
+	}
+	r.finish(c)
+}
+
+func scHostPid(r *Run, killAll bool) {
+	out := newBuf()
+	c := r.container([]string{"sh", "-c", "sleep 1000 & sleep 1000 & echo ready; wait"},
+		[]oci.SpecOpts{oci.WithHostNamespace(specs.PIDNamespace)})
+	r.must("create", r.newTask(c, fifoIO(nil, out, out)))
+	ch := r.waitCh(c.name, c, c.task)
+	r.must("start", r.start(c.name, c, c.task, "init"))
+	r.note("ready", "%v", out.waitFor("ready", r.cfg.Step))
+	var children []uint32
+	r.call("pids", func(ctx context.Context) error {
+		infos, err := c.task.Pids(ctx)
+		for _, in := range infos {
+			if in.Pid != c.task.Pid() {
+				children = append(children, in.Pid)
+			}
+		}
+		return err
+	})
+	r.note("children", "%d", len(children))
+	if killAll {
+		r.call("kill all", func(ctx context.Context) error {
+			return c.task.Kill(ctx, syscall.SIGKILL, containerd.WithKillAll)
+		})
+	} else {
+		r.call("kill init", func(ctx context.Context) error { return c.task.Kill(ctx, syscall.SIGKILL) })
+	}
+	r.exit(c.name+" exit", ch)
+	r.note("children gone", "%s", waitGone(children, 5*time.Second))
+	r.finish(c)
+	for _, pid := range children { // never leave them to the host
+		_ = syscall.Kill(int(pid), syscall.SIGKILL)
+	}
+}
+
+// waitGone waits until none of pids is alive (zombies count as gone); "yes" or how many remain.
+func waitGone(pids []uint32, d time.Duration) string {
+	deadline := time.Now().Add(d)
+	for {
+		alive := 0
+		for _, pid := range pids {
+			if data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil {
+				if f := strings.Fields(string(data[strings.LastIndexByte(string(data), ')')+1:])); len(f) > 0 && f[0] != "Z" {
+					alive++
+				}
+			}
+		}
+		if alive == 0 {
+			return "yes"
+		}
+		if time.Now().After(deadline) {
+			return fmt.Sprintf("no: %d still alive after %s", alive, d)
+		}
+		time.Sleep(20 * time.Millisecond) // polling /proc: the kernel sends no event for another's child
+	}
+}
+
+func scLongIDs(r *Run) {
+	ns := padTo(r.cfg.Namespace+"-long-"+r.label+"-", 76)
+	r.note("namespace length", "%d", len(ns))
+	ctx := namespaces.WithNamespace(r.ctx, ns)
+	r.must("image in long namespace", r.importImage(ns))
+	r.ev.subscribe(r, r.client, ns)
+	id := padTo(r.id("-"), 76)
+	r.note("id length", "%d", len(id))
+	c := r.containerIn(ctx, ns, id, nil, []string{"sh", "-c", "echo hello; exit 3"}, nil)
+	out := newBuf()
+	if r.lifecycle(c, fifoIO(nil, out, out)) {
+		r.note("stdout", "%q", out.String())
+		r.finish(c)
+	}
+	s := r.containerIn(ctx, ns, padTo(r.id("-"), 76), nil, []string{"sh", "-c", "echo ready; exec sleep 1000"}, nil)
+	sout := newBuf()
+	r.must("create", r.newTask(s, fifoIO(nil, sout, sout)))
+	sch := r.waitCh(s.name, s, s.task)
+	r.must("start", r.start(s.name, s, s.task, "init"))
+	r.note(s.name+" ready", "%v", sout.waitFor("ready", r.cfg.Step))
+	eout := newBuf()
+	spec := r.execSpec(s, false, "echo", "from-exec")
+	var p containerd.Process
+	if r.call("exec", func(ctx context.Context) error {
+		var err error
+		p, err = s.task.Exec(namespaces.WithNamespace(ctx, ns), padTo("e", 76), spec, fifoIO(nil, eout, eout))
+		return err
+	}) == nil {
+		ech := r.waitCh("exec", s, p)
+		if r.start("exec", s, p, "e-long") == nil {
+			r.exit("exec exit", ech)
+			r.ioWait("exec io", p.IO())
+			r.note("exec stdout", "%q", eout.String())
+			r.del("exec delete", s, p)
+		}
+	}
+	r.call(s.name+" kill", func(ctx context.Context) error {
+		return s.task.Kill(namespaces.WithNamespace(ctx, ns), syscall.SIGKILL)
+	})
+	r.exit(s.name+" exit", sch)
+	r.finish(s)
+}
+
+func padTo(s string, n int) string {
+	for len(s) < n {
+		s += "x"
+	}
+	return s[:n]
+}
+
+func scGPURequest(r *Run) {
+	c := r.container([]string{"sh", "-c", "exit 0"}, []oci.SpecOpts{oci.WithEnv([]string{"NVIDIA_VISIBLE_DEVICES=all"})})
+	if r.lifecycle(c, fifoIO(nil, newBuf(), newBuf())) {
+		r.finish(c)
+	}
+	c2 := r.container([]string{"sh", "-c", "exit 0"}, []oci.SpecOpts{oci.WithEnv([]string{"NVIDIA_VISIBLE_DEVICES=nonsense!"})})
+	if r.lifecycle(c2, fifoIO(nil, newBuf(), newBuf())) {
+		r.finish(c2)
+	}
+}
