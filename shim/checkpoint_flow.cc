@@ -9,6 +9,7 @@
 #include "checkpoint/process_list.h"
 #include "common/error.h"
 #include "common/fs.h"
+#include "common/process.h"
 #include "shim/container.h"
 #include "shim/task_service.h"
 
@@ -69,6 +70,7 @@ class ThawForToggle {
       log_.error("checkpoint of \"" + c_.id + "\": could not pause it again: " + e.what());
     }
   }
+  [[nodiscard]] bool active() const { return active_; }
   ThawForToggle(const ThawForToggle&) = delete;
   ThawForToggle& operator=(const ThawForToggle&) = delete;
 
@@ -78,13 +80,50 @@ class ThawForToggle {
   bool active_;
 };
 
+namespace {
+
+// After the runtime's checkpoint was killed for running out of time: CRIU may have frozen the
+// container (cgroup freezer) and nobody thaws it any more. It is thawed unless the client had
+// paused it and no CUDA rollback needs it running (then it stays paused, as the client left it).
+// Returns what was done, for the error message.
+std::string thaw_after_killed_snapshot(Container& c, bool client_paused, bool thawed_for_toggle, Logger& log) {
+  std::string status;
+  try {
+    status = c.runtime->state(c.id).status;
+  } catch (const std::exception& e) {
+    log.error("checkpoint of \"" + c.id + "\": after the killed snapshot: " + e.what());
+    return std::string("container state unknown, not thawed: ") + e.what();
+  }
+  if (status != "paused") return "container was not frozen (" + status + ")";
+  if (client_paused && !thawed_for_toggle) return "container left paused, as the client had paused it";
+  try {
+    c.runtime->resume(c.id);
+  } catch (const std::exception& e) {
+    log.error("checkpoint of \"" + c.id + "\": cannot thaw it after the killed snapshot: " + e.what());
+    return std::string("container is still FROZEN, thawing failed: ") + e.what();
+  }
+  log.info("checkpoint of \"" + c.id + "\": thawed after the killed snapshot");
+  // With the client's pause, ThawForToggle freezes it again once CUDA is rolled back.
+  return client_paused ? "container thawed for the CUDA rollback (then paused again, as the client had paused it)"
+                       : "container thawed";
+}
+
+}  // namespace
+
 void run_checkpoint(Container& c, const oci::CheckpointFlags& flags, bool paused, const ServiceEnv& env) {
   Tools t(c, env);
   bool has_holders = paused && !t.scanner.scan(t.lister.list()).empty();
   ThawForToggle thaw(c, paused, has_holders, env.log);
   checkpoint::CheckpointRequest req{
       .container_id = c.id, .keep_running = flags.leave_running, .diagnostic_path = c.bundle / "checkpoint-diagnostic.json"};
-  auto outcome = t.orch.checkpoint(req, [&] { c.runtime->checkpoint(c.id, flags); });
+  auto outcome = t.orch.checkpoint(req, [&] {
+    try {
+      c.runtime->checkpoint(c.id, flags);
+    } catch (const DeadlineError& e) {
+      // Thawed before the orchestrator rolls CUDA back: frozen processes cannot take part.
+      throw e.with(thaw_after_killed_snapshot(c, paused, thaw.active(), env.log));
+    }
+  });
   // The image exists now; note whether its processes carry checkpointed CUDA state.
   nlohmann::json rec{{"container", c.id}, {"cuda_processes", outcome.toggled.size()}};
   try {

@@ -12,6 +12,9 @@ struct ServiceEnv;
 // brings CUDA back if the task keeps running. On failure everything is rolled back and an
 // Error(FailedPrecondition) carries the diagnostic; the container keeps running.
 // `paused`: the client froze the task first (containerd does); it is frozen again before returning.
+// A runtime checkpoint that runs past checkpoint.snapshot_timeout_ms is killed with its process
+// group (runc and CRIU), the container is thawed (unless the client had paused it and nothing
+// needs it running) and CUDA rolled back: Error(DeadlineExceeded) says which phase ran out of time.
 void run_checkpoint(Container& c, const oci::CheckpointFlags& flags, bool paused, const ServiceEnv& env);
 // After the runtime restored the container: restore + unlock CUDA in every checkpointed process.
 void restore_cuda_after_runtime_restore(Container& c, const ServiceEnv& env);

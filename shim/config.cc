@@ -58,7 +58,7 @@ ShimConfig parse_config_unchecked(const std::string& text, const std::string& or
   if (auto k = root["checkpoint"]) {
     check_keys(k,
                {"cuda", "cuda_checkpoint_path", "cuda_helper", "libcuda", "libnvml", "lock_timeout_ms", "parallelism",
-                "device_globs", "allow_unrestorable"},
+                "device_globs", "allow_unrestorable", "snapshot_timeout_ms", "restore_timeout_ms"},
                origin, "checkpoint");
     get(k, "cuda", c.checkpoint.cuda, origin, "checkpoint");
     get(k, "cuda_checkpoint_path", c.checkpoint.cuda_checkpoint_path, origin, "checkpoint");
@@ -69,7 +69,15 @@ ShimConfig parse_config_unchecked(const std::string& text, const std::string& or
     get(k, "parallelism", c.checkpoint.parallelism, origin, "checkpoint");
     get(k, "device_globs", c.checkpoint.device_globs, origin, "checkpoint");
     get(k, "allow_unrestorable", c.checkpoint.allow_unrestorable, origin, "checkpoint");
+    get(k, "snapshot_timeout_ms", c.checkpoint.snapshot_timeout_ms, origin, "checkpoint");
+    get(k, "restore_timeout_ms", c.checkpoint.restore_timeout_ms, origin, "checkpoint");
+    for (auto [key, v] : {std::pair{"snapshot_timeout_ms", c.checkpoint.snapshot_timeout_ms},
+                          std::pair{"restore_timeout_ms", c.checkpoint.restore_timeout_ms}})
+      if (v == 0) throw Error(Code::InvalidArgument, origin + ": checkpoint." + key + ": must be greater than 0");
   }
+  // The runtime's checkpoint and restore run under these deadlines.
+  c.runtime.checkpoint_timeout = std::chrono::milliseconds(c.checkpoint.snapshot_timeout_ms);
+  c.runtime.restore_timeout = std::chrono::milliseconds(c.checkpoint.restore_timeout_ms);
   if (root["log_level"]) {
     std::string l;
     get(root, "log_level", l, origin, "");
