@@ -244,8 +244,11 @@ func (r *Run) start(key string, c *Ctr, p containerd.Process, role string) error
 	})
 	if err == nil {
 		pid = p.Pid()
+		if prev, ok := r.roles[pid]; ok && prev != role {
+			role = prev // init keeps the pid Create returned
+		}
 		r.roles[pid] = role
-		r.note(key+" start pid", pidState(pid))
+		r.note(key+" start pid", "%s (%s)", pidState(pid), role)
 	}
 	return err
 }
