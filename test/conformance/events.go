@@ -7,9 +7,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/containerd/containerd"
 	apievents "github.com/containerd/containerd/api/events"
 	eventsapi "github.com/containerd/containerd/events"
-	"github.com/containerd/containerd"
 	"github.com/containerd/containerd/namespaces"
 	"github.com/containerd/typeurl"
 )

@@ -15,9 +15,9 @@ import (
 
 	v1 "github.com/containerd/cgroups/stats/v1"
 	v2 "github.com/containerd/cgroups/v2/stats"
+	"github.com/containerd/containerd"
 	apievents "github.com/containerd/containerd/api/events"
 	eventsapi "github.com/containerd/containerd/events"
-	"github.com/containerd/containerd"
 	"github.com/containerd/containerd/namespaces"
 	"github.com/containerd/containerd/runtime/v2/runc/options"
 	"github.com/containerd/typeurl"
