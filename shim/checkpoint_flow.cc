@@ -10,8 +10,6 @@
 #include "common/error.h"
 #include "common/fs.h"
 #include "common/process.h"
-#include "shim/container.h"
-#include "shim/task_service.h"
 
 namespace nvproxy::shim {
 
@@ -21,7 +19,7 @@ namespace {
 // knows whether CUDA state has to be brought back, without touching libcuda otherwise.
 constexpr const char* kCudaRecord = "nvproxy-cuda.json";
 
-std::vector<pid_t> container_pids(Container& c) {
+std::vector<pid_t> container_pids(CheckpointTarget& c) {
   // runsc's pids live inside the sandbox: host /proc does not describe them, so the host-side
   // scan must not run on them (it would inspect unrelated host processes).
   if (c.runtime->kind() == oci::RuntimeKind::Runsc) {
@@ -41,7 +39,7 @@ struct Tools {
   checkpoint::CudaTools cuda;  // toggler and probe, through one nvproxy-cuda-helper started on first use
   checkpoint::ProcCommProbe comm;
   checkpoint::Orchestrator orch;
-  Tools(Container& c, const ServiceEnv& env)
+  Tools(CheckpointTarget& c, const CheckpointEnv& env)
       : lister([&c] { return container_pids(c); }),
         scanner(c.config.checkpoint.device_globs),
         cuda(checkpoint::make_cuda_tools(c.config.checkpoint, env.runner)),
@@ -57,7 +55,7 @@ struct Tools {
 // holders exist the container is thawed for the toggles and frozen again on every way out.
 class ThawForToggle {
  public:
-  ThawForToggle(Container& c, bool paused, bool has_holders, Logger& log) : c_(c), log_(log), active_(paused && has_holders) {
+  ThawForToggle(CheckpointTarget& c, bool paused, bool has_holders, Logger& log) : c_(c), log_(log), active_(paused && has_holders) {
     if (!active_) return;
     log_.info("checkpoint of \"" + c_.id + "\": thawing the paused container for the CUDA toggle");
     c_.runtime->resume(c_.id);
@@ -75,7 +73,7 @@ class ThawForToggle {
   ThawForToggle& operator=(const ThawForToggle&) = delete;
 
  private:
-  Container& c_;
+  CheckpointTarget& c_;
   Logger& log_;
   bool active_;
 };
@@ -86,7 +84,7 @@ namespace {
 // container (cgroup freezer) and nobody thaws it any more. It is thawed unless the client had
 // paused it and no CUDA rollback needs it running (then it stays paused, as the client left it).
 // Returns what was done, for the error message.
-std::string thaw_after_killed_snapshot(Container& c, bool client_paused, bool thawed_for_toggle, Logger& log) {
+std::string thaw_after_killed_snapshot(CheckpointTarget& c, bool client_paused, bool thawed_for_toggle, Logger& log) {
   std::string status;
   try {
     status = c.runtime->state(c.id).status;
@@ -110,7 +108,7 @@ std::string thaw_after_killed_snapshot(Container& c, bool client_paused, bool th
 
 }  // namespace
 
-void run_checkpoint(Container& c, const oci::CheckpointFlags& flags, bool paused, const ServiceEnv& env) {
+void run_checkpoint(CheckpointTarget& c, const oci::CheckpointFlags& flags, bool paused, const CheckpointEnv& env) {
   Tools t(c, env);
   bool has_holders = paused && !t.scanner.scan(t.lister.list()).empty();
   ThawForToggle thaw(c, paused, has_holders, env.log);
@@ -137,7 +135,7 @@ void run_checkpoint(Container& c, const oci::CheckpointFlags& flags, bool paused
   env.log.info("checkpoint of \"" + c.id + "\" done: " + std::to_string(outcome.toggled.size()) + " CUDA processes;" + phases);
 }
 
-void restore_cuda_after_runtime_restore(Container& c, const ServiceEnv& env) {
+void restore_cuda_after_runtime_restore(CheckpointTarget& c, const CheckpointEnv& env) {
   auto rec_path = std::filesystem::path(c.restore_from) / kCudaRecord;
   if (!std::filesystem::exists(rec_path)) return;
   auto rec = nlohmann::json::parse(read_file(rec_path), nullptr, false);

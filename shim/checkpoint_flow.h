@@ -1,12 +1,30 @@
 // The Checkpoint RPC's work (GPU-aware, see checkpoint/) and the CUDA side of a restore.
 #pragma once
 
-#include "oci/runtime_flavor.h"
+#include <filesystem>
+#include <string>
+
+#include "common/log.h"
+#include "common/process.h"
+#include "oci/runtime.h"
+#include "shim/config.h"
 
 namespace nvproxy::shim {
 
-struct Container;
-struct ServiceEnv;
+// The container as the checkpoint flow sees it.
+struct CheckpointTarget {
+  std::string id;
+  std::filesystem::path bundle;
+  const ShimConfig& config;
+  oci::Runtime* runtime;
+  bool gpu = false;
+  std::string restore_from;  // restore: the image the runtime restored from
+};
+
+struct CheckpointEnv {
+  Logger& log;
+  ProcessRunner& runner;
+};
 
 // Toggles CUDA off for every process holding a GPU, verifies, runs the runtime's checkpoint and
 // brings CUDA back if the task keeps running. On failure everything is rolled back and an
@@ -15,8 +33,8 @@ struct ServiceEnv;
 // A runtime checkpoint that runs past checkpoint.snapshot_timeout_ms is killed with its process
 // group (runc and CRIU), the container is thawed (unless the client had paused it and nothing
 // needs it running) and CUDA rolled back: Error(DeadlineExceeded) says which phase ran out of time.
-void run_checkpoint(Container& c, const oci::CheckpointFlags& flags, bool paused, const ServiceEnv& env);
+void run_checkpoint(CheckpointTarget& c, const oci::CheckpointFlags& flags, bool paused, const CheckpointEnv& env);
 // After the runtime restored the container: restore + unlock CUDA in every checkpointed process.
-void restore_cuda_after_runtime_restore(Container& c, const ServiceEnv& env);
+void restore_cuda_after_runtime_restore(CheckpointTarget& c, const CheckpointEnv& env);
 
 }  // namespace nvproxy::shim

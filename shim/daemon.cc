@@ -16,8 +16,11 @@
 #include "shim/cli.h"
 #include "shim/events.h"
 #include "shim/reaper.h"
-#include "shim/task_rpc.h"
-#include "shim/task_service.h"
+#include "shim/task/task_rpc.h"
+#include "shim/task/gpu_checkpoint.h"
+#include "shim/task/oom_watcher.h"
+#include "shim/task/task_service.h"
+#include "proto/events.pb.h"
 #include "shim/ttrpc/server.h"
 #include "shim/version.h"
 
@@ -52,7 +55,24 @@ int daemon_main(const ShimArgs& a, const std::string& self_exe) {
   });
   ProcessRunner runner(reaper);
   ttrpc::Server server(log);
-  TaskService svc(ServiceEnv{a.ns, self_exe, log, runner, events, [&] { server.shutdown(); }});
+  OomWatcher oom(log, [&](const std::string& id) {
+    containerd::events::TaskOOM ev;
+    ev.set_container_id(id);
+    events.publish("/tasks/oom", ev);
+  });
+  GpuCheckpointHooks checkpoints(log, runner);
+  TaskService svc(ServiceDeps{
+      .ns = a.ns,
+      .self_binary = self_exe,
+      .log = log,
+      .runner = runner,
+      .events = events,
+      .checkpoints = checkpoints,
+      .oom = &oom,
+      .make_runtime = [&](const oci::RuntimeConfig& rc,
+                          const std::filesystem::path& log_file) { return std::make_unique<oci::Runtime>(rc, runner, log, log_file); },
+      .load_config = [](const std::string& path) { return load_config(path); },
+      .shutdown = [&] { server.shutdown(); }});
   svc_ptr = &svc;
   register_task_service(server, svc);
 

@@ -13,8 +13,8 @@
 #include "shim/address.h"
 #include "shim/cli.h"
 #include "shim/config.h"
-#include "shim/rootfs.h"
-#include "shim/runtime_record.h"
+#include "shim/task/rootfs.h"
+#include "shim/task/runtime_record.h"
 #include "shim/timestamp.h"
 
 namespace nvproxy::shim {

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "common/log.h"
+#include "shim/task/event_sink.h"
 
 namespace nvproxy::ttrpc {
 class Client;
@@ -20,16 +21,16 @@ class Client;
 
 namespace nvproxy::shim {
 
-class EventPublisher {
+class EventPublisher final : public EventSink {
  public:
   // address: containerd's ttrpc socket ("unix://" optional); empty disables publishing.
   EventPublisher(std::string address, std::string ns, Logger& log);
-  ~EventPublisher();  // sends what is queued (bounded), then stops
+  ~EventPublisher() override;  // sends what is queued (bounded), then stops
   EventPublisher(const EventPublisher&) = delete;
   EventPublisher& operator=(const EventPublisher&) = delete;
 
   // topic: "/tasks/exit" ...; the event's full protobuf name is its Any type URL.
-  void publish(const std::string& topic, const google::protobuf::MessageLite& event);
+  void publish(const std::string& topic, const google::protobuf::MessageLite& event) override;
   // Waits until the queue is empty (sent or given up on), at most `timeout`.
   void drain(std::chrono::milliseconds timeout);
 

@@ -15,7 +15,7 @@
 #include "shim/address.h"
 #include "shim/cli.h"
 #include "shim/shim_cgroup.h"
-#include "shim/task_options.h"
+#include "shim/task/task_options.h"
 
 namespace nvproxy::shim {
 

@@ -1,4 +1,4 @@
-#include "shim/console.h"
+#include "shim/task/console.h"
 
 #include <fcntl.h>
 #include <poll.h>

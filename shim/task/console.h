@@ -21,7 +21,7 @@
 #include <thread>
 
 #include "common/unique_fd.h"
-#include "shim/stdio.h"
+#include "shim/task/pipe_io.h"
 
 namespace nvproxy::shim {
 

@@ -22,6 +22,7 @@
 #include <thread>
 
 #include "common/unique_fd.h"
+#include "shim/task/oom_watch.h"
 
 namespace nvproxy {
 class Logger;
@@ -29,7 +30,7 @@ class Logger;
 
 namespace nvproxy::shim {
 
-class OomWatcher {
+class OomWatcher final : public OomWatch {
  public:
   // Where to look; tests point these at fakes.
   struct Paths {
@@ -41,16 +42,16 @@ class OomWatcher {
   OomWatcher(Logger& log, std::function<void(const std::string& container_id)> on_oom, Paths paths);
   OomWatcher(Logger& log, std::function<void(const std::string& container_id)> on_oom)
       : OomWatcher(log, std::move(on_oom), Paths{}) {}
-  ~OomWatcher();
+  ~OomWatcher() override;
   OomWatcher(const OomWatcher&) = delete;
   OomWatcher& operator=(const OomWatcher&) = delete;
 
   // Starts watching (replacing an earlier registration of the same id). Failures (the pid is
   // gone, no memory cgroup) are logged with the container id, never thrown.
-  void add(const std::string& container_id, pid_t init_pid);
+  void add(const std::string& container_id, pid_t init_pid) override;
   // After it returns, on_oom is not called for this id (unless added again). Must not be called
   // while holding a lock that on_oom takes: it waits for a delivery in progress.
-  void remove(const std::string& container_id);
+  void remove(const std::string& container_id) override;
   [[nodiscard]] size_t watched();  // registrations still live (for tests and debugging)
 
  private:

@@ -1,8 +1,9 @@
-#include "shim/stdio.h"
+#include "shim/task/pipe_io.h"
 
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/eventfd.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/error.h"
@@ -19,10 +20,13 @@ void make_pipe(UniqueFd& r, UniqueFd& w) {
   w.reset(p[1]);
 }
 
-// O_RDWR on a FIFO never blocks in open (Linux), so a client that is slow to attach cannot hang Create.
+// O_RDWR on a FIFO never blocks in open (Linux), so a client that is slow to attach cannot hang
+// Create. Anything else (a file:// log) is appended to, created if missing.
 UniqueFd open_output_fifo(const std::string& path) {
-  UniqueFd fd(::open(path.c_str(), O_RDWR | O_CLOEXEC));
-  if (!fd) throw sys_error("open stdio fifo " + path);
+  struct stat st {};
+  bool fifo = ::stat(path.c_str(), &st) == 0 && S_ISFIFO(st.st_mode);
+  UniqueFd fd(fifo ? ::open(path.c_str(), O_RDWR | O_CLOEXEC) : ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644));
+  if (!fd) throw sys_error(std::string("open stdio ") + (fifo ? "fifo " : "file ") + path);
   return fd;
 }
 

@@ -1,5 +1,5 @@
-// A process's stdio without a terminal: pipes between the runtime's process and the FIFOs
-// containerd hands over, copied by small threads. The FIFO side is closed when the pipe reaches
+// FIFO (and file://) stdio: pipes between the runtime's process and the FIFOs containerd hands
+// over (or a file, appended to), copied by small threads. The FIFO side is closed when the pipe reaches
 // EOF so that clients (ctr) see the end of output; Delete waits (bounded) for the copies to finish.
 // The stdin FIFO is opened non-blocking up front (the client may remove its FIFOs early, and an
 // open must never block on a client that never attaches); poll reports POLLHUP only once a writer
@@ -17,31 +17,27 @@
 
 #include "common/unique_fd.h"
 #include "oci/runtime.h"
+#include "shim/task/process_io.h"
 
 namespace nvproxy::shim {
 
-struct StdioPaths {
-  std::string in, out, err;
-  bool terminal = false;
-};
-
-class PipeIO {
+class PipeIO final : public ProcessIO {
  public:
   // Opens the FIFOs (stdout/stderr without blocking) and creates the pipes. Throws Error naming the FIFO.
   explicit PipeIO(const StdioPaths& paths);
-  ~PipeIO();
+  ~PipeIO() override;
   PipeIO(const PipeIO&) = delete;
   PipeIO& operator=(const PipeIO&) = delete;
 
   // The ends the runtime's process gets; /dev/null for a stream the client did not ask for, never
   // -1: the runtime's process must not inherit a pipe that the shim reads until EOF.
-  [[nodiscard]] oci::Stdio child_stdio() const;
+  [[nodiscard]] oci::Stdio child_stdio() const override;
   // After the runtime has started the process: drop our copies of its ends, start copying.
-  void start_copying();
+  void start_copying() override;
   // Closes the process's stdin (CloseIO).
-  void close_stdin();
+  void close_stdin() override;
   // Waits until stdout and stderr reached EOF and were flushed; false on timeout.
-  bool wait_output(std::chrono::milliseconds timeout);
+  bool wait_output(std::chrono::milliseconds timeout) override;
 
  private:
   // What the copy threads touch lives here, shared with them: a copy blocked on a stuck client is

@@ -1,4 +1,4 @@
-#include "shim/rootfs.h"
+#include "shim/task/rootfs.h"
 
 #include <sys/mount.h>
 
@@ -93,6 +93,16 @@ void unmount_all(const std::filesystem::path& rootfs) {
     std::sort(targets.begin(), targets.end(), [](const auto& a, const auto& b) { return a.size() > b.size(); });
     for (const auto& t : targets) ::umount2(t.c_str(), MNT_DETACH);
   }
+}
+
+RootfsMount::RootfsMount(const std::vector<MountSpec>& mounts, std::filesystem::path rootfs) : rootfs_(std::move(rootfs)) {
+  if (mounts.empty()) return;
+  mount_rootfs(mounts, rootfs_);
+  mounted_ = true;
+}
+
+RootfsMount::~RootfsMount() {
+  if (mounted_) unmount_all(rootfs_);
 }
 
 }  // namespace nvproxy::shim

@@ -25,4 +25,18 @@ void mount_rootfs(const std::vector<MountSpec>& mounts, const std::filesystem::p
 // Unmounts everything at or below rootfs (lazily, deepest first); ignores what is not mounted.
 void unmount_all(const std::filesystem::path& rootfs);
 
+// Owns the container's rootfs mount: mounted on construction (nothing when `mounts` is empty),
+// unmounted on destruction, whichever way the container goes (failed Create, Delete).
+class RootfsMount {
+ public:
+  RootfsMount(const std::vector<MountSpec>& mounts, std::filesystem::path rootfs);
+  ~RootfsMount();
+  RootfsMount(const RootfsMount&) = delete;
+  RootfsMount& operator=(const RootfsMount&) = delete;
+
+ private:
+  std::filesystem::path rootfs_;
+  bool mounted_ = false;
+};
+
 }  // namespace nvproxy::shim

@@ -1,4 +1,4 @@
-#include "shim/runtime_record.h"
+#include "shim/task/runtime_record.h"
 
 #include <nlohmann/json.hpp>
 

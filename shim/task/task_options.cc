@@ -1,4 +1,4 @@
-#include "shim/task_options.h"
+#include "shim/task/task_options.h"
 
 #include "common/error.h"
 #include "proto/runc_options.pb.h"

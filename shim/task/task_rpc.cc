@@ -1,9 +1,9 @@
-#include "shim/task_rpc.h"
+#include "shim/task/task_rpc.h"
 
 #include "proto/wkt.pb.h"
 
 #include "common/error.h"
-#include "shim/task_service.h"
+#include "shim/task/task_service.h"
 #include "shim/ttrpc/server.h"
 
 namespace nvproxy::shim {

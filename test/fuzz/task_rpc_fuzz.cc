@@ -31,7 +31,8 @@
 #include "proto/shim_task.pb.h"
 #include "shim/config.h"
 #include "shim/events.h"
-#include "shim/task_service.h"
+#include "shim/task/gpu_checkpoint.h"
+#include "shim/task/task_service.h"
 
 using namespace nvproxy;
 namespace task = containerd::task::v2;
@@ -43,12 +44,18 @@ struct Fixture {
   DirectWaiter waiter;
   ProcessRunner runner{waiter};
   shim::EventPublisher events{"", "fuzz", log};  // no address: publishing is off
-  shim::TaskService svc{shim::ServiceEnv{.ns = "fuzz",
-                                         .self_binary = "/nonexistent/containerd-shim-nvproxy-v1",
-                                         .log = log,
-                                         .runner = runner,
-                                         .events = events,
-                                         .shutdown = [] {}}};
+  shim::GpuCheckpointHooks hooks{log, runner};
+  shim::TaskService svc{shim::ServiceDeps{
+      .ns = "fuzz",
+      .self_binary = "/nonexistent/containerd-shim-nvproxy-v1",
+      .log = log,
+      .runner = runner,
+      .events = events,
+      .checkpoints = hooks,
+      .make_runtime = [this](const oci::RuntimeConfig& rc,
+                             const std::filesystem::path& f) { return std::make_unique<oci::Runtime>(rc, runner, log, f); },
+      .load_config = [](const std::string& path) { return shim::load_config(path); },
+      .shutdown = [] {}}};
   std::string config_file;
   Fixture() {
     char tmpl[] = "/tmp/nvproxy-fuzz-task-XXXXXX";

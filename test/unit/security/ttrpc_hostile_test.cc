@@ -22,8 +22,9 @@
 #include "common/process.h"
 #include "proto/shim_task.pb.h"
 #include "shim/events.h"
-#include "shim/task_rpc.h"
-#include "shim/task_service.h"
+#include "shim/task/task_rpc.h"
+#include "shim/task/gpu_checkpoint.h"
+#include "shim/task/task_service.h"
 #include "shim/ttrpc/client.h"
 #include "shim/ttrpc/frame.h"
 #include "shim/ttrpc/server.h"
@@ -147,8 +148,17 @@ class HostileClients : public ::testing::Test {
       ++slow_done_;
       return p;
     });
-    svc_ = std::make_unique<shim::TaskService>(shim::ServiceEnv{
-        .ns = "default", .self_binary = "/nonexistent", .log = log_, .runner = runner_, .events = events_, .shutdown = [] {}});
+    svc_ = std::make_unique<shim::TaskService>(shim::ServiceDeps{
+        .ns = "default",
+        .self_binary = "/nonexistent",
+        .log = log_,
+        .runner = runner_,
+        .events = events_,
+        .checkpoints = hooks_,
+        .make_runtime = [this](const oci::RuntimeConfig& rc,
+                               const std::filesystem::path& f) { return std::make_unique<oci::Runtime>(rc, runner_, log_, f); },
+        .load_config = [](const std::string& path) { return shim::load_config(path); },
+        .shutdown = [] {}});
     shim::register_task_service(*server_, *svc_);
     server_->listen(path_);
     done_ = std::async(std::launch::async, [this] { server_->run(1); });
@@ -172,6 +182,7 @@ class HostileClients : public ::testing::Test {
   DirectWaiter waiter_;
   ProcessRunner runner_{waiter_};
   shim::EventPublisher events_{"", "default", log_};
+  shim::GpuCheckpointHooks hooks_{log_, runner_};
   std::unique_ptr<shim::TaskService> svc_;
   std::string dir_, path_;
   std::unique_ptr<Server> server_;

@@ -1,4 +1,4 @@
-#include "shim/oom_watcher.h"
+#include "shim/task/oom_watcher.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>

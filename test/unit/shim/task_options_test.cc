@@ -1,6 +1,6 @@
 // Options as containerd's Go client encodes them for a runtime that is not io.containerd.runc.*:
 // the legacy containerd.linux.runc types, whose field numbers differ from containerd.runc.v1's.
-#include "shim/task_options.h"
+#include "shim/task/task_options.h"
 
 #include <gtest/gtest.h>
 

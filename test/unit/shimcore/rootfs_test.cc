@@ -1,4 +1,4 @@
-#include "shim/rootfs.h"
+#include "shim/task/rootfs.h"
 
 #include <gtest/gtest.h>
 #include <sys/mount.h>

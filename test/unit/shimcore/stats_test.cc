@@ -1,4 +1,4 @@
-#include "shim/stats.h"
+#include "shim/task/stats.h"
 
 #include <gtest/gtest.h>
 

@@ -1,0 +1,53 @@
+// An exec's lifecycle, one type per state (created, running, stopped, deleted). The work behind a
+// transition (runtime exec, the signal) is ExecOps's, done by the container.
+#pragma once
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "shim/task/process.h"
+
+namespace nvproxy::shim {
+
+class ExecOps {
+ public:
+  virtual ~ExecOps() = default;
+  [[nodiscard]] virtual std::string describe() const = 0;  // "exec \"e1\" of container \"c\""
+  virtual void run_exec() = 0;
+  virtual void send_signal(int signal) = 0;
+};
+
+class ExecState {
+ public:
+  virtual ~ExecState() = default;
+  [[nodiscard]] virtual ProcStatus status() const = 0;
+  [[nodiscard]] virtual const char* name() const = 0;
+  virtual const ExecState& start(ExecOps& ops) const;
+  virtual const ExecState& kill(ExecOps& ops, int signal) const;
+  // Delete: legal once it cannot run any more.
+  virtual const ExecState& remove(ExecOps& ops) const;
+  [[nodiscard]] virtual const ExecState& exited() const;
+
+  static const ExecState& created();
+  static const ExecState& running();
+  static const ExecState& stopped();
+  static const ExecState& deleted();
+
+ protected:
+  [[noreturn]] void refuse(const ExecOps& ops, const char* what) const;
+};
+
+class ExecProcess final : public Process {
+ public:
+  ExecProcess(std::string exec_id, StdioPaths stdio, nlohmann::json spec)
+      : Process(std::move(exec_id), std::move(stdio)), spec_(std::move(spec)) {}
+  [[nodiscard]] const nlohmann::json& spec() const { return spec_; }
+
+ private:
+  friend class Container;
+  const ExecState* state_ = &ExecState::created();  // guarded by the container's lock
+  nlohmann::json spec_;
+};
+
+}  // namespace nvproxy::shim

@@ -1,0 +1,48 @@
+// A process's stdio without a terminal, in the shapes containerd's clients ask for through the
+// stdout URI: FIFOs (no scheme, or fifo://), a file (file://: stdout and stderr appended to it),
+// or a logging binary (binary:///path?arg=value: it reads stdout and stderr as fds 3 and 4 and
+// reports readiness on fd 5). No paths at all means no stdio: /dev/null.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "oci/runtime.h"
+
+namespace nvproxy {
+class ProcessRunner;
+}
+
+namespace nvproxy::shim {
+
+struct StdioPaths {
+  std::string in, out, err;
+  bool terminal = false;
+  [[nodiscard]] bool null() const { return in.empty() && out.empty() && err.empty(); }
+};
+
+class ProcessIO {
+ public:
+  virtual ~ProcessIO() = default;
+  // The ends the runtime's process gets; never -1 (the runtime must not inherit a pipe that the
+  // shim reads until EOF: a detached container process would hold it forever).
+  [[nodiscard]] virtual oci::Stdio child_stdio() const = 0;
+  // After the runtime started the process: drop our copies of its ends, start copying.
+  virtual void start_copying() = 0;
+  // CloseIO: the process's stdin ends.
+  virtual void close_stdin() = 0;
+  // At Delete: waits (bounded) until the output reached its destination; false on timeout.
+  virtual bool wait_output(std::chrono::milliseconds timeout) = 0;
+};
+
+struct IoOwner {
+  std::string container_id;
+  std::string ns;
+  ProcessRunner* runner = nullptr;  // starts logging binaries (and reaps them)
+};
+
+// Throws Error (InvalidArgument for an unknown scheme, or naming the FIFO/file/binary that failed).
+std::unique_ptr<ProcessIO> open_process_io(const StdioPaths& paths, const IoOwner& owner);
+
+}  // namespace nvproxy::shim

@@ -1,0 +1,247 @@
+#include "shim/task/task_service.h"
+
+#include <unistd.h>
+
+#include "common/error.h"
+#include "common/validate.h"
+#include "oci/spec.h"
+#include "proto/runc_options.pb.h"
+#include "shim/task/gpu_setup.h"
+#include "shim/task/runtime_record.h"
+#include "shim/task/stats.h"
+#include "shim/task/task_options.h"
+#include "shim/timestamp.h"
+#include "shim/version.h"
+
+namespace nvproxy::shim {
+
+namespace task = containerd::task::v2;
+using containerd::v1::types::Status;
+
+namespace {
+
+Status to_proto(ProcStatus s) {
+  switch (s) {
+    case ProcStatus::Created: return containerd::v1::types::CREATED;
+    case ProcStatus::Running: return containerd::v1::types::RUNNING;
+    case ProcStatus::Paused: return containerd::v1::types::PAUSED;
+    case ProcStatus::Stopped: return containerd::v1::types::STOPPED;
+    case ProcStatus::Deleted: return containerd::v1::types::STOPPED;
+  }
+  return containerd::v1::types::UNKNOWN;
+}
+
+// Holds an id while its Create runs, so a second Create of it fails at once.
+class Reservation {
+ public:
+  Reservation(std::mutex& mu, std::map<std::string, bool>& table, const std::map<std::string, std::shared_ptr<Container>>& live,
+              const std::string& id)
+      : mu_(mu), table_(table), id_(id) {
+    std::lock_guard lk(mu_);
+    if (live.count(id) || !table_.emplace(id, true).second)
+      throw Error(Code::AlreadyExists, "container \"" + id + "\" already exists in this shim");
+  }
+  ~Reservation() {
+    std::lock_guard lk(mu_);
+    table_.erase(id_);
+  }
+  Reservation(const Reservation&) = delete;
+  Reservation& operator=(const Reservation&) = delete;
+
+ private:
+  std::mutex& mu_;
+  std::map<std::string, bool>& table_;
+  std::string id_;
+};
+
+}  // namespace
+
+TaskService::TaskService(ServiceDeps deps) : deps_(std::move(deps)) {}
+
+std::shared_ptr<Container> TaskService::find(const std::string& id) {
+  std::lock_guard lk(mu_);
+  auto it = containers_.find(id);
+  if (it == containers_.end()) throw Error(Code::NotFound, "container \"" + id + "\" not found in this shim");
+  return it->second;
+}
+
+task::CreateTaskResponse TaskService::create(const task::CreateTaskRequest& r) {
+  validate_id("container id", r.id());
+  std::filesystem::path bundle = r.bundle();
+  if (!bundle.is_absolute()) throw Error(Code::InvalidArgument, "bundle path \"" + r.bundle() + "\" is not absolute");
+  Reservation reserved(mu_, reserved_, containers_, r.id());
+
+  ContainerSetup s;
+  s.id = r.id();
+  s.bundle = bundle;
+  s.stdio = {r.stdin(), r.stdout(), r.stderr(), r.terminal()};
+  for (const auto& m : r.rootfs()) s.rootfs.push_back({m.type(), m.source(), m.target(), {m.options().begin(), m.options().end()}});
+  if (r.has_options()) s.options = decode_task_options(r.options(), "create of container \"" + r.id() + "\"");
+  // containerd turns a runc-typed criu_image_path into `checkpoint` only for runc runtime names.
+  s.checkpoint = r.checkpoint().empty() ? s.options.criu_image_path : r.checkpoint();
+  s.config = deps_.load_config(s.options.config_path);
+  apply_task_options(s.options, s.config.runtime);
+  if (!s.config.runtime.root.empty()) s.config.runtime.root += "/" + deps_.ns;
+  deps_.log.set_level(s.config.log_level);
+
+  oci::Spec spec = oci::Spec::load(bundle);
+  s.own_pid_ns = spec.own_pid_namespace();
+  GpuSetup g = prepare_gpu(s.id, bundle, s.config, spec, deps_.self_binary, deps_.log);
+  s.gpu = g.gpu;
+  s.runtime_global = std::move(g.runtime_global);
+
+  auto runtime = deps_.make_runtime(s.config.runtime, bundle / "log.json");
+  write_runtime_record(bundle, s.config.runtime);
+  std::string binary = s.config.runtime.binary;
+  OomWatch* oom = runtime->kind() == oci::RuntimeKind::Runsc ? nullptr : deps_.oom;  // runsc's processes live in the sandbox
+  auto c = Container::create(std::move(s), std::move(runtime),
+                             ContainerEnv{deps_.ns, deps_.log, deps_.runner, deps_.events, exits_, deps_.checkpoints, oom});
+  {
+    std::lock_guard lk(mu_);
+    containers_.emplace(c->id(), c);
+  }
+  deps_.log.info("created container \"" + c->id() + "\" pid " + std::to_string(c->init_pid()) + " with " + binary +
+                 (c->gpu() ? " (GPU)" : ""));
+  task::CreateTaskResponse resp;
+  resp.set_pid(static_cast<uint32_t>(c->init_pid()));
+  return resp;
+}
+
+task::StartResponse TaskService::start(const task::StartRequest& r) {
+  task::StartResponse resp;
+  resp.set_pid(static_cast<uint32_t>(find(r.id())->start(r.exec_id())));
+  return resp;
+}
+
+task::StateResponse TaskService::state(const task::StateRequest& r) {
+  auto c = find(r.id());
+  auto p = c->process(r.exec_id());
+  task::StateResponse s;
+  s.set_id(r.exec_id().empty() ? c->id() : r.exec_id());
+  s.set_exec_id(r.exec_id());
+  s.set_bundle(c->bundle().string());
+  s.set_pid(static_cast<uint32_t>(p->pid()));
+  s.set_status(to_proto(c->status(r.exec_id())));
+  s.set_stdin(p->stdio().in);
+  s.set_stdout(p->stdio().out);
+  s.set_stderr(p->stdio().err);
+  s.set_terminal(p->stdio().terminal);
+  if (auto e = p->exit()) {
+    s.set_exit_status(e->status);
+    set_time(s.mutable_exited_at(), e->at);
+  }
+  return s;
+}
+
+task::DeleteResponse TaskService::remove(const task::DeleteRequest& r) {
+  auto c = find(r.id());
+  auto p = c->remove(r.exec_id());
+  if (r.exec_id().empty()) {
+    std::lock_guard lk(mu_);
+    containers_.erase(c->id());
+  }
+  task::DeleteResponse resp;
+  resp.set_pid(static_cast<uint32_t>(p->pid()));
+  if (auto e = p->exit()) {
+    resp.set_exit_status(e->status);
+    set_time(resp.mutable_exited_at(), e->at);
+  }
+  return resp;
+}
+
+task::PidsResponse TaskService::pids(const task::PidsRequest& r) {
+  auto c = find(r.id());
+  auto list = c->runtime().ps(c->id());
+  auto execs = c->exec_pids();
+  task::PidsResponse resp;
+  for (int pid : list) {
+    auto* pi = resp.add_processes();
+    pi->set_pid(static_cast<uint32_t>(pid));
+    for (const auto& [eid, epid] : execs) {
+      if (epid != pid) continue;
+      containerd::runc::v1::ProcessDetails d;
+      d.set_exec_id(eid);
+      pi->mutable_info()->set_type_url("containerd.runc.v1.ProcessDetails");
+      pi->mutable_info()->set_value(d.SerializeAsString());
+    }
+  }
+  return resp;
+}
+
+void TaskService::kill(const task::KillRequest& r) {
+  find(r.id())->kill(r.exec_id(), static_cast<int>(r.signal()), r.all());
+}
+
+void TaskService::exec(const task::ExecProcessRequest& r) {
+  auto c = find(r.id());
+  validate_id("exec id", r.exec_id());
+  auto spec = nlohmann::json::parse(r.spec().value(), nullptr, false);
+  if (spec.is_discarded()) throw Error(Code::InvalidArgument, "exec \"" + r.exec_id() + "\": process spec is not JSON");
+  oci::validate_process(spec, "exec \"" + r.exec_id() + "\" of container \"" + c->id() + "\"");
+  // The request decides whether the exec has a terminal, as in containerd's runc shim: a process
+  // spec saying otherwise would make the runtime ask for a console socket we do not give (or the reverse).
+  spec["terminal"] = r.terminal();
+  c->add_exec(r.exec_id(), std::move(spec), {r.stdin(), r.stdout(), r.stderr(), r.terminal()});
+}
+
+task::WaitResponse TaskService::wait(const task::WaitRequest& r) {
+  // Holds the process: Delete may drop it from the container while we are still waking up.
+  auto p = find(r.id())->process(r.exec_id());
+  ExitInfo e = p->wait();
+  task::WaitResponse resp;
+  resp.set_exit_status(e.status);
+  set_time(resp.mutable_exited_at(), e.at);
+  return resp;
+}
+
+void TaskService::pause(const task::PauseRequest& r) { find(r.id())->pause(); }
+void TaskService::resume(const task::ResumeRequest& r) { find(r.id())->resume(); }
+
+void TaskService::close_io(const task::CloseIORequest& r) {
+  auto p = find(r.id())->process(r.exec_id());
+  if (r.stdin()) p->close_stdin();
+}
+
+void TaskService::resize_pty(const task::ResizePtyRequest& r) {
+  find(r.id())->process(r.exec_id())->resize(r.width(), r.height());
+}
+
+void TaskService::update(const task::UpdateTaskRequest& r) {
+  auto c = find(r.id());
+  auto res = nlohmann::json::parse(r.resources().value(), nullptr, false);
+  if (res.is_discarded() || !res.is_object())
+    throw Error(Code::InvalidArgument, "update of container \"" + c->id() + "\": resources are not a JSON object");
+  c->update(res);
+}
+
+void TaskService::checkpoint(const task::CheckpointTaskRequest& r) {
+  auto c = find(r.id());
+  c->checkpoint(decode_checkpoint_options(r.has_options() ? &r.options() : nullptr, r.path(), c->id()));
+}
+
+task::StatsResponse TaskService::stats(const task::StatsRequest& r) {
+  auto c = find(r.id());
+  task::StatsResponse resp;
+  *resp.mutable_stats() = metrics_from_runtime_stats(c->runtime().stats(c->id()), host_uses_cgroup_v2());
+  return resp;
+}
+
+task::ConnectResponse TaskService::connect(const task::ConnectRequest& r) {
+  task::ConnectResponse resp;
+  resp.set_shim_pid(static_cast<uint32_t>(::getpid()));
+  resp.set_version(kVersion);
+  std::lock_guard lk(mu_);
+  auto it = containers_.find(r.id());
+  if (it != containers_.end()) resp.set_task_pid(static_cast<uint32_t>(it->second->init_pid()));
+  return resp;
+}
+
+void TaskService::shutdown(const task::ShutdownRequest& r) {
+  {
+    std::lock_guard lk(mu_);
+    if ((!containers_.empty() || !reserved_.empty()) && !r.now()) return;  // other containers of the pod still need us
+  }
+  deps_.shutdown();
+}
+
+}  // namespace nvproxy::shim
