@@ -20,6 +20,16 @@ command -v go >/dev/null || nv_skip "no Go toolchain (golang-go; scripts/install
   || nv_skip "containerd's Go client sources missing (golang-github-containerd-containerd-dev; scripts/install-deps.sh)"
 command -v runc >/dev/null || nv_skip "runc not installed"
 
+# ---- both shims use runc with containerd's runc root (/run/containerd/runc/<ns>) ----
+cfg=$(mktemp /tmp/nvconformance-shim.XXXXXX.yaml)
+nv_defer rm -f "$cfg"
+printf 'runtime:\n  binary: %s\n  root: /run/containerd/runc\nlog_level: debug\n' "$(command -v runc)" >"$cfg"
+export NVPROXY_SHIM_CONFIG=$cfg
+
+nv_harness_start --containerd "$ver"
+work=$NV_DIR/conformance
+mkdir -p "$work"
+
 # ---- build (GOPATH mode: the sources are copied into a GOPATH of the build dir) ----
 build=${NVCONF_BUILD_DIR:-/var/tmp/nvconformance-build}
 src=$build/gopath/src/nvconformance
@@ -30,16 +40,6 @@ cp "$HERE"/logger/*.go "$src/logger/"
 gobuild() { (cd "$src" && GO111MODULE=off GOPATH="$build/gopath:/usr/share/gocode" GOCACHE="$build/gocache" GOFLAGS= go build "$@"); }
 gobuild -o "$build/nvconformance" . || nv_fail "go build of nvconformance failed"
 gobuild -o "$build/nvconformance-logger" ./logger || nv_fail "go build of the logger failed"
-
-# ---- both shims use runc with containerd's runc root (/run/containerd/runc/<ns>) ----
-cfg=$(mktemp /tmp/nvconformance-shim.XXXXXX.yaml)
-nv_defer rm -f "$cfg"
-printf 'runtime:\n  binary: %s\n  root: /run/containerd/runc\nlog_level: debug\n' "$(command -v runc)" >"$cfg"
-export NVPROXY_SHIM_CONFIG=$cfg
-
-nv_harness_start --containerd "$ver"
-work=$NV_DIR/conformance
-mkdir -p "$work"
 
 # ---- containerd restarts on the program's request (scenario daemon_restart) ----
 # The program writes the restart number it wants into $restarts.want and sends SIGUSR1 until
