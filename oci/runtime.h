@@ -88,24 +88,24 @@ class Runtime {
   [[nodiscard]] const RuntimeConfig& config() const { return cfg_; }
 
   // Runs `create`; the container's init inherits opts.stdio and stays behind (detached).
-  void create(const std::string& id, const CreateOptions& opts);
-  void start(const std::string& id);
-  RuntimeState state(const std::string& id);
-  std::vector<int> ps(const std::string& id);
-  void kill(const std::string& id, int signal, bool all);
-  void remove(const std::string& id, bool force);
-  void pause(const std::string& id);
-  void resume(const std::string& id);
-  void update(const std::string& id, const nlohmann::json& linux_resources);
-  void exec(const std::string& id, const ExecOptions& opts);
+  virtual void create(const std::string& id, const CreateOptions& opts);
+  virtual void start(const std::string& id);
+  virtual RuntimeState state(const std::string& id);
+  virtual std::vector<int> ps(const std::string& id);
+  virtual void kill(const std::string& id, int signal, bool all);
+  virtual void remove(const std::string& id, bool force);
+  virtual void pause(const std::string& id);
+  virtual void resume(const std::string& id);
+  virtual void update(const std::string& id, const nlohmann::json& linux_resources);
+  virtual void exec(const std::string& id, const ExecOptions& opts);
   // On expiry of config().checkpoint_timeout: throws DeadlineError naming the killed process group;
   // the container is left as the runtime left it (frozen, if CRIU froze it).
-  void checkpoint(const std::string& id, const CheckpointFlags& flags);
+  virtual void checkpoint(const std::string& id, const CheckpointFlags& flags);
   // `events --stats`: the runtime's resource statistics ("data" object of its stats event).
-  nlohmann::json stats(const std::string& id);
+  virtual nlohmann::json stats(const std::string& id);
   // On expiry of config().restore_timeout: kills the runtime's process group, removes the half-
   // restored container (`delete --force`) and throws DeadlineError saying so.
-  void restore(const std::string& id, const RestoreOptions& opts);
+  virtual void restore(const std::string& id, const RestoreOptions& opts);
 
  private:
   std::vector<std::string> base_args(const std::vector<std::string>& extra_global = {}) const;

@@ -28,8 +28,15 @@ void Process::set_exit(ExitInfo e) {
 
 ExitInfo Process::wait() const {
   std::unique_lock lk(mu_);
+  ++waiters_;
   cv_.wait(lk, [&] { return exit_.has_value(); });
+  --waiters_;
   return *exit_;
+}
+
+int Process::waiters() const {
+  std::lock_guard lk(mu_);
+  return waiters_;
 }
 
 void Process::close_stdin() {

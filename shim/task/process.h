@@ -43,6 +43,8 @@ class Process {
   void set_exit(ExitInfo e);
   // Blocks until the process has exited.
   ExitInfo wait() const;
+  // How many callers are blocked in wait() (diagnostics and tests).
+  [[nodiscard]] int waiters() const;
 
   // The IO belongs to the process; set while it starts, used by CloseIO, ResizePty and Delete.
   void set_io(std::unique_ptr<ProcessIO> io) { io_ = std::move(io); }
@@ -68,6 +70,7 @@ class Process {
   mutable std::condition_variable cv_;
   pid_t pid_ = 0;
   std::optional<ExitInfo> exit_;
+  mutable int waiters_ = 0;
 };
 
 }  // namespace nvproxy::shim

@@ -59,6 +59,9 @@ class TaskService {
   containerd::task::v2::ConnectResponse connect(const containerd::task::v2::ConnectRequest& r);
   void shutdown(const containerd::task::v2::ShutdownRequest& r);
 
+  // The container an RPC names; NotFound otherwise.
+  std::shared_ptr<Container> container(const std::string& id) { return find(id); }
+
   // Called by the reaper for every child that is not one of our own commands.
   void on_exit(pid_t pid, int wait_status) { exits_.on_exit(pid, wait_status); }
 

@@ -1,0 +1,334 @@
+// The task layer in-process: a real TaskService and Containers driven through their RPC methods,
+// with a stub runtime (no runc: it writes pid files and records calls), recorded events, and exits
+// handed in as the reaper would (TaskService::on_exit). Each test states one lifecycle rule.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <future>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+#include "common/fs.h"
+#include "common/log.h"
+#include "proto/events.pb.h"
+#include "shim/task/task_service.h"
+
+namespace nvproxy::shim {
+namespace {
+
+namespace task = containerd::task::v2;
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+// Records calls; create/exec/restore write the pid file. `during_start` runs inside create, exec
+// and restore, before they return (to deliver an exit before the pid is known).
+class StubRuntime final : public oci::Runtime {
+ public:
+  struct Shared {
+    std::mutex mu;
+    std::vector<std::string> calls;
+    pid_t next_pid = 4000;
+    std::function<void(pid_t)> during_start;
+    std::function<void()> during_checkpoint;
+    void record(const std::string& c) {
+      std::lock_guard lk(mu);
+      calls.push_back(c);
+    }
+    bool called(const std::string& c) {
+      std::lock_guard lk(mu);
+      return std::find(calls.begin(), calls.end(), c) != calls.end();
+    }
+  };
+  StubRuntime(std::shared_ptr<Shared> s, ProcessRunner& r, Logger& log) : oci::Runtime({}, r, log, ""), s_(std::move(s)) {}
+
+  void create(const std::string&, const oci::CreateOptions& o) override { launch("create", o.pid_file); }
+  void exec(const std::string&, const oci::ExecOptions& o) override { launch("exec", o.pid_file); }
+  void restore(const std::string&, const oci::RestoreOptions& o) override { launch("restore", o.pid_file); }
+  void start(const std::string&) override { s_->record("start"); }
+  void kill(const std::string&, int sig, bool all) override { s_->record("kill " + std::to_string(sig) + (all ? " all" : "")); }
+  void remove(const std::string&, bool) override { s_->record("delete"); }
+  void pause(const std::string&) override { s_->record("pause"); }
+  void resume(const std::string&) override { s_->record("resume"); }
+  void checkpoint(const std::string&, const oci::CheckpointFlags&) override {
+    s_->record("checkpoint");
+    if (s_->during_checkpoint) s_->during_checkpoint();
+  }
+  std::vector<int> ps(const std::string&) override { return {}; }
+
+ private:
+  void launch(const std::string& what, const fs::path& pid_file) {
+    pid_t pid;
+    {
+      std::lock_guard lk(s_->mu);
+      pid = s_->next_pid++;
+      s_->calls.push_back(what + " " + std::to_string(pid));
+    }
+    write_file_atomic(pid_file, std::to_string(pid));
+    if (s_->during_start) s_->during_start(pid);
+  }
+  std::shared_ptr<Shared> s_;
+};
+
+class RecordingEvents final : public EventSink {
+ public:
+  void publish(const std::string& topic, const google::protobuf::MessageLite& ev) override {
+    std::lock_guard lk(mu_);
+    std::string what = topic;
+    if (topic == "/tasks/exit") {
+      containerd::events::TaskExit e;
+      e.ParseFromString(ev.SerializeAsString());
+      what += " " + e.id();
+    }
+    topics_.push_back(what);
+  }
+  std::vector<std::string> topics() {
+    std::lock_guard lk(mu_);
+    return topics_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<std::string> topics_;
+};
+
+class StubCheckpoints final : public CheckpointHooks {
+ public:
+  void checkpoint(Container& c, const oci::CheckpointFlags& f, bool) override { c.runtime().checkpoint(c.id(), f); }
+  void after_restore(Container&, const fs::path& image) override { restored_from = image.string(); }
+  std::string restored_from;
+};
+
+class TaskLayer : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string t = (fs::temp_directory_path() / "task-layer-XXXXXX").string();
+    dir_ = ::mkdtemp(t.data());
+    svc_ = std::make_unique<TaskService>(ServiceDeps{
+        .ns = "test",
+        .self_binary = "/nonexistent",
+        .log = log_,
+        .runner = runner_,
+        .events = events_,
+        .checkpoints = hooks_,
+        .make_runtime = [this](const oci::RuntimeConfig&,
+                               const fs::path&) { return std::make_unique<StubRuntime>(rt_, runner_, log_); },
+        .load_config = [](const std::string&) { return ShimConfig{}; },
+        .shutdown = [] {}});
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  // A bundle whose spec has its own pid namespace (or shares the host's).
+  std::string bundle(const std::string& id, bool own_pid_ns = true) {
+    auto b = dir_ / id;
+    fs::create_directories(b / "rootfs");
+    nlohmann::json spec{{"ociVersion", "1.0.2"}, {"root", {{"path", "rootfs"}}}, {"process", {{"args", {"sh"}}, {"cwd", "/"}}}};
+    spec["linux"]["namespaces"] = nlohmann::json::array();
+    if (own_pid_ns) spec["linux"]["namespaces"].push_back({{"type", "pid"}});
+    std::ofstream(b / "config.json") << spec.dump();
+    return b.string();
+  }
+  pid_t create(const std::string& id, bool own_pid_ns = true, const std::string& checkpoint = "") {
+    task::CreateTaskRequest r;
+    r.set_id(id);
+    r.set_bundle(bundle(id, own_pid_ns));
+    r.set_checkpoint(checkpoint);
+    return static_cast<pid_t>(svc_->create(r).pid());
+  }
+  pid_t start(const std::string& id, const std::string& exec_id = "") {
+    task::StartRequest r;
+    r.set_id(id);
+    r.set_exec_id(exec_id);
+    return static_cast<pid_t>(svc_->start(r).pid());
+  }
+  void add_exec(const std::string& id, const std::string& exec_id) {
+    task::ExecProcessRequest r;
+    r.set_id(id);
+    r.set_exec_id(exec_id);
+    r.mutable_spec()->set_value(R"({"args":["true"],"cwd":"/"})");
+    svc_->exec(r);
+  }
+  task::StateResponse state(const std::string& id, const std::string& exec_id = "") {
+    task::StateRequest r;
+    r.set_id(id);
+    r.set_exec_id(exec_id);
+    return svc_->state(r);
+  }
+  task::DeleteResponse remove(const std::string& id, const std::string& exec_id = "") {
+    task::DeleteRequest r;
+    r.set_id(id);
+    r.set_exec_id(exec_id);
+    return svc_->remove(r);
+  }
+  void kill(const std::string& id, int sig, const std::string& exec_id = "", bool all = false) {
+    task::KillRequest r;
+    r.set_id(id);
+    r.set_exec_id(exec_id);
+    r.set_signal(static_cast<uint32_t>(sig));
+    r.set_all(all);
+    svc_->kill(r);
+  }
+  static int status_exited(int code) { return code << 8; }  // a wait(2) status
+
+  template <typename Fn>
+  static Code code_of(Fn fn) {
+    try {
+      fn();
+    } catch (const Error& e) {
+      return e.code();
+    }
+    return Code::Ok;
+  }
+
+  fs::path dir_;
+  Logger log_{-1};
+  DirectWaiter waiter_;
+  ProcessRunner runner_{waiter_};
+  RecordingEvents events_;
+  StubCheckpoints hooks_;
+  std::shared_ptr<StubRuntime::Shared> rt_ = std::make_shared<StubRuntime::Shared>();
+  std::unique_ptr<TaskService> svc_;
+};
+
+TEST_F(TaskLayer, AnExecThatExitsBeforeItsPidIsKnownIsMatchedAndReportedAfterItsStart) {
+  create("c1");
+  start("c1");
+  add_exec("c1", "e1");
+  rt_->during_start = [this](pid_t pid) { svc_->on_exit(pid, status_exited(3)); };
+  pid_t pid = start("c1", "e1");
+  auto s = state("c1", "e1");
+  EXPECT_EQ(s.status(), containerd::v1::types::STOPPED);
+  EXPECT_EQ(s.exit_status(), 3u);
+  EXPECT_EQ(s.pid(), static_cast<uint32_t>(pid));
+  auto t = events_.topics();
+  auto started = std::find(t.begin(), t.end(), "/tasks/exec-started");
+  auto exited = std::find(t.begin(), t.end(), "/tasks/exit e1");
+  ASSERT_NE(started, t.end());
+  ASSERT_NE(exited, t.end());
+  EXPECT_LT(started - t.begin(), exited - t.begin()) << "the exit went out before the start";
+}
+
+TEST_F(TaskLayer, WaitSurvivesTheDeleteOfItsExec) {
+  pid_t init = create("c1");
+  start("c1");
+  add_exec("c1", "e1");
+  pid_t pid = start("c1", "e1");
+  auto waited = std::async(std::launch::async, [&] {
+    task::WaitRequest r;
+    r.set_id("c1");
+    r.set_exec_id("e1");
+    return svc_->wait(r);
+  });
+  auto proc = svc_->container("c1")->process("e1");
+  auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (proc->waiters() == 0 && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(1ms);
+  ASSERT_EQ(proc->waiters(), 1) << "Wait never blocked";
+  proc.reset();
+  svc_->on_exit(pid, status_exited(7));
+  remove("c1", "e1");
+  ASSERT_EQ(waited.wait_for(10s), std::future_status::ready);
+  EXPECT_EQ(waited.get().exit_status(), 7u);
+  EXPECT_EQ(code_of([&] { state("c1", "e1"); }), Code::NotFound);
+  svc_->on_exit(init, status_exited(0));
+}
+
+TEST_F(TaskLayer, KillWhileARestoreIsPendingIsRefusedWithoutTouchingTheRuntime) {
+  EXPECT_EQ(create("c1", true, "/images/ckpt"), 0);
+  EXPECT_EQ(code_of([&] { kill("c1", SIGTERM); }), Code::FailedPrecondition);
+  EXPECT_FALSE(rt_->called("kill 15"));
+  EXPECT_EQ(code_of([&] { add_exec("c1", "e1"); }), Code::FailedPrecondition);
+  pid_t pid = start("c1");
+  EXPECT_GT(pid, 0);
+  EXPECT_TRUE(rt_->called("restore " + std::to_string(pid)));
+  EXPECT_EQ(hooks_.restored_from, "/images/ckpt");
+  EXPECT_EQ(state("c1").status(), containerd::v1::types::RUNNING);
+  kill("c1", SIGTERM);
+  EXPECT_TRUE(rt_->called("kill 15"));
+}
+
+TEST_F(TaskLayer, ExecExitsGoOutBeforeTheInitExitOfTheSameContainer) {
+  pid_t init = create("c1");
+  start("c1");
+  add_exec("c1", "e1");
+  pid_t exec_pid = start("c1", "e1");
+  svc_->on_exit(init, status_exited(137));
+  // The init's exit is held while its exec runs: still running, Wait does not return yet.
+  EXPECT_EQ(state("c1").status(), containerd::v1::types::RUNNING);
+  auto waited = std::async(std::launch::async, [&] {
+    task::WaitRequest r;
+    r.set_id("c1");
+    return svc_->wait(r);
+  });
+  EXPECT_EQ(waited.wait_for(50ms), std::future_status::timeout);
+  svc_->on_exit(exec_pid, status_exited(137));
+  ASSERT_EQ(waited.wait_for(10s), std::future_status::ready);
+  EXPECT_EQ(waited.get().exit_status(), 137u);
+  auto t = events_.topics();
+  auto e1 = std::find(t.begin(), t.end(), "/tasks/exit e1");
+  auto c1 = std::find(t.begin(), t.end(), "/tasks/exit c1");
+  ASSERT_NE(e1, t.end());
+  ASSERT_NE(c1, t.end());
+  EXPECT_LT(e1 - t.begin(), c1 - t.begin());
+}
+
+TEST_F(TaskLayer, IllegalTransitionsAreRefusedByState) {
+  pid_t init = create("c1");
+  EXPECT_EQ(code_of([&] { svc_->pause({}); }), Code::NotFound);
+  task::PauseRequest pr;
+  pr.set_id("c1");
+  EXPECT_EQ(code_of([&] { svc_->pause(pr); }), Code::FailedPrecondition) << "created";
+  start("c1");
+  EXPECT_EQ(code_of([&] { start("c1"); }), Code::FailedPrecondition) << "started twice";
+  EXPECT_EQ(code_of([&] { remove("c1"); }), Code::FailedPrecondition) << "deleted while running";
+  task::ResumeRequest rr;
+  rr.set_id("c1");
+  EXPECT_EQ(code_of([&] { svc_->resume(rr); }), Code::FailedPrecondition) << "resumed while running";
+  svc_->pause(pr);
+  EXPECT_EQ(state("c1").status(), containerd::v1::types::PAUSED);
+  svc_->resume(rr);
+  svc_->on_exit(init, status_exited(0));
+  EXPECT_EQ(state("c1").status(), containerd::v1::types::STOPPED);
+  EXPECT_EQ(code_of([&] { kill("c1", SIGKILL); }), Code::NotFound) << "signal to a finished init";
+  EXPECT_EQ(code_of([&] { add_exec("c1", "late"); }), Code::FailedPrecondition);
+  auto d = remove("c1");
+  EXPECT_EQ(d.exit_status(), 0u);
+  EXPECT_EQ(code_of([&] { state("c1"); }), Code::NotFound);
+}
+
+TEST_F(TaskLayer, AnInitSharingTheHostPidNamespaceTakesTheRestWithIt) {
+  pid_t init = create("c1", false);
+  start("c1");
+  svc_->on_exit(init, status_exited(0));
+  // The kill runs off the reaper's thread; wait for it with a deadline.
+  auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (!rt_->called("kill 9 all") && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(5ms);
+  EXPECT_TRUE(rt_->called("kill 9 all"));
+  remove("c1");
+}
+
+TEST_F(TaskLayer, DeleteOfANeverStartedContainerReportsSigkillAndEvents) {
+  create("c1");
+  auto d = remove("c1");
+  EXPECT_EQ(d.exit_status(), 128u + SIGKILL);
+  EXPECT_TRUE(rt_->called("delete"));
+  auto t = events_.topics();
+  ASSERT_GE(t.size(), 2u);
+  EXPECT_EQ(t.front(), "/tasks/create");
+  EXPECT_EQ(t.back(), "/tasks/delete");
+}
+
+TEST_F(TaskLayer, ASecondCreateOfTheSameIdFailsAndLeavesTheFirst) {
+  create("c1");
+  EXPECT_EQ(code_of([&] { create("c1"); }), Code::AlreadyExists);
+  EXPECT_EQ(state("c1").status(), containerd::v1::types::CREATED);
+}
+
+}  // namespace
+}  // namespace nvproxy::shim
