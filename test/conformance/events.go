@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -223,7 +224,7 @@ func (r *Run) noteEvents() {
 		seqs[c] = append(seqs[c], text)
 	}
 	for _, c := range r.ctrs {
-		s := seqs[c]
+		s := oomLast(sortExecExitRuns(seqs[c]))
 		if len(s) == 0 {
 			r.note(c.name+" events", "(none)")
 			continue
@@ -233,4 +234,40 @@ func (r *Run) noteEvents() {
 	if len(r.ev.errs) > 0 {
 		r.msgs["events"] = strings.Join(r.ev.errs, "; ")
 	}
+}
+
+// sortExecExitRuns sorts each run of consecutive exec exits: execs killed together (their pid
+// namespace's init died) are reaped in no particular order; that they all come before the init's
+// exit is the contract, and stays checked.
+func sortExecExitRuns(seq []string) []string {
+	isExecExit := func(e string) bool { return strings.HasPrefix(e, "exit(") && !strings.HasPrefix(e, "exit(init,") }
+	out := append([]string(nil), seq...)
+	for i := 0; i < len(out); {
+		j := i
+		for j < len(out) && isExecExit(out[j]) {
+			j++
+		}
+		if j > i+1 {
+			sort.Strings(out[i:j])
+		}
+		if j == i {
+			j++
+		}
+		i = j
+	}
+	return out
+}
+
+// oomLast moves /tasks/oom events to the end: the kernel's OOM notification and the killed
+// process's exit reach a shim on separate paths, in no fixed order.
+func oomLast(seq []string) []string {
+	var out, ooms []string
+	for _, e := range seq {
+		if e == "oom" {
+			ooms = append(ooms, e)
+		} else {
+			out = append(out, e)
+		}
+	}
+	return append(out, ooms...)
 }

@@ -55,6 +55,7 @@ var scenarios = []scenario{
 	{"hostpid_killall", "host pid namespace: Kill(WithKillAll)", func(r *Run) { scHostPid(r, true) }},
 	{"long_ids", "76-character namespace and container id (shim socket path)", scLongIDs},
 	{"shim_cgroup", "runc options ShimCgroup: the shim process joins it", scShimCgroup},
+	{"oom", "a process over its memory limit: exit code and the /tasks/oom event", scOOM},
 	{"gpu_request", "a container asking for a GPU (NVIDIA_VISIBLE_DEVICES=all)", scGPURequest},
 	{"daemon_restart", "containerd restart with a running task: status, stdio, exec, kill, delete", scDaemonRestart},
 }
@@ -754,5 +755,13 @@ func scGPURequest(r *Run) {
 	c2 := r.container([]string{"sh", "-c", "exit 0"}, []oci.SpecOpts{oci.WithEnv([]string{"NVIDIA_VISIBLE_DEVICES=nonsense!"})})
 	if r.lifecycle(c2, fifoIO(nil, newBuf(), newBuf())) {
 		r.finish(c2)
+	}
+}
+
+func scOOM(r *Run) {
+	// tail keeps /dev/zero's never-ending "line" in memory until the cgroup's limit kills it.
+	c := r.container([]string{"tail", "/dev/zero"}, []oci.SpecOpts{oci.WithMemoryLimit(16 << 20)})
+	if r.lifecycle(c, fifoIO(nil, newBuf(), newBuf())) {
+		r.finish(c)
 	}
 }
