@@ -210,6 +210,16 @@ func (r *Run) noteEvents() {
 			d, ok := v.(*apievents.TaskDelete)
 			return err == nil && ok && d.ContainerID == c.id && (d.ID == "" || d.ID == c.id)
 		}, 5*time.Second)
+		if c.oom {
+			r.ev.waitFor(func(env *eventsapi.Envelope) bool {
+				if env.Topic != "/tasks/oom" || env.Namespace != c.ns {
+					return false
+				}
+				v, err := typeurl.UnmarshalAny(env.Event)
+				o, ok := v.(*apievents.TaskOOM)
+				return err == nil && ok && o.ContainerID == c.id
+			}, 5*time.Second)
+		}
 	}
 	seqs := map[*Ctr][]string{}
 	for _, env := range r.ev.snapshot() {

@@ -48,6 +48,7 @@ type Ctr struct {
 	c       containerd.Container
 	task    containerd.Task
 	created bool // task create returned OK: a /tasks/delete is due at the end
+	oom     bool // a /tasks/oom is due too (waited for at the end, like /tasks/delete)
 	ctx     context.Context
 }
 

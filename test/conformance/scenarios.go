@@ -761,6 +761,7 @@ func scGPURequest(r *Run) {
 func scOOM(r *Run) {
 	// tail keeps /dev/zero's never-ending "line" in memory until the cgroup's limit kills it.
 	c := r.container([]string{"tail", "/dev/zero"}, []oci.SpecOpts{oci.WithMemoryLimit(16 << 20)})
+	c.oom = true
 	if r.lifecycle(c, fifoIO(nil, newBuf(), newBuf())) {
 		r.finish(c)
 	}
