@@ -59,10 +59,11 @@ func compare(scenario string, ref, ours *Run) []row {
 				continue
 			}
 			rw.why = al.Why
-			if anchored(al.Runc).MatchString(a) && anchored(al.Ours).MatchString(b) {
-				rw.verdict = verdictAllowed
-			} else {
+			switch {
+			case !anchored(al.Runc).MatchString(a) || !anchored(al.Ours).MatchString(b):
 				rw.verdict = verdictAllowBroken
+			case a != b:
+				rw.verdict = verdictAllowed
 			}
 			break
 		}

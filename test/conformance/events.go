@@ -191,7 +191,8 @@ func (r *Run) role(pid uint32) string {
 }
 
 // noteEvents waits for every created task's /tasks/delete (the last event a shim sends for a
-// container; bounded) and notes each container's /tasks/* sequence.
+// container; at most a step's deadline: a loaded machine delays events by seconds) and notes each
+// container's /tasks/* sequence.
 func (r *Run) noteEvents() {
 	byID := map[string]*Ctr{}
 	for _, c := range r.ctrs {
@@ -209,7 +210,7 @@ func (r *Run) noteEvents() {
 			v, err := typeurl.UnmarshalAny(env.Event)
 			d, ok := v.(*apievents.TaskDelete)
 			return err == nil && ok && d.ContainerID == c.id && (d.ID == "" || d.ID == c.id)
-		}, 5*time.Second)
+		}, r.cfg.Step)
 		if c.oom {
 			r.ev.waitFor(func(env *eventsapi.Envelope) bool {
 				if env.Topic != "/tasks/oom" || env.Namespace != c.ns {
@@ -218,7 +219,7 @@ func (r *Run) noteEvents() {
 				v, err := typeurl.UnmarshalAny(env.Event)
 				o, ok := v.(*apievents.TaskOOM)
 				return err == nil && ok && o.ContainerID == c.id
-			}, 5*time.Second)
+			}, r.cfg.Step)
 		}
 	}
 	seqs := map[*Ctr][]string{}

@@ -248,6 +248,9 @@ func procCgroups(pid int) map[string]string {
 			continue
 		}
 		for _, ctl := range strings.Split(f[1], ",") {
+			if ctl == "" {
+				ctl = "unified"
+			}
 			res[ctl] = f[2]
 		}
 	}
@@ -303,10 +306,9 @@ func scShimCgroup(r *Run) {
 	if pid > 0 {
 		var in, out []string
 		for ctl, p := range procCgroups(pid) {
-			if ctl == "" || strings.HasPrefix(ctl, "name=") || ctl == "misc" || ctl == "rdma" {
-				if ctl != "" || !unified() {
-					continue
-				}
+			// cgroup v1: the controllers; v2: the one hierarchy
+			if strings.HasPrefix(ctl, "name=") || ctl == "misc" || ctl == "rdma" || (ctl == "unified") != unified() {
+				continue
 			}
 			if p == cg {
 				in = append(in, ctl)

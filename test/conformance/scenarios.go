@@ -113,7 +113,7 @@ func (r *Run) logFileScenario(creator func(path string) cio.Creator) {
 	path := r.scratch("log")
 	c := r.container([]string{"sh", "-c", "echo out; echo err >&2; exit 2"}, nil)
 	if r.lifecycle(c, creator(path)) {
-		r.note("log lines (sorted)", fileLines(path, 2, 5*time.Second))
+		r.note("log lines (sorted)", fileLines(path, 2, r.cfg.Step))
 		r.finish(c)
 	}
 }
@@ -246,7 +246,7 @@ func scExec(r *Run, shape string) {
 			case "tty":
 				r.note("exec output", "%q", strings.ReplaceAll(out.String(), "\r\n", "\n"))
 			case "file", "binary":
-				r.note("exec log lines (sorted)", fileLines(path, 2, 5*time.Second))
+				r.note("exec log lines (sorted)", fileLines(path, 2, r.cfg.Step))
 			}
 			r.status("exec status exited", c, p)
 			r.del("exec delete", c, p)
