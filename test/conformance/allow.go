@@ -12,7 +12,15 @@ var allowList = []allowance{
 		Why: "NVIDIA_VISIBLE_DEVICES with an invalid entry: ours refuses Create"},
 	{Scenario: "gpu_request", Key: "c[01] events", Runc: "create\\(.*", Ours: "\\(none\\)",
 		Why: "no task was created by ours, so it sent no /tasks/* event"},
-	{Scenario: "gpu_request", Key: "c[01] (create pid|status .*|wait|start|start pid|exit|io|delete)",
+	{Scenario: "gpu_request", Key: "c[01] (create pid|status .*|wait|start|start pid|exit|io|delete|/tasks/delete)",
 		Runc: ".*", Ours: "\\(not observed\\)",
 		Why: "the steps after a refused Create do not run"},
+
+	// Tolerances for the reference: containerd 2.3's runc shim sometimes loses what ours must
+	// deliver. Ours is held to the complete value.
+	{Scenario: ".*", Key: "c[0-9]+ /tasks/delete", Runc: "missing", Ours: "last: .*",
+		Why: "containerd 2.3's runc shim sometimes never sends the init's /tasks/delete (shut down before its event queue drains); ours must send it, as the last event"},
+	{Scenario: "init_logfile|init_loguri|exec_logfile", Key: "(exec )?log lines \\(sorted\\)", Runc: "out|err",
+		Ours: "err\\|out",
+		Why:  "containerd 2.3's runc shim sometimes loses a line of a file:// log that stdout and stderr share; ours must keep both"},
 }

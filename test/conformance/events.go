@@ -236,6 +236,19 @@ func (r *Run) noteEvents() {
 	}
 	for _, c := range r.ctrs {
 		s := oomLast(sortExecExitRuns(seqs[c]))
+		if c.created {
+			// The init's /tasks/delete is noted apart (allow.go: containerd 2.3's runc shim
+			// sometimes never sends it); it stays in the sequence when it is not the last event.
+			switch {
+			case len(s) > 0 && strings.HasPrefix(s[len(s)-1], "delete(init,"):
+				r.note(c.name+" /tasks/delete", "last: "+s[len(s)-1])
+				s = s[:len(s)-1]
+			case hasPrefixIn(s, "delete(init,"):
+				r.note(c.name+" /tasks/delete", "not last")
+			default:
+				r.note(c.name+" /tasks/delete", "missing")
+			}
+		}
 		if len(s) == 0 {
 			r.note(c.name+" events", "(none)")
 			continue
@@ -281,4 +294,13 @@ func oomLast(seq []string) []string {
 		}
 	}
 	return append(out, ooms...)
+}
+
+func hasPrefixIn(seq []string, prefix string) bool {
+	for _, e := range seq {
+		if strings.HasPrefix(e, prefix) {
+			return true
+		}
+	}
+	return false
 }
