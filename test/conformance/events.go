@@ -235,7 +235,7 @@ func (r *Run) noteEvents() {
 		seqs[c] = append(seqs[c], text)
 	}
 	for _, c := range r.ctrs {
-		s := oomLast(sortExecExitRuns(seqs[c]))
+		s, ooms := splitOOM(sortExecExitRuns(seqs[c]))
 		if c.created {
 			// The init's /tasks/delete is noted apart (allow.go: containerd 2.3's runc shim
 			// sometimes never sends it); it stays in the sequence when it is not the last event.
@@ -249,6 +249,7 @@ func (r *Run) noteEvents() {
 				r.note(c.name+" /tasks/delete", "missing")
 			}
 		}
+		s = append(s, ooms...)
 		if len(s) == 0 {
 			r.note(c.name+" events", "(none)")
 			continue
@@ -282,18 +283,18 @@ func sortExecExitRuns(seq []string) []string {
 	return out
 }
 
-// oomLast moves /tasks/oom events to the end: the kernel's OOM notification and the killed
-// process's exit reach a shim on separate paths, in no fixed order.
-func oomLast(seq []string) []string {
-	var out, ooms []string
+// splitOOM takes the /tasks/oom events out (they are compared at the end of the sequence): the
+// kernel's OOM notification and the killed process's exit reach a shim on separate paths, in no
+// fixed order.
+func splitOOM(seq []string) (rest, ooms []string) {
 	for _, e := range seq {
 		if e == "oom" {
 			ooms = append(ooms, e)
 		} else {
-			out = append(out, e)
+			rest = append(rest, e)
 		}
 	}
-	return append(out, ooms...)
+	return rest, ooms
 }
 
 func hasPrefixIn(seq []string, prefix string) bool {

@@ -408,10 +408,9 @@ func (r *Run) cleanup() {
 
 // sbuf is a goroutine-safe buffer that wakes waiters on every write.
 type sbuf struct {
-	mu    sync.Mutex
-	b     bytes.Buffer
-	wake  chan struct{}
-	limit int
+	mu   sync.Mutex
+	b    bytes.Buffer
+	wake chan struct{}
 }
 
 func newBuf() *sbuf { return &sbuf{wake: make(chan struct{})} }
