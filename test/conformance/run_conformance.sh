@@ -6,7 +6,8 @@
 # 77: a component is missing (skipped, with the reason).
 # Usage: run_conformance.sh 1.6|1.7|2.3 [nvconformance flags: -run REGEX, -v, -runtime ours, ...]
 #   NVPROXY_SHIM_DIR     dir of containerd-shim-nvproxy-v1 (required)
-#   NVCONF_BUILD_DIR     where the Go program and its build cache go (default /var/tmp/nvconformance-build)
+#   NVCONF_BUILD_DIR     where the Go build cache lives (default /var/tmp/nvconformance-build); the
+#                        program itself is built into the run's temp dir
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/../e2e/lib/harness.sh"
@@ -30,16 +31,17 @@ nv_harness_start --containerd "$ver"
 work=$NV_DIR/conformance
 mkdir -p "$work"
 
-# ---- build (GOPATH mode: the sources are copied into a GOPATH of the build dir) ----
+# ---- build (GOPATH mode: the sources are copied into a GOPATH of this run; the Go build cache
+# is shared in the build dir, so concurrent runs by hand and by CTest do not trip over each other)
 build=${NVCONF_BUILD_DIR:-/var/tmp/nvconformance-build}
-src=$build/gopath/src/nvconformance
-mkdir -p "$src/logger" "$build/gocache"
-rm -f "$src"/*.go
+src=$NV_DIR/gopath/src/nvconformance
+bin=$NV_DIR/bin
+mkdir -p "$src/logger" "$bin" "$build/gocache"
 cp "$HERE"/*.go "$src/"
 cp "$HERE"/logger/*.go "$src/logger/"
-gobuild() { (cd "$src" && GO111MODULE=off GOPATH="$build/gopath:/usr/share/gocode" GOCACHE="$build/gocache" GOFLAGS= go build "$@"); }
-gobuild -o "$build/nvconformance" . || nv_fail "go build of nvconformance failed"
-gobuild -o "$build/nvconformance-logger" ./logger || nv_fail "go build of the logger failed"
+gobuild() { (cd "$src" && GO111MODULE=off GOPATH="$NV_DIR/gopath:/usr/share/gocode" GOCACHE="$build/gocache" GOFLAGS= go build "$@"); }
+gobuild -o "$bin/nvconformance" . || nv_fail "go build of nvconformance failed"
+gobuild -o "$bin/nvconformance-logger" ./logger || nv_fail "go build of the logger failed"
 
 # ---- containerd restarts on the program's request (scenario daemon_restart) ----
 # The program writes the restart number it wants into $restarts.want and sends SIGUSR1 until
@@ -61,9 +63,9 @@ restart_containerd() {
 }
 trap 'restart_wanted=1' USR1
 
-"$build/nvconformance" -address "$NV_SOCK" -namespace "$NV_NAMESPACE" -image "$NV_IMAGE" \
+"$bin/nvconformance" -address "$NV_SOCK" -namespace "$NV_NAMESPACE" -image "$NV_IMAGE" \
   -image-tar "$NV_IMAGE_TAR" -snapshotter "$NV_SNAPSHOTTER" -state "$NV_STATE_DIR" \
-  -logger "$build/nvconformance-logger" -work "$work" -runc "$(command -v runc)" \
+  -logger "$bin/nvconformance-logger" -work "$work" -runc "$(command -v runc)" \
   -restart-pid $$ -restart-file "$restarts" "$@" &
 prog=$!
 rc=0
