@@ -10,6 +10,7 @@
 #                        program itself is built into the run's temp dir
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=../e2e/lib/harness.sh
 source "$HERE/../e2e/lib/harness.sh"
 
 ver=${1:?usage: run_conformance.sh 1.6|1.7|2.3 [flags]}
@@ -39,7 +40,7 @@ bin=$NV_DIR/bin
 mkdir -p "$src/logger" "$bin" "$build/gocache"
 cp "$HERE"/*.go "$src/"
 cp "$HERE"/logger/*.go "$src/logger/"
-gobuild() { (cd "$src" && GO111MODULE=off GOPATH="$NV_DIR/gopath:/usr/share/gocode" GOCACHE="$build/gocache" GOFLAGS= go build "$@"); }
+gobuild() { (cd "$src" && GO111MODULE=off GOPATH="$NV_DIR/gopath:/usr/share/gocode" GOCACHE="$build/gocache" GOFLAGS='' go build "$@"); }
 gobuild -o "$bin/nvconformance" . || nv_fail "go build of nvconformance failed"
 gobuild -o "$bin/nvconformance-logger" ./logger || nv_fail "go build of the logger failed"
 
