@@ -10,7 +10,7 @@
 #                        program itself is built into the run's temp dir
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
-# shellcheck source=../e2e/lib/harness.sh
+# shellcheck source=test/e2e/lib/harness.sh
 source "$HERE/../e2e/lib/harness.sh"
 
 ver=${1:?usage: run_conformance.sh 1.6|1.7|2.3 [flags]}
