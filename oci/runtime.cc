@@ -72,9 +72,12 @@ RunResult Runtime::run_checked(const std::string& id, const std::string& what, C
   if (!r.ok()) {
     std::string detail = last_log_error();
     if (detail.empty()) detail = r.describe();
+    // Only a container or process that is gone is NotFound (as containerd's runc shim classifies
+    // runtime errors); anything else, a missing program inside the container included, is Unknown.
+    auto has = [&](const char* s) { return detail.find(s) != std::string::npos; };
     Code code = Code::Unknown;
-    if (detail.find("does not exist") != std::string::npos || detail.find("not found") != std::string::npos ||
-        detail.find("no such file") != std::string::npos)
+    if (has("does not exist") || has("container not running") || has("no such process") || has("process already finished") ||
+        (has("not found") && has("container")))
       code = Code::NotFound;
     throw Error(code, std::string(runtime_kind_name(kind_)) + " " + what + " of container \"" + id + "\" failed: " + detail);
   }

@@ -223,7 +223,7 @@ pid_t Container::start(const std::string& exec_id) {
     ex = find_exec_locked(exec_id);
     from = ex->state_;
     if (from == &ExecState::created() && !state_->accepts_exec())
-      throw Error(Code::FailedPrecondition,
+      throw Error(Code::Unknown,
                   "container \"" + s_.id + "\" is " + state_->name() + ": cannot start exec \"" + exec_id + "\"");
     ex->starting_ = true;
   }
@@ -234,6 +234,9 @@ pid_t Container::start(const std::string& exec_id) {
     if (ex->state_ == from) ex->state_ = &to;
   } catch (...) {
     finish_start(ex, nullptr);
+    // Nothing will ever exit: release its waiters with status 0 and no exit time, as
+    // containerd's runc shim does for an exec whose start failed.
+    if (!ex->exit()) ex->set_exit(ExitInfo{0, {}});
     throw;
   }
   finish_start(ex, [&] {
@@ -335,13 +338,25 @@ void Container::add_exec(const std::string& exec_id, nlohmann::json spec, StdioP
   auto ex = std::make_shared<ExecProcess>(exec_id, std::move(stdio), std::move(spec));
   std::lock_guard lk(mu_);
   if (!state_->accepts_exec())
-    throw Error(Code::FailedPrecondition, "container \"" + s_.id + "\" is " + state_->name() + ": cannot add exec \"" + exec_id + "\"");
+    throw Error(Code::Unknown, "container \"" + s_.id + "\" is " + state_->name() + ": cannot exec \"" + exec_id + "\" in it");
   if (!execs_.emplace(exec_id, ex).second)
     throw Error(Code::AlreadyExists, "exec \"" + exec_id + "\" of container \"" + s_.id + "\" already exists");
   events::TaskExecAdded ev;
   ev.set_container_id(s_.id);
   ev.set_exec_id(exec_id);
   env_.events.publish("/tasks/exec-added", ev);
+}
+
+void Container::resize(const std::string& exec_id, unsigned width, unsigned height) {
+  std::shared_ptr<Process> p = init_;
+  if (!exec_id.empty()) {
+    std::lock_guard lk(mu_);
+    auto ex = find_exec_locked(exec_id);
+    ExecRunner ops(*this, ex);
+    ex->state_->check_resize(ops);
+    p = ex;
+  }
+  p->resize(width, height);
 }
 
 std::shared_ptr<Process> Container::remove(const std::string& exec_id) {

@@ -100,6 +100,7 @@ class Container final : public std::enable_shared_from_this<Container>, private 
   void update(const nlohmann::json& resources);
   void checkpoint(const oci::CheckpointFlags& flags);
   void add_exec(const std::string& exec_id, nlohmann::json spec, StdioPaths stdio);
+  void resize(const std::string& exec_id, unsigned width, unsigned height);
   // Deletes an exec (which must not run) or, for "", the container: runtime delete, IO drained,
   // rootfs unmounted. Returns the process with its exit.
   std::shared_ptr<Process> remove(const std::string& exec_id);

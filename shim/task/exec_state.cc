@@ -16,9 +16,7 @@ class Created final : public ExecState {
   }
   // Never started: deleting it only forgets it.
   const ExecState& remove(ExecOps&) const override { return deleted(); }
-  const ExecState& kill(ExecOps& ops, int) const override {
-    throw Error(Code::NotFound, ops.describe() + " has not started");
-  }
+  const ExecState& kill(ExecOps& ops, int) const override { refuse(ops, "signal it before it started", Code::FailedPrecondition); }
 };
 
 class Running final : public ExecState {
@@ -40,6 +38,7 @@ class Stopped final : public ExecState {
   }
   const ExecState& remove(ExecOps&) const override { return deleted(); }
   [[nodiscard]] const ExecState& exited() const override { return *this; }
+  void check_resize(const ExecOps& ops) const override { refuse(ops, "resize its terminal"); }
 };
 
 class Deleted final : public ExecState {
@@ -51,13 +50,13 @@ class Deleted final : public ExecState {
 
 }  // namespace
 
-void ExecState::refuse(const ExecOps& ops, const char* what) const {
-  throw Error(Code::FailedPrecondition, ops.describe() + " is " + name() + ": cannot " + what);
+void ExecState::refuse(const ExecOps& ops, const char* what, Code code) const {
+  throw Error(code, ops.describe() + " is " + name() + ": cannot " + what);
 }
 
 const ExecState& ExecState::start(ExecOps& ops) const { refuse(ops, "start it again"); }
 const ExecState& ExecState::kill(ExecOps& ops, int) const { refuse(ops, "signal it"); }
-const ExecState& ExecState::remove(ExecOps& ops) const { refuse(ops, "delete it while it runs"); }
+const ExecState& ExecState::remove(ExecOps& ops) const { refuse(ops, "delete it while it runs", Code::FailedPrecondition); }
 const ExecState& ExecState::exited() const { return stopped(); }
 
 const ExecState& ExecState::created() {

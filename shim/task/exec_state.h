@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/error.h"
 #include "shim/task/process.h"
 
 namespace nvproxy::shim {
@@ -27,6 +28,8 @@ class ExecState {
   virtual const ExecState& kill(ExecOps& ops, int signal) const;
   // Delete: legal once it cannot run any more.
   virtual const ExecState& remove(ExecOps& ops) const;
+  // ResizePty is refused once the exec has stopped (the runc shim's answer).
+  virtual void check_resize(const ExecOps& /*ops*/) const {}
   [[nodiscard]] virtual const ExecState& exited() const;
 
   static const ExecState& created();
@@ -35,7 +38,7 @@ class ExecState {
   static const ExecState& deleted();
 
  protected:
-  [[noreturn]] void refuse(const ExecOps& ops, const char* what) const;
+  [[noreturn]] void refuse(const ExecOps& ops, const char* what, Code code = Code::Unknown) const;
 };
 
 class ExecProcess final : public Process {

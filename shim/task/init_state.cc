@@ -38,6 +38,8 @@ class CreatedCheckpoint final : public InitState {
     ops.run_restore();
     return running();
   }
+  // The runtime knows no such container yet: the runc shim's kill answers NotFound here.
+  const InitState& kill(InitOps& ops, int, bool) const override { refuse(ops, "signal it: nothing runs yet", Code::NotFound); }
   const InitState& remove(InitOps& ops) const override {
     ops.run_delete();
     return deleted();
@@ -71,6 +73,7 @@ class Paused final : public InitState {
  public:
   [[nodiscard]] ProcStatus status() const override { return ProcStatus::Paused; }
   [[nodiscard]] const char* name() const override { return "paused"; }
+  [[nodiscard]] bool accepts_exec() const override { return false; }
   const InitState& kill(InitOps& ops, int signal, bool all) const override {
     ops.run_kill(signal, all);
     return *this;
@@ -121,8 +124,8 @@ class Deleted final : public InitState {
 
 }  // namespace
 
-void InitState::refuse(const InitOps& ops, const char* what) const {
-  throw Error(Code::FailedPrecondition, "container \"" + ops.container_id() + "\" is " + name() + ": cannot " + what);
+void InitState::refuse(const InitOps& ops, const char* what, Code code) const {
+  throw Error(code, "container \"" + ops.container_id() + "\" is " + name() + ": cannot " + what);
 }
 
 const InitState& InitState::start(InitOps& ops) const { refuse(ops, "start"); }
@@ -131,7 +134,9 @@ const InitState& InitState::pause(InitOps& ops) const { refuse(ops, "pause"); }
 const InitState& InitState::resume(InitOps& ops) const { refuse(ops, "resume"); }
 const InitState& InitState::checkpoint(InitOps& ops, const oci::CheckpointFlags&) const { refuse(ops, "checkpoint"); }
 const InitState& InitState::update(InitOps& ops, const nlohmann::json&) const { refuse(ops, "update resources"); }
-const InitState& InitState::remove(InitOps& ops) const { refuse(ops, "delete while it runs; kill it first"); }
+const InitState& InitState::remove(InitOps& ops) const {
+  refuse(ops, "delete while it runs; kill it first", Code::FailedPrecondition);
+}
 const InitState& InitState::exited() const { return stopped(); }
 
 const InitState& InitState::created() {

@@ -1,12 +1,15 @@
 // The init process's lifecycle, one type per state (created, created from a checkpoint, running,
 // paused, stopped, deleted), in the shape of containerd's runc shim. A state decides what is legal
 // and which state follows; the work behind a transition (the runtime call) is InitOps's, done by
-// the container. Illegal requests fail with FailedPrecondition naming the state.
+// the container. Illegal requests fail naming the state, with the code containerd's runc shim
+// answers (its state refusals are plain errors, which clients see as Unknown; deleting a running
+// task is FailedPrecondition).
 #pragma once
 
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "common/error.h"
 #include "oci/runtime_flavor.h"
 #include "shim/task/process.h"
 
@@ -53,7 +56,7 @@ class InitState {
   static const InitState& deleted();
 
  protected:
-  [[noreturn]] void refuse(const InitOps& ops, const char* what) const;
+  [[noreturn]] void refuse(const InitOps& ops, const char* what, Code code = Code::Unknown) const;
 };
 
 }  // namespace nvproxy::shim

@@ -47,6 +47,10 @@ PipeIO::PipeIO(const StdioPaths& paths) : paths_(paths) {
     if (!s_->wake) throw sys_error("eventfd for stdin of " + paths_.in);
     in_fifo_.reset(::open(paths_.in.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
     if (!in_fifo_) throw sys_error("open stdio fifo " + paths_.in);
+    // Our own writer keeps the FIFO from reaching EOF when the client closes its end: stdin ends
+    // only after CloseIO drops it (and the client is done), as with containerd's runc shim.
+    in_hold_.reset(::open(paths_.in.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC));
+    if (!in_hold_) throw sys_error("open stdio fifo " + paths_.in + " for writing");
   }
   if (!paths_.out.empty()) {
     out_fifo_ = open_output_fifo(paths_.out);
@@ -62,7 +66,7 @@ PipeIO::~PipeIO() {
   s_->stopping = true;
   uint64_t one = 1;
   if (s_->wake) (void)::write(s_->wake.get(), &one, sizeof one);
-  close_stdin();
+  stop_stdin();
   for (auto& t : threads_) t.detach();  // each holds the shared state it needs
 }
 
@@ -126,6 +130,12 @@ void PipeIO::copy_in(const std::shared_ptr<Shared>& s, UniqueFd fifo) {
 
 void PipeIO::close_stdin() {
   std::lock_guard lk(s_->mu);
+  in_hold_.reset();
+}
+
+void PipeIO::stop_stdin() {
+  std::lock_guard lk(s_->mu);
+  in_hold_.reset();
   s_->in_w.reset();
 }
 

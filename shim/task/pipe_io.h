@@ -2,8 +2,8 @@
 // over (or a file, appended to), copied by small threads. The FIFO side is closed when the pipe reaches
 // EOF so that clients (ctr) see the end of output; Delete waits (bounded) for the copies to finish.
 // The stdin FIFO is opened non-blocking up front (the client may remove its FIFOs early, and an
-// open must never block on a client that never attaches); poll reports POLLHUP only once a writer
-// has come and gone, which is the end of stdin. CloseIO ends it too.
+// open must never block on a client that never attaches), and the shim holds a writer of it until
+// CloseIO; poll reports POLLHUP once every writer, the client's and ours, has gone: the end of stdin.
 #pragma once
 
 #include <atomic>
@@ -34,12 +34,13 @@ class PipeIO final : public ProcessIO {
   [[nodiscard]] oci::Stdio child_stdio() const override;
   // After the runtime has started the process: drop our copies of its ends, start copying.
   void start_copying() override;
-  // Closes the process's stdin (CloseIO).
+  // CloseIO: drops our hold on the stdin FIFO; the process sees EOF once the client closed its end.
   void close_stdin() override;
   // Waits until stdout and stderr reached EOF and were flushed; false on timeout.
   bool wait_output(std::chrono::milliseconds timeout) override;
 
  private:
+  void stop_stdin();
   // What the copy threads touch lives here, shared with them: a copy blocked on a stuck client is
   // detached at destruction and must not outlive its data.
   struct Shared {
@@ -57,6 +58,7 @@ class PipeIO final : public ProcessIO {
   std::shared_ptr<Shared> s_ = std::make_shared<Shared>();
   UniqueFd in_r_;
   UniqueFd in_fifo_;
+  UniqueFd in_hold_;  // a writer of the stdin FIFO, until CloseIO
   UniqueFd out_r_, out_w_;
   UniqueFd err_r_, err_w_;
   UniqueFd out_fifo_, err_fifo_;

@@ -126,7 +126,7 @@ task::StateResponse TaskService::state(const task::StateRequest& r) {
   s.set_stdout(p->stdio().out);
   s.set_stderr(p->stdio().err);
   s.set_terminal(p->stdio().terminal);
-  if (auto e = p->exit()) {
+  if (auto e = p->exit(); e && e->at != std::chrono::system_clock::time_point{}) {
     s.set_exit_status(e->status);
     set_time(s.mutable_exited_at(), e->at);
   }
@@ -203,7 +203,7 @@ void TaskService::close_io(const task::CloseIORequest& r) {
 }
 
 void TaskService::resize_pty(const task::ResizePtyRequest& r) {
-  find(r.id())->process(r.exec_id())->resize(r.width(), r.height());
+  find(r.id())->resize(r.exec_id(), r.width(), r.height());
 }
 
 void TaskService::update(const task::UpdateTaskRequest& r) {

