@@ -97,8 +97,8 @@ BinaryIO::BinaryIO(const std::string& uri, const IoOwner& owner) {
   }
   if (n == 0) {
     ::kill(pid_, SIGKILL);
-    throw Error(Code::DeadlineExceeded, "logging binary " + b.path + " (pid " + std::to_string(pid_) + ") did not get ready within " +
-                                            std::to_string(kReadyTimeoutMs / 1000) + " s");
+    throw Error(Code::DeadlineExceeded, "logging binary " + b.path + " (pid " + std::to_string(pid_) +
+                                            ") did not get ready within " + std::to_string(kReadyTimeoutMs / 1000) + " s");
   }
 }
 

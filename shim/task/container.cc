@@ -7,8 +7,8 @@
 #include "common/error.h"
 #include "common/fs.h"
 #include "proto/events.pb.h"
+#include "shim/kit/timestamp.h"
 #include "shim/task/console.h"
-#include "shim/timestamp.h"
 
 namespace nvproxy::shim {
 
@@ -68,14 +68,14 @@ class Container::ExecRunner final : public ExecOps {
 };
 
 Container::Container(ContainerSetup setup, std::unique_ptr<oci::Runtime> runtime, ContainerEnv env)
-    : s_(std::move(setup)), runtime_(std::move(runtime)), env_(env), init_(std::make_shared<Process>("", s_.stdio)) {}
+    : s_(std::move(setup)), runtime_(std::move(runtime)), env_(std::move(env)), init_(std::make_shared<Process>("", s_.stdio)) {}
 
 Container::~Container() {
   if (pid_t pid = init_->pid(); pid > 0) env_.exits.forget(pid);
 }
 
 std::shared_ptr<Container> Container::create(ContainerSetup setup, std::unique_ptr<oci::Runtime> runtime, ContainerEnv env) {
-  std::shared_ptr<Container> c(new Container(std::move(setup), std::move(runtime), env));
+  std::shared_ptr<Container> c(new Container(std::move(setup), std::move(runtime), std::move(env)));
   c->rootfs_.emplace(c->s_.rootfs, c->s_.bundle / "rootfs");
   {
     std::lock_guard lk(c->mu_);
@@ -223,8 +223,7 @@ pid_t Container::start(const std::string& exec_id) {
     ex = find_exec_locked(exec_id);
     from = ex->state_;
     if (from == &ExecState::created() && !state_->accepts_exec())
-      throw Error(Code::Unknown,
-                  "container \"" + s_.id + "\" is " + state_->name() + ": cannot start exec \"" + exec_id + "\"");
+      throw Error(Code::Unknown, "container \"" + s_.id + "\" is " + state_->name() + ": cannot start exec \"" + exec_id + "\"");
     ex->starting_ = true;
   }
   ExecRunner ops(*this, ex);
@@ -471,15 +470,18 @@ void Container::kill_all_async() {
 
 // InitOps: the runtime work behind the init's transitions.
 
-void Container::run_start() { runtime_->start(s_.id); }
+void Container::run_start() {
+  runtime_->start(s_.id);
+}
 
 void Container::run_restore() {
+  env_.checkpoints.before_restore(*this, s_.checkpoint);
   auto pid_file = s_.bundle / "init.pid";
   launch(init_, pid_file, [&](const std::string& console, const oci::Stdio& stdio) {
     runtime_->restore(s_.id, {.bundle = s_.bundle,
                               .image_path = s_.checkpoint,
                               .work_path = s_.options.criu_work_path.empty() ? s_.bundle / "criu-work"
-                                                                              : std::filesystem::path(s_.options.criu_work_path),
+                                                                             : std::filesystem::path(s_.options.criu_work_path),
                               .pid_file = pid_file,
                               .console_socket = console,
                               .extra_global = s_.runtime_global,
@@ -490,10 +492,18 @@ void Container::run_restore() {
   env_.checkpoints.after_restore(*this, s_.checkpoint);
 }
 
-void Container::run_kill(int signal, bool all) { runtime_->kill(s_.id, signal, all); }
-void Container::run_pause() { runtime_->pause(s_.id); }
-void Container::run_resume() { runtime_->resume(s_.id); }
-void Container::run_update(const nlohmann::json& resources) { runtime_->update(s_.id, resources); }
+void Container::run_kill(int signal, bool all) {
+  runtime_->kill(s_.id, signal, all);
+}
+void Container::run_pause() {
+  runtime_->pause(s_.id);
+}
+void Container::run_resume() {
+  runtime_->resume(s_.id);
+}
+void Container::run_update(const nlohmann::json& resources) {
+  runtime_->update(s_.id, resources);
+}
 
 void Container::run_checkpoint(const oci::CheckpointFlags& flags, bool paused) {
   env_.checkpoints.checkpoint(*this, flags, paused);

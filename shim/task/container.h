@@ -25,8 +25,8 @@
 #include "common/process.h"
 #include "oci/runtime.h"
 #include "proto/wkt.pb.h"
-#include "shim/config.h"
-#include "shim/task/event_sink.h"
+#include "shim/kit/event_sink.h"
+#include "shim/task/config.h"
 #include "shim/task/exec_state.h"
 #include "shim/task/exit_book.h"
 #include "shim/task/init_state.h"
@@ -44,6 +44,8 @@ class CheckpointHooks {
  public:
   virtual ~CheckpointHooks() = default;
   virtual void checkpoint(Container& c, const oci::CheckpointFlags& flags, bool paused) = 0;
+  // Before the runtime restores: refuse (throw) what this host cannot give back; nothing runs yet.
+  virtual void before_restore(Container& c, const std::filesystem::path& image) = 0;
   virtual void after_restore(Container& c, const std::filesystem::path& image) = 0;
 };
 

@@ -16,7 +16,9 @@ class Created final : public ExecState {
   }
   // Never started: deleting it only forgets it.
   const ExecState& remove(ExecOps&) const override { return deleted(); }
-  const ExecState& kill(ExecOps& ops, int) const override { refuse(ops, "signal it before it started", Code::FailedPrecondition); }
+  const ExecState& kill(ExecOps& ops, int) const override {
+    refuse(ops, "signal it before it started", Code::FailedPrecondition);
+  }
 };
 
 class Running final : public ExecState {
@@ -54,10 +56,18 @@ void ExecState::refuse(const ExecOps& ops, const char* what, Code code) const {
   throw Error(code, ops.describe() + " is " + name() + ": cannot " + what);
 }
 
-const ExecState& ExecState::start(ExecOps& ops) const { refuse(ops, "start it again"); }
-const ExecState& ExecState::kill(ExecOps& ops, int) const { refuse(ops, "signal it"); }
-const ExecState& ExecState::remove(ExecOps& ops) const { refuse(ops, "delete it while it runs", Code::FailedPrecondition); }
-const ExecState& ExecState::exited() const { return stopped(); }
+const ExecState& ExecState::start(ExecOps& ops) const {
+  refuse(ops, "start it again");
+}
+const ExecState& ExecState::kill(ExecOps& ops, int) const {
+  refuse(ops, "signal it");
+}
+const ExecState& ExecState::remove(ExecOps& ops) const {
+  refuse(ops, "delete it while it runs", Code::FailedPrecondition);
+}
+const ExecState& ExecState::exited() const {
+  return stopped();
+}
 
 const ExecState& ExecState::created() {
   static const Created s;

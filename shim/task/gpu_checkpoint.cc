@@ -1,6 +1,6 @@
 #include "shim/task/gpu_checkpoint.h"
 
-#include "shim/checkpoint_flow.h"
+#include "shim/task/checkpoint_flow.h"
 
 namespace nvproxy::shim {
 
@@ -10,8 +10,12 @@ void GpuCheckpointHooks::checkpoint(Container& c, const oci::CheckpointFlags& fl
 }
 
 void GpuCheckpointHooks::after_restore(Container& c, const std::filesystem::path& image) {
-  CheckpointTarget t{
-      .id = c.id(), .bundle = c.bundle(), .config = c.config(), .runtime = &c.runtime(), .gpu = c.gpu(), .restore_from = image.string()};
+  CheckpointTarget t{.id = c.id(),
+                     .bundle = c.bundle(),
+                     .config = c.config(),
+                     .runtime = &c.runtime(),
+                     .gpu = c.gpu(),
+                     .restore_from = image.string()};
   restore_cuda_after_runtime_restore(t, CheckpointEnv{log_, runner_});
 }
 

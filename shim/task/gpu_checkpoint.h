@@ -9,6 +9,8 @@ class GpuCheckpointHooks final : public CheckpointHooks {
  public:
   GpuCheckpointHooks(Logger& log, ProcessRunner& runner) : log_(log), runner_(runner) {}
   void checkpoint(Container& c, const oci::CheckpointFlags& flags, bool paused) override;
+  // Nothing is checked yet: the image records no GPU facts to compare.
+  void before_restore(Container& /*c*/, const std::filesystem::path& /*image*/) override {}
   void after_restore(Container& c, const std::filesystem::path& image) override;
 
  private:

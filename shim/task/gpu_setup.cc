@@ -17,9 +17,11 @@ GpuSetup prepare_gpu(const std::string& id, const std::filesystem::path& bundle,
   spec.save(bundle);
   std::string devs;
   for (const auto& d : res.devices) devs += (devs.empty() ? "" : ",") + d;
-  log.info("container \"" + id + "\": GPU layer (" + res.mode + ") devices [" + devs + "], " + std::to_string(res.added) + " edits");
+  log.info("container \"" + id + "\": GPU layer (" + res.mode + ") devices [" + devs + "], " + std::to_string(res.added) +
+           " edits");
   out.gpu = true;
-  if (oci::runtime_kind_from_binary(config.runtime.binary) == oci::RuntimeKind::Runsc) out.runtime_global = gpu::runsc_flags(spec.json(), config.gpu);
+  if (oci::runtime_kind_from_binary(config.runtime.binary) == oci::RuntimeKind::Runsc)
+    out.runtime_global = gpu::runsc_flags(spec.json(), config.gpu);
   return out;
 }
 

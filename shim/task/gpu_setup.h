@@ -8,7 +8,7 @@
 
 #include "common/log.h"
 #include "oci/spec.h"
-#include "shim/config.h"
+#include "shim/task/config.h"
 
 namespace nvproxy::shim {
 

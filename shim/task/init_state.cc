@@ -128,16 +128,30 @@ void InitState::refuse(const InitOps& ops, const char* what, Code code) const {
   throw Error(code, "container \"" + ops.container_id() + "\" is " + name() + ": cannot " + what);
 }
 
-const InitState& InitState::start(InitOps& ops) const { refuse(ops, "start"); }
-const InitState& InitState::kill(InitOps& ops, int, bool) const { refuse(ops, "signal it"); }
-const InitState& InitState::pause(InitOps& ops) const { refuse(ops, "pause"); }
-const InitState& InitState::resume(InitOps& ops) const { refuse(ops, "resume"); }
-const InitState& InitState::checkpoint(InitOps& ops, const oci::CheckpointFlags&) const { refuse(ops, "checkpoint"); }
-const InitState& InitState::update(InitOps& ops, const nlohmann::json&) const { refuse(ops, "update resources"); }
+const InitState& InitState::start(InitOps& ops) const {
+  refuse(ops, "start");
+}
+const InitState& InitState::kill(InitOps& ops, int, bool) const {
+  refuse(ops, "signal it");
+}
+const InitState& InitState::pause(InitOps& ops) const {
+  refuse(ops, "pause");
+}
+const InitState& InitState::resume(InitOps& ops) const {
+  refuse(ops, "resume");
+}
+const InitState& InitState::checkpoint(InitOps& ops, const oci::CheckpointFlags&) const {
+  refuse(ops, "checkpoint");
+}
+const InitState& InitState::update(InitOps& ops, const nlohmann::json&) const {
+  refuse(ops, "update resources");
+}
 const InitState& InitState::remove(InitOps& ops) const {
   refuse(ops, "delete while it runs; kill it first", Code::FailedPrecondition);
 }
-const InitState& InitState::exited() const { return stopped(); }
+const InitState& InitState::exited() const {
+  return stopped();
+}
 
 const InitState& InitState::created() {
   static const Created s;

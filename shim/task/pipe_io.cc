@@ -25,7 +25,8 @@ void make_pipe(UniqueFd& r, UniqueFd& w) {
 UniqueFd open_output_fifo(const std::string& path) {
   struct stat st {};
   bool fifo = ::stat(path.c_str(), &st) == 0 && S_ISFIFO(st.st_mode);
-  UniqueFd fd(fifo ? ::open(path.c_str(), O_RDWR | O_CLOEXEC) : ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644));
+  UniqueFd fd(fifo ? ::open(path.c_str(), O_RDWR | O_CLOEXEC)
+                   : ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644));
   if (!fd) throw sys_error(std::string("open stdio ") + (fifo ? "fifo " : "file ") + path);
   return fd;
 }

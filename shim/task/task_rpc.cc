@@ -3,8 +3,8 @@
 #include "proto/wkt.pb.h"
 
 #include "common/error.h"
+#include "shim/kit/ttrpc/server.h"
 #include "shim/task/task_service.h"
-#include "shim/ttrpc/server.h"
 
 namespace nvproxy::shim {
 

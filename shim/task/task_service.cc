@@ -6,12 +6,12 @@
 #include "common/validate.h"
 #include "oci/spec.h"
 #include "proto/runc_options.pb.h"
+#include "shim/kit/timestamp.h"
+#include "shim/kit/version.h"
 #include "shim/task/gpu_setup.h"
-#include "shim/task/runtime_record.h"
+#include "shim/task/runtime_locator.h"
 #include "shim/task/stats.h"
 #include "shim/task/task_options.h"
-#include "shim/timestamp.h"
-#include "shim/version.h"
 
 namespace nvproxy::shim {
 
@@ -75,13 +75,14 @@ task::CreateTaskResponse TaskService::create(const task::CreateTaskRequest& r) {
   s.id = r.id();
   s.bundle = bundle;
   s.stdio = {r.stdin(), r.stdout(), r.stderr(), r.terminal()};
-  for (const auto& m : r.rootfs()) s.rootfs.push_back({m.type(), m.source(), m.target(), {m.options().begin(), m.options().end()}});
+  for (const auto& m : r.rootfs())
+    s.rootfs.push_back({m.type(), m.source(), m.target(), {m.options().begin(), m.options().end()}});
   if (r.has_options()) s.options = decode_task_options(r.options(), "create of container \"" + r.id() + "\"");
   // containerd turns a runc-typed criu_image_path into `checkpoint` only for runc runtime names.
   s.checkpoint = r.checkpoint().empty() ? s.options.criu_image_path : r.checkpoint();
   s.config = deps_.load_config(s.options.config_path);
   apply_task_options(s.options, s.config.runtime);
-  if (!s.config.runtime.root.empty()) s.config.runtime.root += "/" + deps_.ns;
+  s.config.runtime = runtime_for_namespace(s.config.runtime, deps_.ns);
   deps_.log.set_level(s.config.log_level);
 
   oci::Spec spec = oci::Spec::load(bundle);
@@ -194,8 +195,12 @@ task::WaitResponse TaskService::wait(const task::WaitRequest& r) {
   return resp;
 }
 
-void TaskService::pause(const task::PauseRequest& r) { find(r.id())->pause(); }
-void TaskService::resume(const task::ResumeRequest& r) { find(r.id())->resume(); }
+void TaskService::pause(const task::PauseRequest& r) {
+  find(r.id())->pause();
+}
+void TaskService::resume(const task::ResumeRequest& r) {
+  find(r.id())->resume();
+}
 
 void TaskService::close_io(const task::CloseIORequest& r) {
   auto p = find(r.id())->process(r.exec_id());

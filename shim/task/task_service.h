@@ -15,9 +15,9 @@
 #include "common/process.h"
 #include "oci/runtime.h"
 #include "proto/shim_task.pb.h"
-#include "shim/config.h"
+#include "shim/kit/event_sink.h"
+#include "shim/task/config.h"
 #include "shim/task/container.h"
-#include "shim/task/event_sink.h"
 #include "shim/task/exit_book.h"
 
 namespace nvproxy::shim {

@@ -29,8 +29,8 @@
 #include "proto/runc_options.pb.h"
 #include "proto/runtime_options.pb.h"
 #include "proto/shim_task.pb.h"
-#include "shim/config.h"
-#include "shim/events.h"
+#include "shim/kit/events.h"
+#include "shim/task/config.h"
 #include "shim/task/gpu_checkpoint.h"
 #include "shim/task/task_service.h"
 

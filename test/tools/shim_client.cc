@@ -6,8 +6,8 @@
 
 #include "common/error.h"
 #include "proto/shim_task.pb.h"
-#include "shim/address.h"
-#include "shim/ttrpc/client.h"
+#include "shim/kit/address.h"
+#include "shim/kit/ttrpc/client.h"
 
 int main(int argc, char** argv) {
   using namespace nvproxy;

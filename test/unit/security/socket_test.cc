@@ -13,8 +13,8 @@
 
 #include "common/error.h"
 #include "common/log.h"
-#include "shim/address.h"
-#include "shim/ttrpc/server.h"
+#include "shim/kit/address.h"
+#include "shim/kit/ttrpc/server.h"
 
 namespace nvproxy::shim {
 namespace {

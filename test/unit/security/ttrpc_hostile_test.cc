@@ -21,13 +21,13 @@
 #include "common/log.h"
 #include "common/process.h"
 #include "proto/shim_task.pb.h"
-#include "shim/events.h"
-#include "shim/task/task_rpc.h"
+#include "shim/kit/events.h"
+#include "shim/kit/ttrpc/client.h"
+#include "shim/kit/ttrpc/frame.h"
+#include "shim/kit/ttrpc/server.h"
 #include "shim/task/gpu_checkpoint.h"
+#include "shim/task/task_rpc.h"
 #include "shim/task/task_service.h"
-#include "shim/ttrpc/client.h"
-#include "shim/ttrpc/frame.h"
-#include "shim/ttrpc/server.h"
 #include "ttrpc.pb.h"
 
 namespace nvproxy {

@@ -1,6 +1,6 @@
 // shim_cgroup against a fake cgroup tree: a unified host, a v1 host with co-mount symlinks, and
 // refusals (missing cgroup, relative or escaping paths).
-#include "shim/shim_cgroup.h"
+#include "shim/kit/shim_cgroup.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

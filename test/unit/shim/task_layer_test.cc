@@ -106,6 +106,7 @@ class RecordingEvents final : public EventSink {
 class StubCheckpoints final : public CheckpointHooks {
  public:
   void checkpoint(Container& c, const oci::CheckpointFlags& f, bool) override { c.runtime().checkpoint(c.id(), f); }
+  void before_restore(Container&, const fs::path&) override {}
   void after_restore(Container&, const fs::path& image) override { restored_from = image.string(); }
   std::string restored_from;
 };
@@ -115,17 +116,17 @@ class TaskLayer : public ::testing::Test {
   void SetUp() override {
     std::string t = (fs::temp_directory_path() / "task-layer-XXXXXX").string();
     dir_ = ::mkdtemp(t.data());
-    svc_ = std::make_unique<TaskService>(ServiceDeps{
-        .ns = "test",
-        .self_binary = "/nonexistent",
-        .log = log_,
-        .runner = runner_,
-        .events = events_,
-        .checkpoints = hooks_,
-        .make_runtime = [this](const oci::RuntimeConfig&,
-                               const fs::path&) { return std::make_unique<StubRuntime>(rt_, runner_, log_); },
-        .load_config = [](const std::string&) { return ShimConfig{}; },
-        .shutdown = [] {}});
+    svc_ = std::make_unique<TaskService>(
+        ServiceDeps{.ns = "test",
+                    .self_binary = "/nonexistent",
+                    .log = log_,
+                    .runner = runner_,
+                    .events = events_,
+                    .checkpoints = hooks_,
+                    .make_runtime = [this](const oci::RuntimeConfig&,
+                                           const fs::path&) { return std::make_unique<StubRuntime>(rt_, runner_, log_); },
+                    .load_config = [](const std::string&) { return ShimConfig{}; },
+                    .shutdown = [] {}});
   }
   void TearDown() override { fs::remove_all(dir_); }
 

@@ -1,4 +1,4 @@
-#include "shim/address.h"
+#include "shim/kit/address.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>

@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "common/error.h"
-#include "shim/config.h"
+#include "shim/task/config.h"
 
 using namespace nvproxy;
 using namespace nvproxy::shim;

@@ -1,6 +1,6 @@
 // The reaper hands our own commands' exits to their waiters and everything else (container
 // processes, orphans) to the callback.
-#include "shim/reaper.h"
+#include "shim/kit/reaper.h"
 
 #include <gtest/gtest.h>
 #include <signal.h>

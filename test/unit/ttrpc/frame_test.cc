@@ -1,4 +1,4 @@
-#include "shim/ttrpc/frame.h"
+#include "shim/kit/ttrpc/frame.h"
 
 #include <gtest/gtest.h>
 

@@ -8,12 +8,14 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint/diagnose.h"
 #include "common/error.h"
 #include "gpu/gpu_spec_cmd.h"
 #include "hooks/hook_main.h"
-#include "shim/cli.h"
-#include "shim/version.h"
+#include "shim/kit/cli.h"
+#include "shim/kit/daemon.h"
+#include "shim/kit/version.h"
+#include "shim/task/diagnose_cmd.h"
+#include "shim/task/task_shim.h"
 
 namespace {
 std::string self_exe(const char* argv0) {
@@ -30,7 +32,7 @@ int main(int argc, char** argv) {
     if (!args.empty()) {
       std::vector<std::string> rest(args.begin() + 1, args.end());
       if (args[0] == "gpu-spec") return gpu::gpu_spec_main(rest, std::cout, std::cerr);
-      if (args[0] == "diagnose") return checkpoint::diagnose_main(rest, std::cout, std::cerr);
+      if (args[0] == "diagnose") return shim::diagnose_cmd(rest, std::cout, std::cerr);
       if (args[0] == "hook") return hooks::hook_main(rest, std::cin, std::cerr);
     }
     shim::ShimArgs a = shim::parse_shim_args(args);
@@ -43,7 +45,7 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (a.action == "start") return shim::start_main(a, self_exe(argv[0]), std::cin, std::cout);
-    if (a.action == "delete") return shim::delete_main(a, std::cout);
+    if (a.action == "delete") return shim::delete_main(a, std::cout, shim::cleanup_dead_task);
     if (a.id.empty() || a.ns.empty()) {
       std::cerr << "error: -namespace and -id are required\n" << shim::shim_usage();
       return 2;
@@ -51,7 +53,7 @@ int main(int argc, char** argv) {
     // One daemon runs per container and is mostly idle: one malloc arena for all its threads
     // instead of one per thread (each touches its own pages) keeps its memory small.
     ::mallopt(M_ARENA_MAX, 1);
-    return shim::daemon_main(a, self_exe(argv[0]));
+    return shim::daemon_main(a, self_exe(argv[0]), shim::make_task_shim);
   } catch (const Error& e) {
     std::cerr << "containerd-shim-nvproxy-v1: " << e.what() << "\n";
     return 1;

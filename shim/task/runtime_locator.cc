@@ -1,9 +1,10 @@
-#include "shim/task/runtime_record.h"
+#include "shim/task/runtime_locator.h"
 
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
 #include "common/fs.h"
+#include "shim/task/config.h"
 
 namespace nvproxy::shim {
 
@@ -29,6 +30,20 @@ std::optional<oci::RuntimeConfig> read_runtime_record(const std::filesystem::pat
   } catch (const std::exception&) {
     return std::nullopt;
   }
+}
+
+oci::RuntimeConfig runtime_for_namespace(oci::RuntimeConfig rc, const std::string& ns) {
+  if (!rc.root.empty()) rc.root += "/" + ns;
+  return rc;
+}
+
+oci::RuntimeConfig locate_runtime(const std::filesystem::path& bundle, const std::string& ns) {
+  if (auto rec = read_runtime_record(bundle)) return *rec;
+  return runtime_for_namespace(load_config("").runtime, ns);
+}
+
+std::filesystem::path default_bundle(const std::string& ns, const std::string& id) {
+  return std::filesystem::path("/run/containerd/io.containerd.runtime.v2.task") / ns / id;
 }
 
 }  // namespace nvproxy::shim

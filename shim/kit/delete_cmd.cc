@@ -1,5 +1,4 @@
-// `delete`: containerd's cleanup after a shim died (or never started). Works with no daemon: the
-// runtime settings come from the record the daemon left in the bundle.
+// `delete`: containerd's cleanup after a shim died (or never started). Works with no daemon.
 #include <signal.h>
 
 #include <chrono>
@@ -7,38 +6,18 @@
 
 #include "common/error.h"
 #include "common/fs.h"
-#include "common/log.h"
 #include "common/validate.h"
 #include "proto/shim_task.pb.h"
-#include "shim/address.h"
-#include "shim/cli.h"
-#include "shim/config.h"
-#include "shim/task/rootfs.h"
-#include "shim/task/runtime_record.h"
-#include "shim/timestamp.h"
+#include "shim/kit/address.h"
+#include "shim/kit/cli.h"
+#include "shim/kit/timestamp.h"
 
 namespace nvproxy::shim {
 
-int delete_main(const ShimArgs& a, std::ostream& out) {
+int delete_main(const ShimArgs& a, std::ostream& out, const DeadShimCleanup& cleanup) {
   validate_id("container id", a.id);
   std::filesystem::path bundle = a.bundle.empty() ? std::filesystem::current_path() : std::filesystem::path(a.bundle);
-  Logger log(2);
-  oci::RuntimeConfig rc;
-  if (auto rec = read_runtime_record(bundle)) {
-    rc = *rec;
-  } else {
-    rc = load_config("").runtime;
-    if (!rc.root.empty()) rc.root += "/" + a.ns;
-  }
-  DirectWaiter waiter;
-  ProcessRunner runner(waiter);
-  oci::Runtime rt(rc, runner, log, bundle / "log.json");
-  try {
-    rt.remove(a.id, true);
-  } catch (const Error& e) {
-    if (e.code() != Code::NotFound) log.warn(std::string("delete: ") + e.what());
-  }
-  unmount_all(bundle / "rootfs");
+  cleanup(a, bundle);
   // A shim that died (kill -9) left its socket behind: remove it unless a shim still answers there
   // (containers of a pod share one).
   try {

@@ -12,9 +12,9 @@
 #include "common/process.h"
 #include "common/validate.h"
 #include "oci/spec.h"
-#include "shim/address.h"
-#include "shim/cli.h"
-#include "shim/shim_cgroup.h"
+#include "shim/kit/address.h"
+#include "shim/kit/cli.h"
+#include "shim/kit/shim_cgroup.h"
 #include "shim/task/task_options.h"
 
 namespace nvproxy::shim {

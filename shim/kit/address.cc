@@ -1,4 +1,4 @@
-#include "shim/address.h"
+#include "shim/kit/address.h"
 
 #include <sys/socket.h>
 #include <sys/stat.h>

@@ -1,4 +1,4 @@
-#include "shim/checkpoint_flow.h"
+#include "shim/task/checkpoint_flow.h"
 
 #include <nlohmann/json.hpp>
 
@@ -55,7 +55,8 @@ struct Tools {
 // holders exist the container is thawed for the toggles and frozen again on every way out.
 class ThawForToggle {
  public:
-  ThawForToggle(CheckpointTarget& c, bool paused, bool has_holders, Logger& log) : c_(c), log_(log), active_(paused && has_holders) {
+  ThawForToggle(CheckpointTarget& c, bool paused, bool has_holders, Logger& log)
+      : c_(c), log_(log), active_(paused && has_holders) {
     if (!active_) return;
     log_.info("checkpoint of \"" + c_.id + "\": thawing the paused container for the CUDA toggle");
     c_.runtime->resume(c_.id);

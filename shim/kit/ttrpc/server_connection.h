@@ -12,7 +12,7 @@
 #include <boost/asio/strand.hpp>
 
 #include "common/error.h"
-#include "shim/ttrpc/frame.h"
+#include "shim/kit/ttrpc/frame.h"
 
 namespace nvproxy::ttrpc {
 

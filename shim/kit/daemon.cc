@@ -1,5 +1,5 @@
-// The long-lived shim process: child subreaper, ttrpc Task service on the socket `start` passed
-// as fd 3, events to containerd, logs into the bundle's `log` FIFO that containerd reads.
+#include "shim/kit/daemon.h"
+
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -13,16 +13,11 @@
 
 #include "common/error.h"
 #include "common/log.h"
-#include "shim/cli.h"
-#include "shim/events.h"
-#include "shim/reaper.h"
-#include "shim/task/task_rpc.h"
-#include "shim/task/gpu_checkpoint.h"
-#include "shim/task/oom_watcher.h"
-#include "shim/task/task_service.h"
-#include "proto/events.pb.h"
-#include "shim/ttrpc/server.h"
-#include "shim/version.h"
+#include "shim/kit/cli.h"
+#include "shim/kit/events.h"
+#include "shim/kit/reaper.h"
+#include "shim/kit/ttrpc/server.h"
+#include "shim/kit/version.h"
 
 namespace nvproxy::shim {
 
@@ -35,7 +30,7 @@ UniqueFd open_log_fifo() {
 }
 }  // namespace
 
-int daemon_main(const ShimArgs& a, const std::string& self_exe) {
+int daemon_main(const ShimArgs& a, const std::string& self_exe, const ServiceFactory& make_service) {
   Reaper::block_sigchld();  // before any thread exists, so only the reaper sees SIGCHLD
   ::signal(SIGPIPE, SIG_IGN);
   if (::prctl(PR_SET_CHILD_SUBREAPER, 1) < 0) throw sys_error("prctl(PR_SET_CHILD_SUBREAPER)");
@@ -49,32 +44,15 @@ int daemon_main(const ShimArgs& a, const std::string& self_exe) {
   const char* ttrpc_addr = std::getenv("TTRPC_ADDRESS");
   EventPublisher events(ttrpc_addr ? ttrpc_addr : "", a.ns, log);
 
-  std::atomic<TaskService*> svc_ptr{nullptr};
+  std::atomic<ShimService*> svc_ptr{nullptr};
   Reaper reaper([&](pid_t pid, int status) {
     if (auto* s = svc_ptr.load()) s->on_exit(pid, status);
   });
   ProcessRunner runner(reaper);
   ttrpc::Server server(log);
-  OomWatcher oom(log, [&](const std::string& id) {
-    containerd::events::TaskOOM ev;
-    ev.set_container_id(id);
-    events.publish("/tasks/oom", ev);
-  });
-  GpuCheckpointHooks checkpoints(log, runner);
-  TaskService svc(ServiceDeps{
-      .ns = a.ns,
-      .self_binary = self_exe,
-      .log = log,
-      .runner = runner,
-      .events = events,
-      .checkpoints = checkpoints,
-      .oom = &oom,
-      .make_runtime = [&](const oci::RuntimeConfig& rc,
-                          const std::filesystem::path& log_file) { return std::make_unique<oci::Runtime>(rc, runner, log, log_file); },
-      .load_config = [](const std::string& path) { return load_config(path); },
-      .shutdown = [&] { server.shutdown(); }});
-  svc_ptr = &svc;
-  register_task_service(server, svc);
+  DaemonContext ctx{a, self_exe, log, runner, events, server, [&] { server.shutdown(); }};
+  std::unique_ptr<ShimService> svc = make_service(ctx);
+  svc_ptr = svc.get();
 
   // The listening socket arrives as fd 3; remember its path to remove it on the way out.
   sockaddr_un sa{};

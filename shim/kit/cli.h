@@ -2,6 +2,8 @@
 // and the three entry points: start, delete, and the daemon (no action).
 #pragma once
 
+#include <filesystem>
+#include <functional>
 #include <iosfwd>
 #include <string>
 #include <vector>
@@ -25,7 +27,9 @@ ShimArgs parse_shim_args(const std::vector<std::string>& args);
 std::string shim_usage();
 
 int start_main(const ShimArgs& a, const std::string& self_exe, std::istream& in, std::ostream& out);
-int delete_main(const ShimArgs& a, std::ostream& out);
-int daemon_main(const ShimArgs& a, const std::string& self_exe);
+// `delete`: runs `cleanup` (the product's: runtime delete, unmount) for the bundle, removes a dead
+// shim's socket and prints the DeleteResponse containerd expects.
+using DeadShimCleanup = std::function<void(const ShimArgs& a, const std::filesystem::path& bundle)>;
+int delete_main(const ShimArgs& a, std::ostream& out, const DeadShimCleanup& cleanup);
 
 }  // namespace nvproxy::shim

@@ -1,4 +1,4 @@
-#include "shim/reaper.h"
+#include "shim/kit/reaper.h"
 
 #include <poll.h>
 #include <signal.h>

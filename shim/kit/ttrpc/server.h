@@ -24,8 +24,8 @@
 
 #include "common/log.h"
 #include "common/unique_fd.h"
-#include "shim/ttrpc/call_context.h"
-#include "shim/ttrpc/worker_pool.h"
+#include "shim/kit/ttrpc/call_context.h"
+#include "shim/kit/ttrpc/worker_pool.h"
 
 namespace nvproxy::ttrpc {
 

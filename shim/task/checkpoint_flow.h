@@ -7,7 +7,7 @@
 #include "common/log.h"
 #include "common/process.h"
 #include "oci/runtime.h"
-#include "shim/config.h"
+#include "shim/task/config.h"
 
 namespace nvproxy::shim {
 

@@ -1,4 +1,4 @@
-#include "shim/shim_cgroup.h"
+#include "shim/kit/shim_cgroup.h"
 
 #include "common/error.h"
 #include "common/fs.h"
@@ -35,7 +35,8 @@ void join_shim_cgroup(pid_t pid, const std::string& cgroup, const std::filesyste
     join(h.path() / rel);
     ++joined;
   }
-  if (joined == 0) throw Error(Code::NotFound, "shim_cgroup \"" + cgroup + "\" does not exist in any hierarchy under " + root.string());
+  if (joined == 0)
+    throw Error(Code::NotFound, "shim_cgroup \"" + cgroup + "\" does not exist in any hierarchy under " + root.string());
 }
 
 }  // namespace nvproxy::shim

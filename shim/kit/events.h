@@ -13,7 +13,7 @@
 #include <thread>
 
 #include "common/log.h"
-#include "shim/task/event_sink.h"
+#include "shim/kit/event_sink.h"
 
 namespace nvproxy::ttrpc {
 class Client;

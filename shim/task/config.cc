@@ -1,4 +1,4 @@
-#include "shim/config.h"
+#include "shim/task/config.h"
 
 #include <yaml-cpp/yaml.h>
 

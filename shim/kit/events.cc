@@ -1,11 +1,11 @@
-#include "shim/events.h"
+#include "shim/kit/events.h"
 
 #include <chrono>
 
 #include "common/error.h"
 #include "proto/events_service.pb.h"
-#include "shim/timestamp.h"
-#include "shim/ttrpc/client.h"
+#include "shim/kit/timestamp.h"
+#include "shim/kit/ttrpc/client.h"
 
 namespace nvproxy::shim {
 

@@ -1,4 +1,4 @@
-#include "shim/ttrpc/worker_pool.h"
+#include "shim/kit/ttrpc/worker_pool.h"
 
 #include <utility>
 

@@ -17,7 +17,7 @@
 
 #include "common/error.h"
 #include "common/unique_fd.h"
-#include "shim/ttrpc/call_context.h"
+#include "shim/kit/ttrpc/call_context.h"
 
 namespace nvproxy::ttrpc {
 

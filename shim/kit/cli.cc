@@ -1,4 +1,4 @@
-#include "shim/cli.h"
+#include "shim/kit/cli.h"
 
 #include <boost/program_options.hpp>
 #include <sstream>
