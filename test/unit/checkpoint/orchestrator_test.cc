@@ -104,9 +104,12 @@ TEST_F(OrchestratorTest, LocksAllThenCheckpointsAllThenSnapshotsAndResumes) {
   EXPECT_EQ(gpu.calls("unlock").size(), 3u);
   for (pid_t p : pids) EXPECT_EQ(gpu.state(p), "running");
   EXPECT_EQ(holders().size(), 3u);
+  // Work continues: wait for the counter to move, with a deadline.
   long before = gpu.counter(a);
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  EXPECT_GT(gpu.counter(a), before);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (gpu.counter(a) <= before && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_GT(gpu.counter(a), before) << "the resumed process did no work within 10 s";
 
   std::vector<std::string> names;
   for (const auto& ph : out.phases) names.push_back(ph.name);

@@ -2,10 +2,12 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <algorithm>
 
 #include <condition_variable>
 #include <cstring>
@@ -39,6 +41,14 @@ struct Recorder {
   size_t count() {
     std::lock_guard lk(mu);
     return ids.size();
+  }
+  size_t count(const std::string& id) {
+    std::lock_guard lk(mu);
+    return static_cast<size_t>(std::count(ids.begin(), ids.end(), id));
+  }
+  bool wait_id_count(const std::string& id, size_t n, std::chrono::milliseconds t) {
+    std::unique_lock lk(mu);
+    return cv.wait_for(lk, t, [&] { return static_cast<size_t>(std::count(ids.begin(), ids.end(), id)) >= n; });
   }
 };
 
@@ -239,6 +249,23 @@ struct FakeUnified {
   }
   ~FakeUnified() { fs::remove_all(root); }
   OomWatcher::Paths paths() const { return {root / "proc", root / "cg"}; }
+  // A second watched container (pid 4343) whose reports mark how far the watcher has got: the
+  // watcher reads its fds in one thread, so once two sentinel reports arrived after a change,
+  // whatever that change triggered has been handled.
+  fs::path sentinel_events() const { return root / "cg/pod/sentinel/memory.events"; }
+  void add_sentinel(OomWatcher& w) {
+    fs::create_directories(root / "proc/4343");
+    fs::create_directories(root / "cg/pod/sentinel");
+    write_str(root / "proc/4343/cgroup", "0::/pod/sentinel\n");
+    bump_sentinel();
+    w.add("sentinel", 4343);
+  }
+  void bump_sentinel() {
+    ++sentinel_ooms;
+    std::string n = std::to_string(sentinel_ooms);
+    write_str(sentinel_events(), "oom " + n + "\noom_kill " + n + "\n");
+  }
+  int sentinel_ooms = -1;
   // Same-length rewrites in place, as the kernel's counters change.
   bool set(const char* oom, const char* kill) {
     std::string s = std::string("low 0\nhigh 0\nmax 7\noom ") + oom + "\noom_kill " + kill + "\n";
@@ -248,6 +275,15 @@ struct FakeUnified {
 };
 }  // namespace
 
+// Waits until the watcher has handled everything before this call (two sentinel reports).
+bool settle(FakeUnified& f, Recorder& rec) {
+  for (int i = 0; i < 2; ++i) {
+    f.bump_sentinel();
+    if (!rec.wait_id_count("sentinel", static_cast<size_t>(f.sentinel_ooms), 3s)) return false;
+  }
+  return true;
+}
+
 TEST(OomWatcher, UnifiedReportsOnlyWhenAnOomCounterGrows) {
   FakeUnified f;
   auto set = [&](const char* oom, const char* kill) { return f.set(oom, kill); };
@@ -256,26 +292,27 @@ TEST(OomWatcher, UnifiedReportsOnlyWhenAnOomCounterGrows) {
   LogCapture cap;
   OomWatcher w(cap.log, rec.fn(), f.paths());
   w.add("ctr-v2", 4242);
-  ASSERT_EQ(w.watched(), 1u) << cap.text();
+  f.add_sentinel(w);
+  ASSERT_EQ(w.watched(), 2u) << cap.text();
 
   ASSERT_TRUE(set("0", "0"));  // modified, no growth
-  std::this_thread::sleep_for(300ms);
-  EXPECT_EQ(rec.count(), 0u);
+  ASSERT_TRUE(settle(f, rec)) << cap.text();
+  EXPECT_EQ(rec.count("ctr-v2"), 0u);
 
   ASSERT_TRUE(set("1", "1"));
-  ASSERT_TRUE(rec.wait_count(1, 3s)) << cap.text();
-  EXPECT_EQ(rec.ids[0], "ctr-v2");
+  ASSERT_TRUE(rec.wait_id_count("ctr-v2", 1, 3s)) << cap.text();
   ASSERT_TRUE(set("1", "1"));
-  std::this_thread::sleep_for(300ms);
-  EXPECT_EQ(rec.count(), 1u);
+  ASSERT_TRUE(settle(f, rec)) << cap.text();
+  EXPECT_EQ(rec.count("ctr-v2"), 1u);
 
   ASSERT_TRUE(set("2", "1"));  // an OOM without a kill counts too (v1 reports those)
-  ASSERT_TRUE(rec.wait_count(2, 3s)) << cap.text();
+  ASSERT_TRUE(rec.wait_id_count("ctr-v2", 2, 3s)) << cap.text();
 
   fs::remove(events);  // the cgroup went away: the watch ends quietly
-  for (int i = 0; i < 100 && w.watched() != 0; ++i) std::this_thread::sleep_for(20ms);
-  EXPECT_EQ(w.watched(), 0u);
-  EXPECT_EQ(rec.count(), 2u);
+  for (int i = 0; i < 100 && w.watched() != 1; ++i) std::this_thread::sleep_for(20ms);
+  EXPECT_EQ(w.watched(), 1u);
+  ASSERT_TRUE(settle(f, rec)) << cap.text();
+  EXPECT_EQ(rec.count("ctr-v2"), 2u);
 }
 
 TEST(OomWatcher, RemoveFromInsideTheCallbackDoesNotDeadlock) {
@@ -294,9 +331,14 @@ TEST(OomWatcher, RemoveFromInsideTheCallbackDoesNotDeadlock) {
   self = &w;
   w.add("ctr-self", 4242);
   ASSERT_TRUE(f.set("1", "1"));
-  ASSERT_TRUE(rec.wait_count(1, 3s)) << cap.text();
+  ASSERT_TRUE(rec.wait_id_count("ctr-self", 1, 3s)) << cap.text();
   EXPECT_EQ(w.watched(), 0u);
+  // The sentinel's own callback removes it too: add it again after each report.
   ASSERT_TRUE(f.set("2", "2"));
-  std::this_thread::sleep_for(300ms);
-  EXPECT_EQ(rec.count(), 1u);
+  for (int i = 1; i <= 2; ++i) {
+    f.add_sentinel(w);
+    f.bump_sentinel();
+    ASSERT_TRUE(rec.wait_id_count("sentinel", static_cast<size_t>(i), 3s)) << cap.text();
+  }
+  EXPECT_EQ(rec.count("ctr-self"), 1u);
 }
