@@ -175,6 +175,10 @@ std::map<pid_t, std::set<std::string>> HelperGpuUsageProbe::gpus_by_pid() {
   return out;
 }
 
+GpuHostFacts HelperGpuUsageProbe::host_facts() {
+  return host_facts_from_json(helper_->call("host_facts"));
+}
+
 CudaTools make_cuda_tools(const CheckpointConfig& cfg, ProcessRunner& runner) {
   CudaTools t;
   std::string prog = cfg.cuda_helper.empty() ? default_cuda_helper_path() : cfg.cuda_helper;

@@ -75,6 +75,7 @@ class HelperGpuUsageProbe final : public GpuUsageProbe {
  public:
   explicit HelperGpuUsageProbe(std::shared_ptr<CudaHelper> helper) : helper_(std::move(helper)) {}
   std::map<pid_t, std::set<std::string>> gpus_by_pid() override;
+  GpuHostFacts host_facts() override;
 
  private:
   std::shared_ptr<CudaHelper> helper_;

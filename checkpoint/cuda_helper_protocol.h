@@ -4,7 +4,8 @@
 // keeps libcuda's memory and threads out of every long-lived shim: it exits after the checkpoint.
 //
 // One JSON object per line each way. Requests {"id": N, "op": OP, "pid": P, "timeout_ms": T} with
-// OP one of describe, get_state, lock, checkpoint, restore, unlock, gpus_by_pid; requests are
+// OP one of describe, get_state, lock, checkpoint, restore, unlock, gpus_by_pid, host_facts (the
+// driver version, devices and per-process device memory: gpu_facts.h); requests are
 // served concurrently (the orchestrator toggles processes in parallel), answers come back tagged
 // with their id, in any order: {"id": N, "ok": true, "result": ...} or {"id": N, "ok": false,
 // "error": {...}} where the error keeps everything a CudaError or Error carried.

@@ -43,6 +43,8 @@ json handle_helper_request(const json& req, CudaToggler& t, GpuUsageProbe& probe
     } else if (op == "gpus_by_pid") {
       result = json::object();
       for (const auto& [p, gpus] : probe.gpus_by_pid()) result[std::to_string(p)] = gpus;
+    } else if (op == "host_facts") {
+      result = to_json(probe.host_facts());
     } else {
       throw Error(Code::Unimplemented, "unknown request \"" + op + "\"");
     }
