@@ -1,5 +1,6 @@
 // `start`: containerd runs this with cwd = bundle; we start (or find) the daemon, write the
-// `address` file and print the address. It must return quickly; the daemon outlives it.
+// `address` file and answer the address (a BootstrapResult to containerd 2.3+, the bare address to
+// older ones). It must return quickly; the daemon outlives it.
 #include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
@@ -13,9 +14,9 @@
 #include "common/validate.h"
 #include "oci/spec.h"
 #include "shim/kit/address.h"
+#include "shim/kit/bootstrap.h"
 #include "shim/kit/cli.h"
 #include "shim/kit/shim_cgroup.h"
-#include "shim/task/task_options.h"
 
 namespace nvproxy::shim {
 
@@ -32,48 +33,42 @@ std::string grouping_id(const ShimArgs& a) {
   return a.id;
 }
 
-// The options on stdin, when they are a protobuf Any of a type we know; anything else (nothing,
-// another encoding) gives none: `start` must not fail on options only Create interprets.
-TaskOptions start_options(const std::string& input) {
-  if (input.empty()) return {};
-  wkt::Any any;
-  if (!any.ParseFromString(input) || any.type_url().empty()) return {};
-  try {
-    return decode_task_options(any, "start options");
-  } catch (const Error&) {
-    return {};
-  }
-}
-
 }  // namespace
 
 int start_main(const ShimArgs& a, const std::string& self_exe, std::istream& in, std::ostream& out) {
   validate_id("container id", a.id);
   if (a.ns.empty()) throw Error(Code::InvalidArgument, "start: -namespace is required");
-  // containerd <= 2.2 sends the task's options (a protobuf Any) on stdin. The daemon gets them
-  // again with Create; only shim_cgroup matters here, since the daemon must be moved before it runs.
+  // The runtime options come on stdin (containerd 2.3+: among BootstrapParams' extensions). The
+  // daemon gets them again with Create; only shim_cgroup matters here, since the daemon must be
+  // moved before it runs.
   std::string input((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  TaskOptions opts = start_options(input);
+  StartInput boot = parse_start_input(input, a.id, a.ns);
+  std::string shim_cgroup = shim_cgroup_of(boot.options);
+  std::string grpc_address = a.address.empty() ? boot.grpc_address : a.address;
+  auto answer = [&](const std::string& address) {
+    write_file_atomic("address", address);
+    out << (boot.bootstrap ? bootstrap_result(address) : address);
+  };
 
   std::string group = grouping_id(a);
   validate_id("sandbox id", group);
-  std::string path = socket_path(a.address, a.ns, group);
+  std::string path =
+      boot.socket_dir.empty() ? socket_path(grpc_address, a.ns, group) : socket_path(grpc_address, a.ns, group, boot.socket_dir);
   std::string address = "unix://" + path;
 
   UniqueFd listener;
   if (std::filesystem::exists(path)) {
     if (can_connect(path)) {  // a shim for this pod (or a restarted containerd's task) already runs
-      write_file_atomic("address", address);
-      out << address;
+      answer(address);
       return 0;
     }
     std::filesystem::remove(path);  // stale socket of a dead shim
   }
   listener = listen_unix(path);
 
-  std::vector<std::string> argv{self_exe, "-namespace", a.ns, "-id", a.id, "-address", a.address};
+  std::vector<std::string> argv{self_exe, "-namespace", a.ns, "-id", a.id, "-address", grpc_address};
   if (!a.publish_binary.empty()) argv.insert(argv.end(), {"-publish-binary", a.publish_binary});
-  if (a.debug) argv.push_back("-debug");
+  if (a.debug || boot.debug) argv.push_back("-debug");
   DirectWaiter waiter;
   ProcessRunner runner(waiter);
   pid_t pid;
@@ -84,18 +79,17 @@ int start_main(const ShimArgs& a, const std::string& self_exe, std::istream& in,
     std::filesystem::remove(path);
     throw;
   }
-  if (!opts.shim_cgroup.empty()) {
+  if (!shim_cgroup.empty()) {
     try {
-      join_shim_cgroup(pid, opts.shim_cgroup);
+      join_shim_cgroup(pid, shim_cgroup);
     } catch (...) {
       ::kill(pid, SIGKILL);
       std::filesystem::remove(path);
       throw;
     }
   }
-  write_file_atomic("address", address);
   write_file_atomic("shim.pid", std::to_string(pid));
-  out << address;
+  answer(address);
   return 0;
 }
 
