@@ -117,5 +117,5 @@ for f in "${counters[@]}"; do
 done
 for c in "${cp[@]}"; do nv_assert_eq running "$(state_of "$c")" "CUDA state of $c after the rollback"; done
 nv_assert_eq ok "$(nv_ctr task exec --exec-id after $ID echo ok)" "the container still works"
-if pgrep -f nvproxy-cuda-helper >/dev/null; then nv_fail "nvproxy-cuda-helper still runs: $(pgrep -af nvproxy-cuda-helper)"; fi
+if pgrep -f "^[^ ]*nvproxy-cuda-helper( |$)" >/dev/null; then nv_fail "nvproxy-cuda-helper still runs: $(pgrep -af "^[^ ]*nvproxy-cuda-helper( |$)")"; fi
 echo "PASS checkpoint_deadline ($NV_RUNTIME, containerd $NV_CONTAINERD_VERSION)"
