@@ -1,7 +1,6 @@
 #include "oci/cgroup_stats.h"
 
 #include <fstream>
-#include <map>
 #include <sstream>
 
 #include "common/error.h"
@@ -26,7 +25,7 @@ std::map<std::string, uint64_t> read_kv(const std::filesystem::path& p) {
   std::map<std::string, uint64_t> out;
   std::ifstream in(p);
   std::string k;
-  uint64_t v;
+  uint64_t v = 0;
   while (in >> k >> v) out[k] = v;
   return out;
 }
@@ -37,24 +36,52 @@ void put(nlohmann::json& j, const char* key, std::optional<uint64_t> v) {
 
 }  // namespace
 
-nlohmann::json stats_from_cgroup(pid_t pid, const std::filesystem::path& proc_root, const std::filesystem::path& cgroup_root) {
-  std::ifstream in(proc_root / std::to_string(pid) / "cgroup");
-  if (!in) throw Error(Code::NotFound, "cgroup of pid " + std::to_string(pid) + ": no such process");
-  std::map<std::string, std::string> paths;  // controller -> path; "" key for the unified hierarchy
+CgroupPaths parse_proc_cgroup(std::string_view text) {
+  CgroupPaths out;
+  std::istringstream in{std::string(text)};
   std::string line;
   while (std::getline(in, line)) {
-    auto a = line.find(':'), b = line.find(':', a + 1);
-    if (a == std::string::npos || b == std::string::npos) continue;
-    std::string ctrls = line.substr(a + 1, b - a - 1), path = line.substr(b + 1);
-    if (ctrls.empty()) paths[""] = path;
+    auto a = line.find(':');
+    auto b = a == std::string::npos ? a : line.find(':', a + 1);
+    if (b == std::string::npos) continue;
+    std::string id = line.substr(0, a), ctrls = line.substr(a + 1, b - a - 1), path = line.substr(b + 1);
+    if (ctrls.empty()) {
+      if (id == "0") out.unified = path;
+      continue;
+    }
     std::stringstream ss(ctrls);
     std::string c;
-    while (std::getline(ss, c, ',')) paths[c] = path;
+    while (std::getline(ss, c, ','))
+      if (!c.empty()) out.v1[c] = {ctrls, path};
   }
+  return out;
+}
+
+std::optional<CgroupPaths> cgroup_paths_of(pid_t pid, const std::filesystem::path& proc_root) {
+  std::ifstream in(proc_root / std::to_string(pid) / "cgroup");
+  if (!in) return std::nullopt;
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parse_proc_cgroup(ss.str());
+}
+
+std::optional<std::filesystem::path> v1_cgroup_dir(const CgroupPaths& paths, const std::string& controller,
+                                                   const std::filesystem::path& cgroup_root) {
+  auto it = paths.v1.find(controller);
+  if (it == paths.v1.end()) return std::nullopt;
+  auto rel = std::filesystem::path(it->second.path).relative_path();
+  std::error_code ec;
+  if (std::filesystem::exists(cgroup_root / controller, ec) || it->second.hierarchy == controller)
+    return cgroup_root / controller / rel;
+  return cgroup_root / it->second.hierarchy / rel;
+}
+
+nlohmann::json stats_from_cgroup(pid_t pid, const std::filesystem::path& proc_root, const std::filesystem::path& cgroup_root) {
+  auto paths = cgroup_paths_of(pid, proc_root);
+  if (!paths) throw Error(Code::NotFound, "cgroup of pid " + std::to_string(pid) + ": no such process");
   nlohmann::json d = nlohmann::json::object();
-  bool v2 = std::filesystem::exists(cgroup_root / "cgroup.controllers");
-  if (v2) {
-    auto dir = cgroup_root / std::filesystem::path(paths[""]).relative_path();
+  if (std::filesystem::exists(cgroup_root / "cgroup.controllers")) {
+    auto dir = cgroup_root / std::filesystem::path(paths->unified.value_or("/")).relative_path();
     put(d["pids"], "current", read_u64(dir / "pids.current"));
     put(d["pids"], "limit", read_u64(dir / "pids.max"));
     put(d["memory"]["usage"], "usage", read_u64(dir / "memory.current"));
@@ -66,7 +93,7 @@ nlohmann::json stats_from_cgroup(pid_t pid, const std::filesystem::path& proc_ro
         {"total", cpu["usage_usec"] * 1000}, {"user", cpu["user_usec"] * 1000}, {"kernel", cpu["system_usec"] * 1000}};
     return d;
   }
-  auto v1 = [&](const std::string& ctrl) { return cgroup_root / ctrl / std::filesystem::path(paths[ctrl]).relative_path(); };
+  auto v1 = [&](const std::string& ctrl) { return v1_cgroup_dir(*paths, ctrl, cgroup_root).value_or(cgroup_root / ctrl); };
   put(d["pids"], "current", read_u64(v1("pids") / "pids.current"));
   put(d["pids"], "limit", read_u64(v1("pids") / "pids.max"));
   auto mem = v1("memory");
@@ -77,10 +104,7 @@ nlohmann::json stats_from_cgroup(pid_t pid, const std::filesystem::path& proc_ro
   auto st = read_kv(mem / "memory.stat");
   d["memory"]["cache"] = st["cache"];
   d["memory"]["raw"] = {{"rss", st["rss"]}, {"rss_huge", st["rss_huge"]}, {"mapped_file", st["mapped_file"]}};
-  // cpuacct is mounted on its own on some hosts and co-mounted as "cpu,cpuacct" on others.
   auto acct = v1("cpuacct");
-  if (!std::filesystem::exists(acct))
-    acct = cgroup_root / "cpu,cpuacct" / std::filesystem::path(paths["cpuacct"]).relative_path();
   put(d["cpu"]["usage"], "total", read_u64(acct / "cpuacct.usage"));
   put(d["cpu"]["usage"], "user", read_u64(acct / "cpuacct.usage_user"));
   put(d["cpu"]["usage"], "kernel", read_u64(acct / "cpuacct.usage_sys"));
