@@ -157,7 +157,17 @@ void Container::finish_start(const std::shared_ptr<Process>& p, const std::funct
 
 void Container::watch_oom() {
   pid_t pid = init_->pid();
+  if (pid > 0) {
+    auto cg = oci::cgroup_paths_of(pid);
+    std::lock_guard lk(mu_);
+    init_cgroup_ = std::move(cg);
+  }
   if (env_.oom && pid > 0 && !init_->exit()) env_.oom->add(s_.id, pid);
+}
+
+std::optional<oci::CgroupPaths> Container::init_cgroup() const {
+  std::lock_guard lk(mu_);
+  return init_cgroup_;
 }
 
 ProcStatus Container::status(const std::string& exec_id) const {

@@ -23,6 +23,7 @@
 
 #include "common/log.h"
 #include "common/process.h"
+#include "oci/cgroup_stats.h"
 #include "oci/runtime.h"
 #include "proto/wkt.pb.h"
 #include "shim/kit/event_sink.h"
@@ -87,6 +88,9 @@ class Container final : public std::enable_shared_from_this<Container>, private 
   [[nodiscard]] bool gpu() const { return s_.gpu; }
   [[nodiscard]] oci::Runtime& runtime() { return *runtime_; }
   [[nodiscard]] pid_t init_pid() const { return init_->pid(); }
+  // The init's cgroups, noted when its pid became known (they outlive it until the runtime's
+  // delete); nullopt when it was gone by then or has not run yet.
+  [[nodiscard]] std::optional<oci::CgroupPaths> init_cgroup() const;
   // The status of the init ("") or an exec; NotFound for an unknown exec.
   [[nodiscard]] ProcStatus status(const std::string& exec_id) const;
 
@@ -149,6 +153,8 @@ class Container final : public std::enable_shared_from_this<Container>, private 
   const InitState* state_ = &InitState::created();
   std::map<std::string, std::shared_ptr<ExecProcess>> execs_;
   std::optional<ExitInfo> held_init_exit_;  // the init's exit, held until its running execs' exits are out
+  // Guarded by mu_.
+  std::optional<oci::CgroupPaths> init_cgroup_;
 };
 
 }  // namespace nvproxy::shim

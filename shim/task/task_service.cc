@@ -227,7 +227,16 @@ void TaskService::checkpoint(const task::CheckpointTaskRequest& r) {
 task::StatsResponse TaskService::stats(const task::StatsRequest& r) {
   auto c = find(r.id());
   task::StatsResponse resp;
-  *resp.mutable_stats() = metrics_from_runtime_stats(c->runtime().stats(c->id()), host_uses_cgroup_v2());
+  // runsc's processes live in its sandbox's cgroup: the runtime reports for the container.
+  if (c->runtime().kind() == oci::RuntimeKind::Runsc) {
+    *resp.mutable_stats() = metrics_from_runtime_stats(c->runtime().stats(c->id()), host_uses_cgroup_v2());
+    return resp;
+  }
+  // As containerd's runc shim: the cgroup the init was in, read directly, so a stopped task
+  // (its cgroup stays until Delete) answers too.
+  auto cg = c->init_cgroup();
+  if (!cg) throw Error(Code::NotFound, "container \"" + c->id() + "\": cgroup does not exist");
+  *resp.mutable_stats() = metrics_from_cgroup(*cg, host_uses_cgroup_v2());
   return resp;
 }
 
