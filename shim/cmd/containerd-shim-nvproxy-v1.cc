@@ -15,6 +15,7 @@
 #include "shim/kit/daemon.h"
 #include "shim/kit/version.h"
 #include "shim/task/diagnose_cmd.h"
+#include "shim/task/info_cmd.h"
 #include "shim/task/task_shim.h"
 
 namespace {
@@ -44,6 +45,7 @@ int main(int argc, char** argv) {
       std::cout << shim::kBinaryName << ":\n  Version:  " << shim::kVersion << "\n  Runtime:  " << shim::kRuntimeType << "\n";
       return 0;
     }
+    if (a.info) return shim::info_main(std::cin, std::cout);
     if (a.action == "start") return shim::start_main(a, self_exe(argv[0]), std::cin, std::cout);
     if (a.action == "delete") return shim::delete_main(a, std::cout, shim::cleanup_dead_task);
     if (a.id.empty() || a.ns.empty()) {

@@ -17,6 +17,7 @@ po::options_description shim_options(ShimArgs& a) {
       "publish-binary", po::value(&a.publish_binary), "containerd binary used to publish events (unused: events go over ttrpc)")(
       "bundle", po::value(&a.bundle), "bundle path (delete)")("socket", po::value<std::string>(), "ignored (compatibility)")(
       "debug", po::bool_switch(&a.debug), "debug logging")("version,v", po::bool_switch(&a.version), "print the version")(
+      "info", po::bool_switch(&a.info), "read runtime options on stdin, print the runtime info protobuf (containerd 2.x)")(
       "help,h", po::bool_switch(&a.help), "this help")("action", po::value(&a.action), "start | delete");
   return d;
 }

@@ -18,6 +18,7 @@ struct ShimArgs {
   std::string bundle;
   bool debug = false;
   bool version = false;
+  bool info = false;  // -info: containerd 2.x asks for the runtime's info (introspection)
   bool help = false;
   std::string action;  // "start", "delete" or "" (daemon)
 };

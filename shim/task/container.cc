@@ -121,17 +121,26 @@ std::shared_ptr<Container> Container::create(ContainerSetup setup, std::unique_p
 void Container::launch(const std::shared_ptr<Process>& p, const std::filesystem::path& pid_file,
                        const std::function<void(const std::string&, const oci::Stdio&)>& runtime_call) {
   ExitBook::Starting starting(env_.exits);
-  if (!p->stdio().terminal) {
-    p->set_io(open_process_io(p->stdio(), IoOwner{s_.id, env_.ns, &env_.runner}));
-    runtime_call("", p->io()->child_stdio());
-  } else {
-    // runc connects to the console socket and sends the pty master while create/exec runs; the
-    // connection waits in the listen backlog until we accept it right after.
-    ConsoleSocket sock;
-    runtime_call(sock.path(), oci::Stdio{});
-    p->set_console(std::make_unique<ConsoleIO>(sock.receive_master(kConsoleTimeout), p->stdio()));
+  pid_t pid;
+  try {
+    if (!p->stdio().terminal) {
+      p->set_io(open_process_io(p->stdio(), IoOwner{s_.id, env_.ns, &env_.runner}));
+      runtime_call("", p->io()->child_stdio());
+    } else {
+      // runc connects to the console socket and sends the pty master while create/exec runs; the
+      // connection waits in the listen backlog until we accept it right after.
+      ConsoleSocket sock;
+      runtime_call(sock.path(), oci::Stdio{});
+      p->set_console(std::make_unique<ConsoleIO>(sock.receive_master(kConsoleTimeout), p->stdio()));
+    }
+    pid = read_pid_file(pid_file);
+  } catch (...) {
+    // Nothing runs: let go of the client's FIFOs at once, so that it sees their end (its IO
+    // copies wait for it before it can report the failure).
+    p->set_io(nullptr);
+    p->set_console(nullptr);
+    throw;
   }
-  pid_t pid = read_pid_file(pid_file);
   if (p->io()) p->io()->start_copying();
   p->set_pid(pid);
   std::weak_ptr<Container> self = weak_from_this();
@@ -288,59 +297,49 @@ void Container::kill(const std::string& exec_id, int signal, bool all) {
   }
 }
 
-void Container::pause() {
-  std::lock_guard op(op_mu_);
+void Container::drive_init(const std::function<const InitState&(const InitState&)>& op, const std::function<void()>& publish) {
+  std::lock_guard op_lock(op_mu_);
   const InitState* from;
   {
     std::lock_guard lk(mu_);
     from = state_;
   }
-  const InitState& to = from->pause(*this);
+  const InitState& to = op(*from);
   std::lock_guard lk(mu_);
   apply_init_locked(from, to);
-  events::TaskPaused ev;
-  ev.set_container_id(s_.id);
-  env_.events.publish("/tasks/paused", ev);
+  if (publish) publish();
+}
+
+void Container::pause() {
+  drive_init([&](const InitState& s) -> const InitState& { return s.pause(*this); },
+             [&] {
+               events::TaskPaused ev;
+               ev.set_container_id(s_.id);
+               env_.events.publish("/tasks/paused", ev);
+             });
 }
 
 void Container::resume() {
-  std::lock_guard op(op_mu_);
-  const InitState* from;
-  {
-    std::lock_guard lk(mu_);
-    from = state_;
-  }
-  const InitState& to = from->resume(*this);
-  std::lock_guard lk(mu_);
-  apply_init_locked(from, to);
-  events::TaskResumed ev;
-  ev.set_container_id(s_.id);
-  env_.events.publish("/tasks/resumed", ev);
+  drive_init([&](const InitState& s) -> const InitState& { return s.resume(*this); },
+             [&] {
+               events::TaskResumed ev;
+               ev.set_container_id(s_.id);
+               env_.events.publish("/tasks/resumed", ev);
+             });
 }
 
 void Container::update(const nlohmann::json& resources) {
-  std::lock_guard op(op_mu_);
-  const InitState* from;
-  {
-    std::lock_guard lk(mu_);
-    from = state_;
-  }
-  from->update(*this, resources);
+  drive_init([&](const InitState& s) -> const InitState& { return s.update(*this, resources); }, nullptr);
 }
 
 void Container::checkpoint(const oci::CheckpointFlags& flags) {
-  std::lock_guard op(op_mu_);
-  const InitState* from;
-  {
-    std::lock_guard lk(mu_);
-    from = state_;
-  }
-  from->checkpoint(*this, flags);
-  std::lock_guard lk(mu_);
-  events::TaskCheckpointed ev;
-  ev.set_container_id(s_.id);
-  ev.set_checkpoint(flags.image_path);
-  env_.events.publish("/tasks/checkpointed", ev);
+  drive_init([&](const InitState& s) -> const InitState& { return s.checkpoint(*this, flags); },
+             [&] {
+               events::TaskCheckpointed ev;
+               ev.set_container_id(s_.id);
+               ev.set_checkpoint(flags.image_path);
+               env_.events.publish("/tasks/checkpointed", ev);
+             });
 }
 
 void Container::add_exec(const std::string& exec_id, nlohmann::json spec, StdioPaths stdio) {

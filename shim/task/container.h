@@ -140,6 +140,9 @@ class Container final : public std::enable_shared_from_this<Container>, private 
   void finish_init_exit_locked(ExitInfo e);
   void publish_exit_locked(const Process& p);
   void apply_init_locked(const InitState* from, const InitState& to);
+  // An init operation under op_mu_: `op` runs it from the current state (the runtime call
+  // included), the resulting state is applied, then `publish` runs with mu_ held.
+  void drive_init(const std::function<const InitState&(const InitState&)>& op, const std::function<void()>& publish);
   [[nodiscard]] size_t running_execs_locked() const;
   void watch_oom();
 

@@ -29,6 +29,18 @@ void fill_checkpoint(const M& o, oci::CheckpointFlags& f) {
   f.work_path = o.work_path();
 }
 
+// The fields both runc option types carry.
+template <typename M>
+void fill_common(const M& o, TaskOptions& t) {
+  t.no_pivot_root = o.no_pivot_root();
+  t.no_new_keyring = o.no_new_keyring();
+  t.shim_cgroup = o.shim_cgroup();
+  t.criu_image_path = o.criu_image_path();
+  t.criu_work_path = o.criu_work_path();
+  t.io_uid = o.io_uid();
+  t.io_gid = o.io_gid();
+}
+
 }  // namespace
 
 std::string type_name(const std::string& url) {
@@ -43,26 +55,13 @@ TaskOptions decode_task_options(const wkt::Any& any, const std::string& what) {
     t.config_path = decode<runtimeoptions::v1::Options>(any, what).config_path();
   } else if (name == "containerd.runc.v1.Options") {
     auto o = decode<containerd::runc::v1::Options>(any, what);
+    fill_common(o, t);
     t.binary_name = o.binary_name();
     t.root = o.root();
     t.criu_path = o.criu_path();
     t.systemd_cgroup = o.systemd_cgroup();
-    t.no_pivot_root = o.no_pivot_root();
-    t.no_new_keyring = o.no_new_keyring();
-    t.shim_cgroup = o.shim_cgroup();
-    t.criu_image_path = o.criu_image_path();
-    t.criu_work_path = o.criu_work_path();
-    t.io_uid = o.io_uid();
-    t.io_gid = o.io_gid();
   } else if (name == "containerd.linux.runc.CreateOptions") {
-    auto o = decode<containerd::linux::runc::CreateOptions>(any, what);
-    t.no_pivot_root = o.no_pivot_root();
-    t.no_new_keyring = o.no_new_keyring();
-    t.shim_cgroup = o.shim_cgroup();
-    t.criu_image_path = o.criu_image_path();
-    t.criu_work_path = o.criu_work_path();
-    t.io_uid = o.io_uid();
-    t.io_gid = o.io_gid();
+    fill_common(decode<containerd::linux::runc::CreateOptions>(any, what), t);
   }
   return t;
 }

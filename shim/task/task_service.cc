@@ -145,7 +145,7 @@ task::DeleteResponse TaskService::remove(const task::DeleteRequest& r) {
   resp.set_pid(static_cast<uint32_t>(p->pid()));
   if (auto e = p->exit()) {
     resp.set_exit_status(e->status);
-    set_time(resp.mutable_exited_at(), e->at);
+    if (e->at != std::chrono::system_clock::time_point{}) set_time(resp.mutable_exited_at(), e->at);
   }
   return resp;
 }
@@ -191,7 +191,7 @@ task::WaitResponse TaskService::wait(const task::WaitRequest& r) {
   ExitInfo e = p->wait();
   task::WaitResponse resp;
   resp.set_exit_status(e.status);
-  set_time(resp.mutable_exited_at(), e.at);
+  if (e.at != std::chrono::system_clock::time_point{}) set_time(resp.mutable_exited_at(), e.at);  // a start that failed
   return resp;
 }
 

@@ -1,8 +1,10 @@
 // The task layer in-process: a real TaskService and Containers driven through their RPC methods,
 // with a stub runtime (no runc: it writes pid files and records calls), recorded events, and exits
 // handed in as the reaper would (TaskService::on_exit). Each test states one lifecycle rule.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -18,6 +20,7 @@
 #include "common/error.h"
 #include "common/fs.h"
 #include "common/log.h"
+#include "common/unique_fd.h"
 #include "proto/events.pb.h"
 #include "shim/task/task_service.h"
 
@@ -346,6 +349,28 @@ TEST_F(TaskLayer, AnExecWhoseStartFailedReleasesItsWaiters) {
   EXPECT_EQ(w.exit_status(), 0u);
   EXPECT_EQ(w.exited_at().seconds(), 0);
   EXPECT_FALSE(state("c1", "bad").has_exited_at());
+  remove("c1", "bad");
+  svc_->on_exit(init, status_exited(0));
+}
+
+TEST_F(TaskLayer, AFailedExecStartLetsGoOfTheClientsFifos) {
+  pid_t init = create("c1");
+  start("c1");
+  auto fifo = dir_ / "exec-stdout";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  UniqueFd reader(::open(fifo.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));  // the client's end
+  ASSERT_TRUE(reader);
+  task::ExecProcessRequest r;
+  r.set_id("c1");
+  r.set_exec_id("bad");
+  r.set_stdout(fifo.string());
+  r.mutable_spec()->set_value(R"({"args":["true"],"cwd":"/"})");
+  svc_->exec(r);
+  rt_->fail_exec = true;
+  EXPECT_EQ(code_of([&] { start("c1", "bad"); }), Code::Unknown);
+  // No writer is left: the client's read sees the end (EAGAIN would mean the shim still holds it).
+  char c;
+  EXPECT_EQ(::read(reader.get(), &c, 1), 0) << "errno " << errno;
   remove("c1", "bad");
   svc_->on_exit(init, status_exited(0));
 }
