@@ -1,12 +1,15 @@
 #include "shim/task/checkpoint_flow.h"
 
+#include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "checkpoint/comm_probe.h"
 #include "checkpoint/cuda_helper_client.h"
 #include "checkpoint/holder_scan.h"
 #include "checkpoint/orchestrator.h"
 #include "checkpoint/process_list.h"
+#include "checkpoint/restore_preflight.h"
 #include "common/error.h"
 #include "common/fs.h"
 #include "common/process.h"
@@ -109,9 +112,54 @@ std::string thaw_after_killed_snapshot(CheckpointTarget& c, bool client_paused, 
 
 }  // namespace
 
+namespace {
+
+// What the CUDA processes use, asked before anything is toggled: a checkpointed process holds no
+// device memory, so NVML can only tell it now. Kept for the image's record (restore preflight).
+struct GpuFactsAtCheckpoint {
+  std::optional<checkpoint::GpuHostFacts> facts;
+  std::string error;  // why there are none
+  std::map<pid_t, checkpoint::ProcessIdentity> who;
+
+  void take(Tools& t, const std::vector<pid_t>& pids) {
+    try {
+      facts = t.cuda.probe->host_facts();
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+    for (pid_t p : pids) who[p] = checkpoint::identify_process(p);
+  }
+
+  // nvproxy-cuda.json: "cuda_processes" (restore brings CUDA back when > 0) and, when there are
+  // some, "gpu" (checkpoint/restore_preflight.h) or "gpu_error".
+  nlohmann::json record(const std::string& id, const std::vector<pid_t>& toggled) const {
+    nlohmann::json rec{{"container", id}, {"cuda_processes", toggled.size()}};
+    if (toggled.empty()) return rec;
+    if (!facts) {
+      rec["gpu_error"] = error.empty() ? "no GPU facts were taken" : error;
+      return rec;
+    }
+    std::vector<checkpoint::ProcessIdentity> ids;
+    for (pid_t p : toggled) {
+      auto it = who.find(p);
+      ids.push_back(it != who.end() ? it->second : checkpoint::identify_process(p));
+    }
+    rec["gpu"] = checkpoint::to_json(checkpoint::make_gpu_record(*facts, ids));
+    return rec;
+  }
+};
+
+}  // namespace
+
 void run_checkpoint(CheckpointTarget& c, const oci::CheckpointFlags& flags, bool paused, const CheckpointEnv& env) {
   Tools t(c, env);
-  bool has_holders = paused && !t.scanner.scan(t.lister.list()).empty();
+  GpuFactsAtCheckpoint gpu;
+  bool has_holders = false;
+  if (paused || t.cuda.toggler) {
+    std::vector<pid_t> pids = t.lister.list();
+    has_holders = !t.scanner.scan(pids).empty();
+    if (has_holders && t.cuda.toggler) gpu.take(t, pids);
+  }
   ThawForToggle thaw(c, paused, has_holders, env.log);
   checkpoint::CheckpointRequest req{
       .container_id = c.id, .keep_running = flags.leave_running, .diagnostic_path = c.bundle / "checkpoint-diagnostic.json"};
@@ -123,8 +171,12 @@ void run_checkpoint(CheckpointTarget& c, const oci::CheckpointFlags& flags, bool
       throw e.with(thaw_after_killed_snapshot(c, paused, thaw.active(), env.log));
     }
   });
-  // The image exists now; note whether its processes carry checkpointed CUDA state.
-  nlohmann::json rec{{"container", c.id}, {"cuda_processes", outcome.toggled.size()}};
+  // The image exists now; note whether its processes carry checkpointed CUDA state, and what
+  // they need from a host that restores them.
+  nlohmann::json rec = gpu.record(c.id, outcome.toggled);
+  if (rec.contains("gpu_error"))
+    env.log.warn("checkpoint of \"" + c.id +
+                 "\": the image records no GPU facts for the restore preflight: " + rec["gpu_error"].get<std::string>());
   try {
     write_file_atomic(std::filesystem::path(flags.image_path) / kCudaRecord, rec.dump());
   } catch (const Error& e) {
@@ -134,6 +186,60 @@ void run_checkpoint(CheckpointTarget& c, const oci::CheckpointFlags& flags, bool
   std::string phases;
   for (const auto& p : outcome.phases) phases += " " + p.name + "=" + std::to_string(static_cast<long>(p.ms)) + "ms";
   env.log.info("checkpoint of \"" + c.id + "\" done: " + std::to_string(outcome.toggled.size()) + " CUDA processes;" + phases);
+}
+
+void check_restore_host(CheckpointTarget& c, const CheckpointEnv& env) {
+  auto rec_path = std::filesystem::path(c.restore_from) / kCudaRecord;
+  if (!std::filesystem::exists(rec_path)) return;  // not our image, or no CUDA in it: nothing to check
+  auto rec = nlohmann::json::parse(read_file(rec_path), nullptr, false);
+  if (rec.is_discarded() || !rec.is_object() || rec.value("cuda_processes", 0) == 0) return;
+  const std::string who = "restore of \"" + c.id + "\": ";
+  if (!rec.contains("gpu")) {
+    env.log.info(who + "the image records no GPU facts (" +
+                 (rec.contains("gpu_error") ? "not taken at checkpoint: " + rec["gpu_error"].dump()
+                                            : std::string("written by shim 0.2.0 or earlier")) +
+                 "); restoring without checking this host's GPUs");
+    return;
+  }
+  checkpoint::GpuRecord gpu;
+  try {
+    gpu = checkpoint::gpu_record_from_json(rec["gpu"]);
+  } catch (const Error& e) {
+    throw Error(Code::InvalidArgument, who + rec_path.string() + ": " + e.what());
+  }
+  if (gpu.processes.empty()) return;
+
+  checkpoint::CudaTools tools = checkpoint::make_cuda_tools(c.config.checkpoint, env.runner);
+  std::optional<checkpoint::GpuHostFacts> host;
+  checkpoint::RestoreCheck check;
+  std::string host_error;
+  try {
+    host = tools.probe->host_facts();
+    check = checkpoint::check_restore(gpu, *host);
+  } catch (const Error& e) {
+    host_error = e.what();
+    check.refusals.push_back(checkpoint::nvml_unavailable(gpu, host_error));
+  }
+  for (const auto& w : check.warnings) env.log.warn(who + w);
+  auto diag_path = c.bundle / "checkpoint-diagnostic.json";
+  std::error_code ec;
+  std::filesystem::remove(diag_path, ec);  // a stale one would mislead
+  if (check.refusals.empty()) {
+    std::string placed;
+    for (const auto& [uuid, index] : check.placement) placed += " " + uuid + "->GPU " + std::to_string(index);
+    env.log.info(who + "this host can give back " + std::to_string(gpu.processes.size()) + " CUDA processes (driver " +
+                 host->driver_version + ";" + (placed.empty() ? std::string(" no GPU recorded") : placed) + ")");
+    return;
+  }
+  std::string text = checkpoint::refusal_text(c.id, check.refusals);
+  try {
+    write_file_atomic(diag_path,
+                      checkpoint::refusal_diagnostic(c.id, gpu, host ? &*host : nullptr, host_error, check).dump(2) + "\n");
+  } catch (const std::exception& e) {
+    env.log.warn(who + "cannot write the diagnostic: " + e.what());
+  }
+  env.log.warn(text);
+  throw Error(Code::FailedPrecondition, text);
 }
 
 void restore_cuda_after_runtime_restore(CheckpointTarget& c, const CheckpointEnv& env) {

@@ -34,6 +34,12 @@ struct CheckpointEnv {
 // group (runc and CRIU), the container is thawed (unless the client had paused it and nothing
 // needs it running) and CUDA rolled back: Error(DeadlineExceeded) says which phase ran out of time.
 void run_checkpoint(CheckpointTarget& c, const oci::CheckpointFlags& flags, bool paused, const CheckpointEnv& env);
+// Before the runtime restores (nothing runs yet): when the image's record says CUDA processes were
+// checkpointed, compares the GPUs, memory and driver branch it records with this host's (NVML via
+// nvproxy-cuda-helper) and throws Error(FailedPrecondition) naming each process and GPU this host
+// cannot give back (also written to BUNDLE/checkpoint-diagnostic.json), or when this host's NVML
+// cannot be had. A record without GPU facts (shim 0.2.0) is restored as before, with a log line.
+void check_restore_host(CheckpointTarget& c, const CheckpointEnv& env);
 // After the runtime restored the container: restore + unlock CUDA in every checkpointed process.
 void restore_cuda_after_runtime_restore(CheckpointTarget& c, const CheckpointEnv& env);
 

@@ -4,18 +4,29 @@
 
 namespace nvproxy::shim {
 
+namespace {
+CheckpointTarget target_of(Container& c, const std::string& restore_from = "") {
+  return {.id = c.id(),
+          .bundle = c.bundle(),
+          .config = c.config(),
+          .runtime = &c.runtime(),
+          .gpu = c.gpu(),
+          .restore_from = restore_from};
+}
+}  // namespace
+
 void GpuCheckpointHooks::checkpoint(Container& c, const oci::CheckpointFlags& flags, bool paused) {
-  CheckpointTarget t{.id = c.id(), .bundle = c.bundle(), .config = c.config(), .runtime = &c.runtime(), .gpu = c.gpu()};
+  CheckpointTarget t = target_of(c);
   run_checkpoint(t, flags, paused, CheckpointEnv{log_, runner_});
 }
 
+void GpuCheckpointHooks::before_restore(Container& c, const std::filesystem::path& image) {
+  CheckpointTarget t = target_of(c, image.string());
+  check_restore_host(t, CheckpointEnv{log_, runner_});
+}
+
 void GpuCheckpointHooks::after_restore(Container& c, const std::filesystem::path& image) {
-  CheckpointTarget t{.id = c.id(),
-                     .bundle = c.bundle(),
-                     .config = c.config(),
-                     .runtime = &c.runtime(),
-                     .gpu = c.gpu(),
-                     .restore_from = image.string()};
+  CheckpointTarget t = target_of(c, image.string());
   restore_cuda_after_runtime_restore(t, CheckpointEnv{log_, runner_});
 }
 

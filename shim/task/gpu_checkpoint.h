@@ -9,8 +9,8 @@ class GpuCheckpointHooks final : public CheckpointHooks {
  public:
   GpuCheckpointHooks(Logger& log, ProcessRunner& runner) : log_(log), runner_(runner) {}
   void checkpoint(Container& c, const oci::CheckpointFlags& flags, bool paused) override;
-  // Nothing is checked yet: the image records no GPU facts to compare.
-  void before_restore(Container& /*c*/, const std::filesystem::path& /*image*/) override {}
+  // Refuses a restore this host's GPUs cannot give back (check_restore_host).
+  void before_restore(Container& c, const std::filesystem::path& image) override;
   void after_restore(Container& c, const std::filesystem::path& image) override;
 
  private:
