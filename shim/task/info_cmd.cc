@@ -24,7 +24,12 @@ int info_main(std::istream& in, std::ostream& out) {
     opts = decode_task_options(any, "runtime info options");
     *info.mutable_options() = any;
   }
-  oci::RuntimeConfig rc = load_config(opts.config_path).runtime;
+  oci::RuntimeConfig rc = ShimConfig{}.runtime;
+  try {
+    rc = load_config(opts.config_path).runtime;
+  } catch (const std::exception&) {
+    // A config that cannot be read is Create's error to report; info names the default runtime.
+  }
   apply_task_options(opts, rc);
   // The runtime's features as containerd's runc shim reports them; a runtime without the
   // command (runsc, older runc) reports none, which containerd accepts.

@@ -28,12 +28,10 @@ containerd::types::RuntimeInfo run_info(const std::string& input) {
 }
 
 TEST(Info, NamesTheRuntimeTypeAndVersionWithoutOptions) {
-  ::setenv("NVPROXY_SHIM_CONFIG", "/nonexistent/none.yaml", 1);
   auto info = run_info("");
   EXPECT_EQ(info.name(), kRuntimeType);
   EXPECT_EQ(info.version().version(), kVersion);
   EXPECT_FALSE(info.has_options());
-  ::unsetenv("NVPROXY_SHIM_CONFIG");
 }
 
 TEST(Info, EchoesTheOptionsAndReportsTheRuntimesFeatures) {
