@@ -95,9 +95,9 @@ nlohmann::json to_json(const Diagnostic& d) {
   for (const auto& ph : d.phases) phases[ph.name + "_ms"] = ph.ms;
   json stuck = json::array();
   for (const auto& s : d.stuck) stuck.push_back({{"pid", s.pid}, {"state", s.state}, {"detail", s.detail}});
-  return {{"container", d.container}, {"verdict", d.verdict},   {"reason", d.reason},
-          {"processes", procs},       {"phases", phases},       {"rolled_back", d.rolled_back},
-          {"stuck", stuck},           {"warnings", d.warnings}, {"text", render_text(d)}};
+  return {{"container", d.container}, {"verdict", d.verdict},  {"reason", d.reason},           {"processes", procs},
+          {"phases", phases},         {"toggled", d.toggled},  {"rolled_back", d.rolled_back}, {"stuck", stuck},
+          {"warnings", d.warnings},   {"text", render_text(d)}};
 }
 
 void write_json(const Diagnostic& d, const std::filesystem::path& file) {

@@ -1,5 +1,6 @@
-// What a refused or failed checkpoint tells the user: a text table (the error message containerd
-// shows) and the same as JSON (checkpoint-diagnostic.json in the bundle).
+// What a checkpoint tells the user: when refused or failed, a text table (the error message
+// containerd shows) and the same as JSON (checkpoint-diagnostic.json in the bundle); when done, the
+// same JSON with verdict "done", the CUDA processes and the phase timings (tools read this, not logs).
 //
 //   checkpoint of container "sglang" refused: 2 processes still hold GPU devices after CUDA toggle
 //   PID   NAME        CUDA STATE    FD   DEVICE           COMMAND
@@ -42,10 +43,11 @@ struct StuckProcess {
 
 struct Diagnostic {
   std::string container;
-  std::string verdict;  // "refused" | "failed"; empty for the read-only diagnose report
+  std::string verdict;  // "refused" | "failed" | "done"; empty for the read-only diagnose report
   std::string reason;   // e.g. "2 processes still hold GPU devices after CUDA toggle"
   std::vector<ProcessReport> processes;
   std::vector<PhaseTiming> phases;
+  std::vector<pid_t> toggled;      // done: the CUDA processes checkpointed for the snapshot
   std::vector<pid_t> rolled_back;  // toggled pids brought back to running
   std::vector<StuckProcess> stuck;
   std::vector<std::string> warnings;

@@ -315,6 +315,7 @@ CheckpointOutcome Orchestrator::checkpoint(const CheckpointRequest& req, const S
   if (!toggler_) {
     log_.info("checkpoint " + id + ": CUDA toggling is off (checkpoint.cuda: none)");
     snapshot_only();
+    write_done(req, diag, out);
     return out;
   }
 
@@ -324,6 +325,7 @@ CheckpointOutcome Orchestrator::checkpoint(const CheckpointRequest& req, const S
   scan.done(count_processes(pids.size()) + ", " + std::to_string(holders.size()) + " device holders");
   if (holders.empty()) {
     snapshot_only();
+    write_done(req, diag, out);
     return out;
   }
 
@@ -509,7 +511,22 @@ CheckpointOutcome Orchestrator::checkpoint(const CheckpointRequest& req, const S
                  "the checkpoint was written, but CUDA could not be resumed in " + count_processes(r.stuck.size()));
     }
   }
+  write_done(req, diag, out);
   return out;
+}
+
+void Orchestrator::write_done(const CheckpointRequest& req, Diagnostic& diag, const CheckpointOutcome& out) {
+  if (req.diagnostic_path.empty()) return;
+  diag.verdict = "done";
+  diag.reason = count_processes(out.toggled.size()) + " with CUDA state checkpointed";
+  diag.toggled = out.toggled;
+  diag.phases = out.phases;
+  diag.warnings.insert(diag.warnings.end(), out.warnings.begin(), out.warnings.end());
+  try {
+    write_json(diag, req.diagnostic_path);
+  } catch (const std::exception& e) {
+    log_.warn("checkpoint " + req.container_id + ": cannot write the report: " + e.what());
+  }
 }
 
 ResumeOutcome Orchestrator::restore_after_runtime_restore(const std::string& id, const fs::path& diagnostic_path) {

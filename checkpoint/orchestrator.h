@@ -6,7 +6,8 @@
 //
 // Any failure before the snapshot has completed restores and unlocks every toggled process and
 // throws Error(FailedPrecondition) carrying the diagnostic table; the diagnostic is also written as
-// JSON (checkpoint-diagnostic.json in the bundle). The container keeps running. A process that
+// JSON (checkpoint-diagnostic.json in the bundle). The container keeps running. A checkpoint that
+// succeeded writes the same report with verdict "done" and its phases. A process that
 // cannot be brought back is reported as stuck, never claimed as rolled back.
 //
 // Everything it touches is injected (pid lister, holder scanner, CUDA toggler, GPU usage probe,
@@ -102,6 +103,8 @@ class Orchestrator {
   std::map<pid_t, std::set<std::string>> probe_gpus(std::string& error);
   std::vector<ProcessReport> collective_ranks(const Classified& c, const std::map<pid_t, std::set<std::string>>& gpus);
   ProcessReport report_for(pid_t pid, const std::vector<Holder>& holders);
+  // The report of a checkpoint that succeeded (same file and shape as a refusal's, verdict "done").
+  void write_done(const CheckpointRequest& req, Diagnostic& diag, const CheckpointOutcome& out);
 
   CheckpointConfig cfg_;
   ProcessLister& lister_;

@@ -284,7 +284,11 @@ ckpt() {
   at_ckpt=$(for f in "$@"; do iter "$f"; done | paste -sd/)
   log "$case: ctr c checkpoint rc=$rc in $(dt "$s" "$e") s; iterations right after: $at_ckpt"
   [[ -n $err ]] && echo "$err" | sed 's/^/  | /'
-  shimlog "checkpoint $c:|checkpoint of \"$c\"" 14 | sed 's/^/  shim: /'
+  # The shim's report of the checkpoint (verdict, CUDA processes, phase timings), read as JSON.
+  local report="$W/state/io.containerd.runtime.v2.task/gpu/$c/checkpoint-diagnostic.json"
+  if [[ -r $report ]]; then
+    $PY -c 'import json,sys; r=json.load(open(sys.argv[1])); print("  report: %s, %s; toggled %s; %s" % (r["verdict"], r["reason"], r.get("toggled"), ", ".join("%s %.0f ms" % (k[:-3], v) for k, v in r["phases"].items())))' "$report"
+  fi
   ((rc == 0)) || { result FAIL "$case" "checkpoint rc=$rc"; wl_log "$c"; return; }
   # The driver was loaded by nvproxy-cuda-helper, which is gone; the static shim never maps it.
   local tpid shim drv=no

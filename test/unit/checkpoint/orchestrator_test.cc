@@ -115,7 +115,12 @@ TEST_F(OrchestratorTest, LocksAllThenCheckpointsAllThenSnapshotsAndResumes) {
   for (const auto& ph : out.phases) names.push_back(ph.name);
   EXPECT_EQ(names,
             (std::vector<std::string>{"scan", "classify", "preflight", "lock", "checkpoint", "verify", "snapshot", "resume"}));
-  EXPECT_FALSE(fs::exists(diag_path));
+  // The report of a success: verdict, the toggled pids and every phase's time, for tools to read.
+  auto report = diag_json();
+  EXPECT_EQ(report["verdict"], "done");
+  EXPECT_EQ(report["toggled"].size(), 3u);
+  EXPECT_TRUE(report["phases"].contains("snapshot_ms"));
+  EXPECT_TRUE(report["phases"].contains("resume_ms"));
 }
 
 TEST_F(OrchestratorTest, ParallelCheckpointsOverlap) {
