@@ -127,7 +127,7 @@ task::StateResponse TaskService::state(const task::StateRequest& r) {
   s.set_stdout(p->stdio().out);
   s.set_stderr(p->stdio().err);
   s.set_terminal(p->stdio().terminal);
-  if (auto e = p->exit(); e && e->at != std::chrono::system_clock::time_point{}) {
+  if (auto e = p->exit()) {
     s.set_exit_status(e->status);
     set_time(s.mutable_exited_at(), e->at);
   }
@@ -145,7 +145,7 @@ task::DeleteResponse TaskService::remove(const task::DeleteRequest& r) {
   resp.set_pid(static_cast<uint32_t>(p->pid()));
   if (auto e = p->exit()) {
     resp.set_exit_status(e->status);
-    if (e->at != std::chrono::system_clock::time_point{}) set_time(resp.mutable_exited_at(), e->at);
+    set_time(resp.mutable_exited_at(), e->at);
   }
   return resp;
 }
@@ -191,7 +191,7 @@ task::WaitResponse TaskService::wait(const task::WaitRequest& r) {
   ExitInfo e = p->wait();
   task::WaitResponse resp;
   resp.set_exit_status(e.status);
-  if (e.at != std::chrono::system_clock::time_point{}) set_time(resp.mutable_exited_at(), e.at);  // a start that failed
+  set_time(resp.mutable_exited_at(), e.at);
   return resp;
 }
 

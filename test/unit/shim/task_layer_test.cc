@@ -22,6 +22,7 @@
 #include "common/log.h"
 #include "common/unique_fd.h"
 #include "proto/events.pb.h"
+#include "shim/kit/timestamp.h"
 #include "shim/task/task_service.h"
 
 namespace nvproxy::shim {
@@ -347,8 +348,8 @@ TEST_F(TaskLayer, AnExecWhoseStartFailedReleasesItsWaiters) {
   ASSERT_EQ(waited.wait_for(10s), std::future_status::ready) << "Wait hangs on an exec that never ran";
   auto w = waited.get();
   EXPECT_EQ(w.exit_status(), 0u);
-  EXPECT_EQ(w.exited_at().seconds(), 0);
-  EXPECT_FALSE(state("c1", "bad").has_exited_at());
+  EXPECT_EQ(w.exited_at().seconds(), kGoZeroTimeSeconds) << "no exit time: Go's zero time, as the runc shim";
+  EXPECT_EQ(state("c1", "bad").exited_at().seconds(), kGoZeroTimeSeconds);
   remove("c1", "bad");
   svc_->on_exit(init, status_exited(0));
 }
