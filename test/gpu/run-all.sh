@@ -166,9 +166,15 @@ shimlog() { grep -E "$1" "$W/containerd.log" | grep -v 'msg="runtime: ' | sed -E
 
 # ---------------- workloads start (they take a while to import torch) ----------------
 H=$W/host
+# The cases that need two GPUs (a process on both, one per GPU, NCCL ranks) run only where there are two.
+NGPU=2
+[[ $DRY == 1 ]] || NGPU=$(nvidia-smi -L | grep -c '^GPU ')
+MULTI=0; ((NGPU >= 2)) && MULTI=1
+((MULTI)) || log "$NGPU GPU: the two-GPU cases (p2p1, indep2, NCCL, stuck-p2p1) are skipped"
 EXTRA_ENV=()
 DRYKIND=with-holder start_wl wl-refuse "$H/refuse" /out gpu_workload.py with-holder
 DRYKIND=plain start_wl wl-ok "$H/ok" /out gpu_workload.py plain
+if ((MULTI)); then
 DRYKIND=indep2 start_wl mg-indep2 "$H/indep2" /tmp/mg multigpu_workload.py indep2
 DRYKIND=p2p1 start_wl mg-p2p1 "$H/p2p1" /tmp/mg multigpu_workload.py p2p1
 # NCCL's shared-memory segments outgrow ctr's 64 MiB /dev/shm (NCCL_CUMEM_ENABLE=0 failed with ENOSPC)
@@ -180,6 +186,7 @@ DRYKIND=nccl start_wl nccl-destroyed "$H/nccld" /tmp/nccl nccl_workload.py
 # NCCL's legacy IPC path (cudaIpc* instead of cuMem handles): another shape of the same signals
 EXTRA_ENV=("${SHM1G[@]}" --env NCCL_TEST_PORT=29531 --env NCCL_CUMEM_ENABLE=0)
 DRYKIND=nccl start_wl nccl-legacy "$H/nccll" /tmp/nccl nccl_workload.py
+fi
 EXTRA_ENV=()
 log "workload containers started: $(CTR task ls | awk 'NR>1{print $1"="$3}' | paste -sd' ')"
 
@@ -214,7 +221,9 @@ fi
 
 # ---------------- wait for the workloads ----------------
 # each container: ready (its progress files exist) or stopped (its log is shown below)
-WANT=("wl-refuse $H/refuse/parent.txt $H/refuse/child.txt" "wl-ok $H/ok/parent.txt $H/ok/child.txt"
+WANT=("wl-refuse $H/refuse/parent.txt $H/refuse/child.txt" "wl-ok $H/ok/parent.txt $H/ok/child.txt")
+MULTI_WL=()
+((MULTI)) && MULTI_WL=(mg-indep2 mg-p2p1 nccl-live nccl-destroyed nccl-legacy) && WANT+=(
   "mg-indep2 $H/indep2/rank0.txt $H/indep2/rank1.txt" "mg-p2p1 $H/p2p1/p2p.txt" "nccl-live $H/nccl/rank0.txt $H/nccl/rank1.txt"
   "nccl-destroyed $H/nccld/rank0.txt $H/nccld/rank1.txt" "nccl-legacy $H/nccll/rank0.txt $H/nccll/rank1.txt")
 all_settled() {
@@ -227,17 +236,17 @@ all_settled() {
 wait_for_all() { for _ in $(seq 300); do all_settled && return 0; sleep 0.5; done; return 1; }
 wait_for_all || log "not all workloads ready after 150 s"
 log "workloads: $(for f in $H/*/*.txt; do printf '%s=[%s] ' "${f#$H/}" "$(cat "$f" | tr -d '\n')"; done)"
-for c in wl-refuse wl-ok mg-indep2 mg-p2p1 nccl-live nccl-destroyed nccl-legacy; do
+for c in wl-refuse wl-ok "${MULTI_WL[@]}"; do
   [[ $(task_status $c) == RUNNING ]] || { log "$c is $(task_status $c); its log:"; wl_log $c 30; }
 done
 [[ $DRY == 1 ]] || nvidia-smi --query-compute-apps=pid,gpu_uuid,used_memory --format=csv
 
 # ---------------- signals (read-only) ----------------
 args=()
-for c in mg-indep2 mg-p2p1 nccl-live nccl-destroyed nccl-legacy wl-ok; do args+=("$c=$(pids_of $c)"); done
+for c in "${MULTI_WL[@]}" wl-ok; do args+=("$c=$(pids_of $c)"); done
 $PY test/gpu/measure.py "${args[@]}" 2>&1 | tee "$OUTD/signals.txt"
 if [[ $DRY != 1 ]]; then
-  for c in mg-indep2 mg-p2p1 nccl-live nccl-destroyed nccl-legacy; do
+  for c in "${MULTI_WL[@]}"; do
     echo "--- diagnose $c (read-only)"
     "$SHIM" diagnose --pid $(pids_of $c | tr , ' ') --libcuda /usr/local/nvidia/lib64/libcuda.so.1 \
       --libnvml /usr/local/nvidia/lib64/libnvidia-ml.so.1 2>&1 | tee -a "$OUTD/signals.txt"
@@ -266,11 +275,13 @@ refuse() {
 [[ $DRY == 1 ]] || {
   refuse refuse-holder wl-refuse "no CUDA" "$H/refuse/parent.txt" "$H/refuse/child.txt"
   log "after refusal: $(cat $H/refuse/parent.txt $H/refuse/child.txt | tr '\n' ' ')"
+  if ((MULTI)); then
   refuse refuse-p2p1 mg-p2p1 "CUDA contexts on several GPUs" "$H/p2p1/p2p.txt"
   refuse refuse-nccl nccl-live "collective (NCCL)" "$H/nccl/rank0.txt" "$H/nccl/rank1.txt"
   touch "$H/nccl/ar"
   wait_ready 60 "$H/nccl/ar0.txt" "$H/nccl/ar1.txt" && log "nccl-live all_reduce after the refusal: $(cat $H/nccl/ar0.txt $H/nccl/ar1.txt | tr '\n' ' ')" \
     || { log "nccl-live all_reduce after the refusal did not finish"; wl_log nccl-live 20; }
+  fi
 }
 
 # ---------------- checkpoint + restore ----------------
@@ -320,9 +331,10 @@ ckpt() {
   else result FAIL "$case" "rc=$rc after=$after flags=$flags"; fi
 }
 ckpt ckpt-cuda wl-ok "$H/ok/parent.txt" "$H/ok/child.txt"
-ckpt ckpt-indep2 mg-indep2 "$H/indep2/rank0.txt" "$H/indep2/rank1.txt"
+((MULTI)) && ckpt ckpt-indep2 mg-indep2 "$H/indep2/rank0.txt" "$H/indep2/rank1.txt"
 
 [[ $DRY == 1 ]] && exit 0
+((MULTI)) || exit 0
 refuse refuse-nccl-legacy nccl-legacy "collective (NCCL)" "$H/nccll/rank0.txt" "$H/nccll/rank1.txt"
 refuse refuse-nccl-destroyed nccl-destroyed "collective (NCCL)" "$H/nccld/rank0.txt" "$H/nccld/rank1.txt"
 touch "$H/nccld/ar"
