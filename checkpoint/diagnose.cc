@@ -6,7 +6,7 @@
 #include "checkpoint/config.h"
 #include "checkpoint/cuda_helper_client.h"
 #include "checkpoint/holder_scan.h"
-#include "checkpoint/orchestrator.h"
+#include "checkpoint/orchestrator_kit.h"
 #include "checkpoint/process_list.h"
 #include "common/error.h"
 #include "common/log.h"
@@ -61,13 +61,9 @@ int diagnose_main(const std::vector<std::string>& args, std::ostream& out, std::
       lister = std::make_unique<FunctionLister>(std::vector<pid_t>(pid_args.begin(), pid_args.end()));
     else
       lister = std::make_unique<RuntimePsLister>(runner, runtime, root, id);
-    ProcHolderScanner scanner(cfg.device_globs);
-    CudaTools cuda = make_cuda_tools(cfg, runner);
     Logger log(-1);
-    Orchestrator orch(cfg, *lister, scanner, cuda.toggler.get(), cuda.probe.get(), log);
-    ProcCommProbe comm;
-    orch.set_comm_probe(&comm);
-    Inspection ins = orch.inspect(id.empty() ? "(pids " + std::to_string(pid_args.front()) + "...)" : id);
+    OrchestratorKit kit(cfg, std::move(lister), runner, log);
+    Inspection ins = kit.orch.inspect(id.empty() ? "(pids " + std::to_string(pid_args.front()) + "...)" : id);
     if (vm["json"].as<bool>()) {
       auto j = to_json(ins.diagnostic);
       j["would_refuse"] = ins.would_refuse;

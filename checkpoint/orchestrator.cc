@@ -341,49 +341,12 @@ CheckpointOutcome Orchestrator::checkpoint(const CheckpointRequest& req, const S
 
   if (probe_ || comm_) {
     Phase pre(out.phases, log_, id, "preflight");
-    std::string probe_error;
-    std::map<pid_t, std::set<std::string>> gpus;
-    if (probe_) gpus = probe_gpus(probe_error);
-    if (!probe_error.empty()) {
-      std::string w = "cannot tell which GPUs the processes use (" + probe_error +
-                      "), so processes the driver cannot restore are not detected";
-      if (!cfg_.allow_unrestorable)
-        throw fail(Code::FailedPrecondition, "refused", w + "; set checkpoint.allow_unrestorable to checkpoint anyway");
-      out.warnings.push_back(w);
+    Preflight pf = preflight(c);
+    if (auto r = refusal(pf)) {
+      diag.processes = r->processes;
+      throw fail(Code::FailedPrecondition, "refused", r->reason);
     }
-    std::vector<ProcessReport> multi;
-    for (pid_t pid : c.cuda) {
-      auto g = gpus.find(pid);
-      if (g == gpus.end() || g->second.size() < 2) continue;
-      ProcessReport r = report_for(pid, c.holders[pid]);
-      r.cuda_state = "running";
-      r.gpus.assign(g->second.begin(), g->second.end());
-      r.hint = hint_multi_gpu(pid, g->second);
-      multi.push_back(std::move(r));
-    }
-    if (!multi.empty() && !cfg_.allow_unrestorable) {
-      diag.processes = multi;
-      throw fail(Code::FailedPrecondition, "refused",
-                 count_processes(multi.size()) + (multi.size() == 1 ? " has" : " have") +
-                     " CUDA contexts on several GPUs; the driver cannot restore such processes");
-    }
-    for (const auto& r : multi)
-      out.warnings.push_back("pid " + std::to_string(r.pid) + " has CUDA contexts on " + std::to_string(r.gpus.size()) +
-                             " GPUs; checkpointing anyway (checkpoint.allow_unrestorable): the driver may fail to "
-                             "restore it and leave it stuck");
-    if (comm_) {
-      std::vector<ProcessReport> ranks = collective_ranks(c, gpus);
-      if (!ranks.empty() && !cfg_.allow_unrestorable) {
-        diag.processes = ranks;
-        throw fail(Code::FailedPrecondition, "refused",
-                   count_processes(ranks.size()) + (ranks.size() == 1 ? " is a rank" : " are ranks") +
-                       " of a collective (NCCL) across GPUs; the driver cannot restore such processes");
-      }
-      for (const auto& r : ranks)
-        out.warnings.push_back("pid " + std::to_string(r.pid) +
-                               " looks like a rank of a collective (NCCL); checkpointing anyway "
-                               "(checkpoint.allow_unrestorable): the driver may fail to restore it and leave it stuck");
-    }
+    for (auto& w : preflight_warnings(pf)) out.warnings.push_back(std::move(w));
     for (const auto& w : out.warnings) log_.warn("checkpoint " + id + ": " + w);
   }
 
@@ -582,6 +545,56 @@ ResumeOutcome Orchestrator::restore_after_runtime_restore(const std::string& id,
   return out;
 }
 
+Orchestrator::Preflight Orchestrator::preflight(const Classified& c) {
+  Preflight pf;
+  if (probe_) pf.gpus = probe_gpus(pf.probe_error);
+  for (pid_t pid : c.cuda) {
+    auto g = pf.gpus.find(pid);
+    if (g == pf.gpus.end() || g->second.size() < 2) continue;
+    ProcessReport r = report_for(pid, c.holders.at(pid));
+    r.cuda_state = "running";
+    r.gpus.assign(g->second.begin(), g->second.end());
+    r.hint = hint_multi_gpu(pid, g->second);
+    pf.multi_gpu.push_back(std::move(r));
+  }
+  if (comm_) pf.ranks = collective_ranks(c, pf.gpus);
+  return pf;
+}
+
+std::optional<Orchestrator::Refusal> Orchestrator::refusal(const Preflight& pf) const {
+  if (cfg_.allow_unrestorable) return std::nullopt;
+  if (!pf.probe_error.empty())
+    return Refusal{"cannot tell which GPUs the processes use (" + pf.probe_error +
+                       "), so processes the driver cannot restore are not detected; set checkpoint.allow_unrestorable to "
+                       "checkpoint anyway",
+                   {}};
+  if (!pf.multi_gpu.empty())
+    return Refusal{count_processes(pf.multi_gpu.size()) + (pf.multi_gpu.size() == 1 ? " has" : " have") +
+                       " CUDA contexts on several GPUs; the driver cannot restore such processes",
+                   pf.multi_gpu};
+  if (!pf.ranks.empty())
+    return Refusal{count_processes(pf.ranks.size()) + (pf.ranks.size() == 1 ? " is a rank" : " are ranks") +
+                       " of a collective (NCCL) across GPUs; the driver cannot restore such processes",
+                   pf.ranks};
+  return std::nullopt;
+}
+
+std::vector<std::string> Orchestrator::preflight_warnings(const Preflight& pf) const {
+  std::vector<std::string> w;
+  if (!pf.probe_error.empty())
+    w.push_back("cannot tell which GPUs the processes use (" + pf.probe_error +
+                "), so processes the driver cannot restore are not detected");
+  for (const auto& r : pf.multi_gpu)
+    w.push_back(
+        "pid " + std::to_string(r.pid) + " has CUDA contexts on " + std::to_string(r.gpus.size()) +
+        " GPUs; checkpointing anyway (checkpoint.allow_unrestorable): the driver may fail to restore it and leave it stuck");
+  for (const auto& r : pf.ranks)
+    w.push_back("pid " + std::to_string(r.pid) +
+                " looks like a rank of a collective (NCCL); checkpointing anyway (checkpoint.allow_unrestorable): the driver "
+                "may fail to restore it and leave it stuck");
+  return w;
+}
+
 Inspection Orchestrator::inspect(const std::string& id) {
   Inspection ins;
   Diagnostic& d = ins.diagnostic;
@@ -599,27 +612,18 @@ Inspection Orchestrator::inspect(const std::string& id) {
     return ins;
   }
   Classified c = classify(id, holders);
-  std::map<pid_t, std::set<std::string>> gpus;
-  if (probe_) {
-    std::string err;
-    gpus = probe_gpus(err);
-    if (!err.empty()) d.warnings.push_back("cannot tell which GPUs the processes use: " + err);
-  }
+  Preflight pf = preflight(c);
+  if (!pf.probe_error.empty()) d.warnings.push_back("cannot tell which GPUs the processes use: " + pf.probe_error);
   std::map<pid_t, ProcessReport> reps;
   for (const auto& b : c.blockers) reps[b.pid] = b;
-  size_t multi = 0;
   for (pid_t pid : c.cuda) {
     ProcessReport r = report_for(pid, c.holders[pid]);
     r.cuda_state = "running";
-    if (auto g = gpus.find(pid); g != gpus.end()) {
-      r.gpus.assign(g->second.begin(), g->second.end());
-      if (g->second.size() >= 2) {
-        r.hint = hint_multi_gpu(pid, g->second);
-        ++multi;
-      }
-    }
+    if (auto g = pf.gpus.find(pid); g != pf.gpus.end()) r.gpus.assign(g->second.begin(), g->second.end());
     reps[pid] = std::move(r);
   }
+  for (const auto& r : pf.multi_gpu) reps[r.pid].hint = r.hint;
+  for (const auto& r : pf.ranks) reps[r.pid].hint = r.hint;
   // CUDA processes without device holders (e.g. left checkpointed) matter too.
   std::mutex mu;
   std::vector<pid_t> rest;
@@ -633,23 +637,15 @@ Inspection Orchestrator::inspect(const std::string& id) {
     std::lock_guard lk(mu);
     reps[pid] = std::move(r);
   });
-  size_t ranks = 0;
-  if (comm_)
-    for (auto& r : collective_ranks(c, gpus)) {
-      reps[r.pid].hint = r.hint;
-      ++ranks;
-    }
   for (auto& [_, r] : reps) d.processes.push_back(std::move(r));
+  // The checkpoint's own policy decides: blockers first, then what the driver cannot restore.
   if (!c.blockers.empty()) {
     ins.would_refuse = true;
     d.reason = "a checkpoint would be refused: " + count_processes(c.blockers.size()) +
                (c.blockers.size() == 1 ? " holds" : " hold") + " GPU devices that the CUDA toggle cannot release";
-  } else if (multi > 0 && !cfg_.allow_unrestorable) {
+  } else if (auto r = refusal(pf); r && pf.probe_error.empty()) {
     ins.would_refuse = true;
-    d.reason = "a checkpoint would be refused: " + count_processes(multi) + " with CUDA contexts on several GPUs";
-  } else if (ranks > 0 && !cfg_.allow_unrestorable) {
-    ins.would_refuse = true;
-    d.reason = "a checkpoint would be refused: " + count_processes(ranks) + " of a collective (NCCL) across GPUs";
+    d.reason = "a checkpoint would be refused: " + r->reason;
   } else {
     d.reason = count_processes(pids.size()) + ", " + std::to_string(c.cuda.size()) + " CUDA device holders to toggle";
   }

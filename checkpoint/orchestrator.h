@@ -91,6 +91,22 @@ class Orchestrator {
   struct Classified;  // internal, shared by checkpoint() and inspect()
 
  private:
+  // The one preflight policy of checkpoint() and inspect(): what the driver could checkpoint but
+  // never restore (contexts on several GPUs, collective ranks), found before anything is toggled.
+  struct Preflight {
+    std::map<pid_t, std::set<std::string>> gpus;
+    std::string probe_error;  // the GPU probe failed: nothing above can be told
+    std::vector<ProcessReport> multi_gpu;
+    std::vector<ProcessReport> ranks;
+  };
+  struct Refusal {
+    std::string reason;
+    std::vector<ProcessReport> processes;
+  };
+  Preflight preflight(const Classified& c);
+  // nullopt: go ahead (checkpoint.allow_unrestorable turns every finding into a warning).
+  [[nodiscard]] std::optional<Refusal> refusal(const Preflight& pf) const;
+  [[nodiscard]] std::vector<std::string> preflight_warnings(const Preflight& pf) const;
   struct Resumed {
     std::vector<pid_t> running;
     std::vector<StuckProcess> stuck;

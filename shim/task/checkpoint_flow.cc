@@ -7,7 +7,7 @@
 #include "checkpoint/comm_probe.h"
 #include "checkpoint/cuda_helper_client.h"
 #include "checkpoint/holder_scan.h"
-#include "checkpoint/orchestrator.h"
+#include "checkpoint/orchestrator_kit.h"
 #include "checkpoint/process_list.h"
 #include "checkpoint/restore_preflight.h"
 #include "common/error.h"
@@ -36,19 +36,10 @@ std::vector<pid_t> container_pids(CheckpointTarget& c) {
   return pids;
 }
 
-struct Tools {
-  checkpoint::FunctionLister lister;
-  checkpoint::ProcHolderScanner scanner;
-  checkpoint::CudaTools cuda;  // toggler and probe, through one nvproxy-cuda-helper started on first use
-  checkpoint::ProcCommProbe comm;
-  checkpoint::Orchestrator orch;
+struct Tools : checkpoint::OrchestratorKit {
   Tools(CheckpointTarget& c, const CheckpointEnv& env)
-      : lister([&c] { return container_pids(c); }),
-        scanner(c.config.checkpoint.device_globs),
-        cuda(checkpoint::make_cuda_tools(c.config.checkpoint, env.runner)),
-        orch(c.config.checkpoint, lister, scanner, cuda.toggler.get(), cuda.probe.get(), env.log) {
-    orch.set_comm_probe(&comm);
-  }
+      : OrchestratorKit(c.config.checkpoint, std::make_unique<checkpoint::FunctionLister>([&c] { return container_pids(c); }),
+                        env.runner, env.log) {}
 };
 
 }  // namespace
@@ -156,7 +147,7 @@ void run_checkpoint(CheckpointTarget& c, const oci::CheckpointFlags& flags, bool
   GpuFactsAtCheckpoint gpu;
   bool has_holders = false;
   if (paused || t.cuda.toggler) {
-    std::vector<pid_t> pids = t.lister.list();
+    std::vector<pid_t> pids = t.lister->list();
     has_holders = !t.scanner.scan(pids).empty();
     if (has_holders && t.cuda.toggler) gpu.take(t, pids);
   }

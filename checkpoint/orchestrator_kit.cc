@@ -1,0 +1,14 @@
+#include "checkpoint/orchestrator_kit.h"
+
+namespace nvproxy::checkpoint {
+
+OrchestratorKit::OrchestratorKit(const CheckpointConfig& cfg, std::unique_ptr<ProcessLister> l, ProcessRunner& runner,
+                                 Logger& log)
+    : lister(std::move(l)),
+      scanner(cfg.device_globs),
+      cuda(make_cuda_tools(cfg, runner)),
+      orch(cfg, *lister, scanner, cuda.toggler.get(), cuda.probe.get(), log) {
+  orch.set_comm_probe(&comm);
+}
+
+}  // namespace nvproxy::checkpoint
