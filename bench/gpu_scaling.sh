@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # GPU machine only: how the driver's checkpoint scales with the number of CUDA processes, the lever
-# behind checkpoint.parallelism (DESIGN.md "Scaling on one H200"). No containerd, no shim: N plain
+# behind checkpoint.parallelism (bench/README.md section 4). No containerd, no shim: N plain
 # host processes (bench/gpu_hold.c `hold`) each allocate G GiB on GPU 0 through the driver API and fill
 # it; a helper that never calls cuInit (like the shim) locks, checkpoints, restores and unlocks them
 # all, one after another (serial) and then all at once (parallel); each holder finally checks its

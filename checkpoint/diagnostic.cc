@@ -52,7 +52,7 @@ std::string render_text(const Diagnostic& d) {
   }
   if (!rows.empty()) {
     std::array<std::string, 6> head{"PID", "NAME", "CUDA STATE", "FD", "DEVICE", "COMMAND"};
-    // The widths of DESIGN.md's table, wider where a value needs it (two spaces between columns).
+    // Fixed column widths, wider where a value needs it (two spaces between columns).
     std::array<size_t, 6> w{6, 9, 13, 5, 17, 0};
     for (size_t c = 0; c < 5; ++c)
       for (const auto& r : rows) w[c] = std::max(w[c], r[c].size() + 2);

@@ -7,7 +7,8 @@
 #   NVPROXY_CONTAINERD23_BIN_DIR   bin/ of containerd 2.3.x (containerd, ctr, containerd-shim-runc-v2)
 #   NVPROXY_SHARED_<TOOL>_BIN_DIR  bin/ of every tarball (TOOL: CONTAINERD, RUNC, RUNSC, CRICTL)
 # Idempotent: a tarball whose checksum matches the one recorded at its last unpack is not unpacked
-# again. The deps directory: $NVPROXY_DEPS_DIR, else <repo>/../shared/deps.
+# again. The deps directory: $NVPROXY_DEPS_DIR, else the "deps" folder that the test machines keep
+# beside the checkout.
 # Usage: scripts/fetch-shared-deps.sh [--check]   (--check: exit 0 when everything is in place)
 # Exit 0: done (or in place); 1: a checksum or unpack failed; 3: no deps directory (nothing done).
 set -euo pipefail

@@ -3,7 +3,7 @@
 # on the GPU machine (Ubuntu 24.04, no network):
 #   .carry/bin/containerd-shim-nvproxy-v1   our shim (static) and, beside it, nvproxy-cuda-helper
 #                                           (glibc only), where the shim looks for it
-#   .carry/kit/kit.tar.xz                   containerd 1.7, ctr, runc, CRIU + libs (../shared/tools/gpu-kit.sh)
+#   .carry/kit/kit.tar.xz                   containerd 1.7, ctr, runc, CRIU + libs (the workplace's gpu-kit tool)
 #   .carry/gpu-image.tar                    the skeleton image (test/gpu/make-gpu-image.sh)
 # Usage: test/gpu/pack.sh [--no-kit]   (builds the shim target first)
 set -euo pipefail
