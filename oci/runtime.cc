@@ -1,5 +1,6 @@
 #include "oci/runtime.h"
 
+#include <deque>
 #include <fstream>
 
 #include "common/error.h"
@@ -186,7 +187,28 @@ void Runtime::checkpoint(const std::string& id, const CheckpointFlags& f) {
   a.push_back(id);
   for (const auto& d : dropped)
     log_.info("checkpoint of \"" + id + "\": " + runtime_kind_name(kind_) + " does not take " + d + ", dropped");
-  run_checked(id, "checkpoint", {.argv = a, .timeout = cfg_.checkpoint_timeout});
+  try {
+    run_checked(id, "checkpoint", {.argv = a, .timeout = cfg_.checkpoint_timeout});
+  } catch (const Error& e) {
+    // runc only says "criu failed ... log file: dump.log": the cause is in CRIU's own log.
+    std::string criu = f.work_path.empty() ? "" : criu_errors(std::filesystem::path(f.work_path) / "dump.log");
+    if (criu.empty() || e.code() == Code::DeadlineExceeded) throw;
+    throw Error(e.code(), std::string(e.what()) + "\nCRIU (" + f.work_path + "/dump.log):\n" + criu);
+  }
+}
+
+std::string criu_errors(const std::filesystem::path& log, size_t max_lines) {
+  std::ifstream in(log);
+  std::deque<std::string> lines;
+  for (std::string line; std::getline(in, line);) {
+    if (line.find("Error (") == std::string::npos && line.find("Error:") == std::string::npos) continue;
+    lines.push_back(line);
+    if (lines.size() > max_lines) lines.pop_front();
+  }
+  std::string out;
+  for (const auto& l : lines) out += "  " + l + "\n";
+  if (!out.empty()) out.pop_back();
+  return out;
 }
 
 nlohmann::json Runtime::stats(const std::string& id) {

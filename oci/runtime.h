@@ -79,6 +79,10 @@ struct RuntimeState {
   std::string bundle;
 };
 
+// The decisive lines of a CRIU log (its "Error" lines, the last `max_lines` of them), indented;
+// empty when the log is missing or holds none.
+std::string criu_errors(const std::filesystem::path& log, size_t max_lines = 5);
+
 class Runtime {
  public:
   Runtime(RuntimeConfig cfg, ProcessRunner& runner, Logger& log, std::filesystem::path log_file);
@@ -98,7 +102,8 @@ class Runtime {
   virtual void resume(const std::string& id);
   virtual void update(const std::string& id, const nlohmann::json& linux_resources);
   virtual void exec(const std::string& id, const ExecOptions& opts);
-  // On expiry of config().checkpoint_timeout: throws DeadlineError naming the killed process group;
+  // A failure carries CRIU's own error lines from flags.work_path/dump.log (runc keeps CRIU's log
+  // there). On expiry of config().checkpoint_timeout: throws DeadlineError naming the killed process group;
   // the container is left as the runtime left it (frozen, if CRIU froze it).
   virtual void checkpoint(const std::string& id, const CheckpointFlags& flags);
   // `events --stats`: the runtime's resource statistics ("data" object of its stats event).

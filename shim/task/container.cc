@@ -515,7 +515,15 @@ void Container::run_update(const nlohmann::json& resources) {
 }
 
 void Container::run_checkpoint(const oci::CheckpointFlags& flags, bool paused) {
-  env_.checkpoints.checkpoint(*this, flags, paused);
+  oci::CheckpointFlags f = flags;
+  // CRIU's log stays in the bundle (the image directory may go with a failed request), where a
+  // failure's message quotes it from.
+  if (f.work_path.empty() && runtime_->kind() != oci::RuntimeKind::Runsc) {
+    f.work_path = (s_.bundle / "criu-work").string();
+    std::error_code ec;
+    std::filesystem::create_directories(f.work_path, ec);
+  }
+  env_.checkpoints.checkpoint(*this, f, paused);
 }
 
 void Container::run_delete() {

@@ -127,3 +127,39 @@ TEST_F(RuntimeDeadlineTest, EveryOtherCommandHasABoundedDefault) {
     EXPECT_NE(m.find("runc state of container \"c3\" did not finish within 300 ms; killed runc (pgid "), std::string::npos) << m;
   }
 }
+
+namespace {
+
+// A failed checkpoint quotes CRIU's own error lines from the work path's dump.log.
+TEST(RuntimeCriuLog, AFailedCheckpointCarriesCriusErrorLines) {
+  auto dir = std::filesystem::temp_directory_path() / ("nvproxy-criulog-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir / "work");
+  auto script = dir / "fake-runc";
+  std::ofstream(script) << "#!/bin/sh\n"
+                           "for a in \"$@\"; do case $a in --work-path=*) w=${a#--work-path=};; esac; done\n"
+                           "printf '(00.01) Dumping\\n(00.12) Error (criu/files-reg.c:1287): cannot create link remap for "
+                           "/dev/shm/sem.x. Use link-remap option.\\n(00.13) Error (criu/cr-dump.c:2000): Dumping FAILED.\\n' > "
+                           "\"$w/dump.log\"\n"
+                           "echo 'criu failed: type NOTIFY errno 0' >&2\nexit 1\n";
+  ::chmod(script.c_str(), 0755);
+  Logger log(-1);
+  DirectWaiter waiter;
+  ProcessRunner runner(waiter);
+  Runtime rt({.binary = script.string()}, runner, log, dir / "log.json");
+  CheckpointFlags f;
+  f.image_path = (dir / "img").string();
+  f.work_path = (dir / "work").string();
+  try {
+    rt.checkpoint("c1", f);
+    FAIL() << "the checkpoint did not fail";
+  } catch (const Error& e) {
+    std::string m = e.what();
+    EXPECT_NE(m.find("cannot create link remap for /dev/shm/sem.x"), std::string::npos) << m;
+    EXPECT_NE(m.find("Dumping FAILED"), std::string::npos) << m;
+    EXPECT_EQ(m.find("(00.01) Dumping\n"), std::string::npos) << "only the Error lines: " << m;
+  }
+  EXPECT_EQ(criu_errors(dir / "none.log"), "");
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
