@@ -43,6 +43,7 @@ class StubRuntime final : public oci::Runtime {
     std::function<void(pid_t)> during_start;
     std::function<void()> during_checkpoint;
     bool fail_exec = false;
+    std::function<void()> during_kill;
     void record(const std::string& c) {
       std::lock_guard lk(mu);
       calls.push_back(c);
@@ -61,7 +62,10 @@ class StubRuntime final : public oci::Runtime {
   }
   void restore(const std::string&, const oci::RestoreOptions& o) override { launch("restore", o.pid_file); }
   void start(const std::string&) override { s_->record("start"); }
-  void kill(const std::string&, int sig, bool all) override { s_->record("kill " + std::to_string(sig) + (all ? " all" : "")); }
+  void kill(const std::string&, int sig, bool all) override {
+    if (s_->during_kill) s_->during_kill();
+    s_->record("kill " + std::to_string(sig) + (all ? " all" : ""));
+  }
   void remove(const std::string&, bool) override { s_->record("delete"); }
   void pause(const std::string&) override { s_->record("pause"); }
   void resume(const std::string&) override { s_->record("resume"); }
@@ -319,7 +323,37 @@ TEST_F(TaskLayer, AnInitSharingTheHostPidNamespaceTakesTheRestWithIt) {
   auto deadline = std::chrono::steady_clock::now() + 10s;
   while (!rt_->called("kill 9 all") && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(5ms);
   EXPECT_TRUE(rt_->called("kill 9 all"));
+  std::weak_ptr<Container> held = svc_->container("c1");
   remove("c1");
+  // The kill's thread lets go of the container too (before the fixture goes).
+  deadline = std::chrono::steady_clock::now() + 10s;
+  while (!held.expired() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(5ms);
+  EXPECT_TRUE(held.expired());
+}
+
+// The kill of the rest after a host-pid-ns init exits runs on its own thread; the container (and
+// its runtime) must outlive it even when Delete drops the container meanwhile (ASan would report a
+// use after free otherwise).
+TEST_F(TaskLayer, TheKillAfterAnInitExitOutlivesTheDeleteOfItsContainer) {
+  std::promise<void> entered, release;
+  auto released = release.get_future().share();
+  rt_->during_kill = [&, released] {
+    entered.set_value();
+    released.wait();
+  };
+  pid_t init = create("c1", false);
+  start("c1");
+  svc_->on_exit(init, status_exited(0));
+  ASSERT_EQ(entered.get_future().wait_for(10s), std::future_status::ready) << "no kill --all after the init's exit";
+  std::weak_ptr<Container> held = svc_->container("c1");
+  remove("c1");  // the table lets go of the container while the kill still runs
+  EXPECT_FALSE(held.expired()) << "the kill's thread does not hold the container";
+  EXPECT_EQ(code_of([&] { state("c1"); }), Code::NotFound);
+  release.set_value();
+  auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (!held.expired() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(5ms);
+  EXPECT_TRUE(rt_->called("kill 9 all"));
+  EXPECT_TRUE(held.expired()) << "the container outlived its last user";
 }
 
 TEST_F(TaskLayer, DeleteOfANeverStartedContainerReportsSigkillAndEvents) {
