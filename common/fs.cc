@@ -26,6 +26,19 @@ std::string read_file(const std::filesystem::path& p) {
   return out;
 }
 
+UniqueFd open_devnull(int flags) {
+  UniqueFd fd(::open("/dev/null", flags | O_CLOEXEC));
+  if (!fd) throw sys_error("open /dev/null");
+  return fd;
+}
+
+void make_pipe(UniqueFd& read_end, UniqueFd& write_end, const std::string& what) {
+  int p[2];
+  if (::pipe2(p, O_CLOEXEC) < 0) throw sys_error("pipe2 for " + what);
+  read_end.reset(p[0]);
+  write_end.reset(p[1]);
+}
+
 bool write_all(int fd, std::string_view data) {
   while (!data.empty()) {
     ssize_t n = ::write(fd, data.data(), data.size());

@@ -4,11 +4,17 @@
 #include <filesystem>
 #include <string>
 
+#include "common/unique_fd.h"
+
 namespace nvproxy {
 
 std::string read_file(const std::filesystem::path& p);  // throws Error
 // Writes via a temp file + rename so a crash never leaves a half-written file.
 void write_file_atomic(const std::filesystem::path& p, std::string_view data, unsigned mode = 0644);
+// /dev/null opened with `flags` (O_CLOEXEC added); throws Error.
+UniqueFd open_devnull(int flags);
+// A close-on-exec pipe; throws Error naming `what` (what it is for).
+void make_pipe(UniqueFd& read_end, UniqueFd& write_end, const std::string& what);
 // Writes all of `data` to fd (retrying short writes and EINTR); false with errno set on failure.
 bool write_all(int fd, std::string_view data);
 // Writes into an existing file without creating or truncating it (cgroup and proc files).

@@ -14,6 +14,7 @@
 #include <map>
 
 #include "common/error.h"
+#include "common/fs.h"
 #include "common/unique_fd.h"
 
 extern char** environ;
@@ -117,20 +118,9 @@ std::vector<std::string> merged_env(const std::vector<std::string>& add) {
   return out;
 }
 
-UniqueFd open_devnull(int flags) {
-  UniqueFd fd(::open("/dev/null", flags | O_CLOEXEC));
-  if (!fd) throw sys_error("open /dev/null");
-  return fd;
-}
-
 struct Pipe {
   UniqueFd r, w;
-  Pipe() {
-    int p[2];
-    if (::pipe2(p, O_CLOEXEC) < 0) throw sys_error("pipe2");
-    r.reset(p[0]);
-    w.reset(p[1]);
-  }
+  Pipe() { make_pipe(r, w, "a command's stdio"); }
 };
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "common/error.h"
+#include "common/fs.h"
 #include "common/process.h"
 
 namespace nvproxy::shim {
@@ -32,13 +33,6 @@ std::string percent_decode(const std::string& s) {
     }
   }
   return out;
-}
-
-void make_pipe(UniqueFd& r, UniqueFd& w) {
-  int p[2];
-  if (::pipe2(p, O_CLOEXEC) < 0) throw sys_error("pipe2 for a logging binary");
-  r.reset(p[0]);
-  w.reset(p[1]);
 }
 
 }  // namespace
@@ -72,12 +66,11 @@ BinaryUri parse_binary_uri(const std::string& uri) {
 BinaryIO::BinaryIO(const std::string& uri, const IoOwner& owner) {
   if (!owner.runner) throw Error(Code::Internal, "binary log " + uri + ": no process runner");
   BinaryUri b = parse_binary_uri(uri);
-  null_in_.reset(::open("/dev/null", O_RDONLY | O_CLOEXEC));
-  if (!null_in_) throw sys_error("open /dev/null for " + uri);
+  null_in_ = open_devnull(O_RDONLY);
   UniqueFd out_r, err_r, ready_r, ready_w;
-  make_pipe(out_r, out_w_);
-  make_pipe(err_r, err_w_);
-  make_pipe(ready_r, ready_w);
+  make_pipe(out_r, out_w_, "a logging binary");
+  make_pipe(err_r, err_w_, "a logging binary");
+  make_pipe(ready_r, ready_w, "a logging binary");
   Command cmd{.argv = {b.path},
               .env_add = {"CONTAINER_ID=" + owner.container_id, "CONTAINER_NAMESPACE=" + owner.ns},
               .extra_fds = {out_r.get(), err_r.get(), ready_w.get()}};

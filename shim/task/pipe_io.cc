@@ -13,13 +13,6 @@ namespace nvproxy::shim {
 
 namespace {
 
-void make_pipe(UniqueFd& r, UniqueFd& w) {
-  int p[2];
-  if (::pipe2(p, O_CLOEXEC) < 0) throw sys_error("pipe2 for container stdio");
-  r.reset(p[0]);
-  w.reset(p[1]);
-}
-
 // O_RDWR on a FIFO never blocks in open (Linux), so a client that is slow to attach cannot hang
 // Create. Anything else (a file:// log) is appended to, created if missing.
 UniqueFd open_output_fifo(const std::string& path) {
@@ -31,19 +24,13 @@ UniqueFd open_output_fifo(const std::string& path) {
   return fd;
 }
 
-UniqueFd open_devnull(int flags) {
-  UniqueFd fd(::open("/dev/null", flags | O_CLOEXEC));
-  if (!fd) throw sys_error("open /dev/null for container stdio");
-  return fd;
-}
-
 }  // namespace
 
 PipeIO::PipeIO(const StdioPaths& paths) : paths_(paths) {
   if (paths_.in.empty()) null_in_ = open_devnull(O_RDONLY);
   if (paths_.out.empty() || paths_.err.empty()) null_out_ = open_devnull(O_WRONLY);
   if (!paths_.in.empty()) {
-    make_pipe(in_r_, s_->in_w);
+    make_pipe(in_r_, s_->in_w, "container stdio");
     s_->wake.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
     if (!s_->wake) throw sys_error("eventfd for stdin of " + paths_.in);
     in_fifo_.reset(::open(paths_.in.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
@@ -55,11 +42,11 @@ PipeIO::PipeIO(const StdioPaths& paths) : paths_(paths) {
   }
   if (!paths_.out.empty()) {
     out_fifo_ = open_output_fifo(paths_.out);
-    make_pipe(out_r_, out_w_);
+    make_pipe(out_r_, out_w_, "container stdio");
   }
   if (!paths_.err.empty()) {
     err_fifo_ = open_output_fifo(paths_.err);
-    make_pipe(err_r_, err_w_);
+    make_pipe(err_r_, err_w_, "container stdio");
   }
 }
 
