@@ -1,8 +1,10 @@
 # shellcheck shell=bash
 # Why: every e2e test needs a containerd of its own, isolated from the system's and from other
 # tests, with our shim on its PATH and a test image inside. Source this from a `set -euo pipefail`
-# test script, then call `nv_harness_start [--containerd 1.6|1.7|2|2.3]`; an EXIT trap tears it all down
-# (tasks, containerd, stray shims of this containerd, mounts, cgroups, the temp dir).
+# test script, then call `nv_harness_start [--containerd 1.6|1.7|2|2.3] [--cri FN]`; an EXIT trap tears
+# it all down (tasks, containerd, stray shims of this containerd, mounts, cgroups, the temp dir).
+#   --cri FN           keep the CRI plugin on (config version 3 on containerd 2.x, drop-ins imported from
+#                      $NV_DIR/conf.d) and append what FN prints to the config (lib/cri.sh)
 #   NVPROXY_SHIM_DIR   dir holding containerd-shim-nvproxy-v1 (prepended to containerd's PATH)
 #   NV_KEEP=1          keep the temp dir after the test;  NV_SNAPSHOTTER=native  force a snapshotter
 # API: nv_harness_start, nv_ctr ARGS..., nv_defer CMD..., nv_fail MSG, nv_assert_eq EXP ACT MSG,
@@ -24,7 +26,7 @@ NV_SHARED_ENV=${NV_SHARED_ENV:-/opt/nvproxy-deps/shared/env.sh}  # scripts/fetch
 NV_SKIP_CODE=77  # CTest's SKIP_RETURN_CODE for the e2e tests
 NV_WAIT_TIMEOUT=${NV_WAIT_TIMEOUT:-30}
 NV_SHIM_NAME=containerd-shim-nvproxy-v1
-NV_DIR="" NV_STATE_DIR="" NV_SOCK="" NV_NAMESPACE="" NV_CTR="" NV_CONTAINERD_PID=""
+NV_DIR="" NV_STATE_DIR="" NV_SOCK="" NV_NAMESPACE="" NV_CTR="" NV_CONTAINERD_PID="" _NV_CRI_FN=""
 _NV_DEFERRED=()
 
 # ---------- assertions and small helpers ----------
@@ -82,6 +84,7 @@ nv_harness_start() {
     case $1 in
       --containerd) ver=${2:?--containerd needs 1.6 or 1.7}; shift 2 ;;
       --containerd=*) ver=${1#*=}; shift ;;
+      --cri) _NV_CRI_FN=${2:?--cri needs a function}; shift 2 ;;
       *) nv_fail "nv_harness_start: unknown argument $1" ;;
     esac
   done
@@ -169,12 +172,20 @@ _nv_pick_snapshotter() {
 }
 
 _nv_write_config() {
+  local version=2 cri='"io.containerd.grpc.v1.cri", ' imports=""
+  if [[ -n $_NV_CRI_FN ]]; then
+    cri=""
+    [[ $NV_CONTAINERD_VERSION == 1.* ]] || version=3
+    mkdir -p "$NV_DIR/conf.d"
+    imports="imports = [\"$NV_DIR/conf.d/*.toml\"]"
+  fi
   cat >"$NV_DIR/config.toml" <<EOF
 # private containerd for one e2e test (test/e2e/lib/harness.sh)
-version = 2
+version = $version
+$imports
 root = "$NV_DIR/root"
 state = "$NV_STATE_DIR"
-disabled_plugins = ["io.containerd.grpc.v1.cri", "io.containerd.nri.v1.nri"]
+disabled_plugins = [${cri}"io.containerd.nri.v1.nri"]
 
 [grpc]
   address = "$NV_SOCK"
@@ -188,6 +199,7 @@ disabled_plugins = ["io.containerd.grpc.v1.cri", "io.containerd.nri.v1.nri"]
 [plugins."io.containerd.internal.v1.opt"]
   path = "$NV_DIR/opt"
 EOF
+  if [[ -n $_NV_CRI_FN ]]; then "$_NV_CRI_FN" >>"$NV_DIR/config.toml" || nv_fail "$_NV_CRI_FN failed"; fi
 }
 
 _nv_daemon_ready() {
