@@ -156,6 +156,11 @@ nv_cri_start() {
   NV_CRI_HANDLER=$(awk '$1 == "handler:" {print $2; exit}' <<<"$rc")
   [[ -n $NV_CRI_HANDLER ]] || nv_fail "no handler in the docs' RuntimeClass"
   nv_assert_contains "$(nv_cri_doc_block ctd1-runtime)" "containerd.runtimes.$NV_CRI_HANDLER]" "1.x block names the handler"
+  # The docs say the 1.x block is the packaged containerd-config.toml: the same settings.
+  local pkg doc
+  pkg=$(grep -Ev '^[[:space:]]*(#|$)' "$NV_REPO_DIR/packaging/containerd-config.toml")
+  doc=$(nv_cri_doc_block ctd1-runtime | grep -Ev '^[[:space:]]*(#|$)')
+  nv_assert_eq "$pkg" "$doc" "settings of packaging/containerd-config.toml vs docs/install.md block ctd1-runtime"
   nv_assert_contains "$(nv_cri_doc_block ctd2-runtime)" "containerd.runtimes.$NV_CRI_HANDLER]" "2.x block names the handler"
 
   nv_harness_start --containerd "$ver" --cri _nv_cri_containerd_config
