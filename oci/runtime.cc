@@ -176,6 +176,54 @@ void Runtime::exec(const std::string& id, const ExecOptions& o) {
   run_checked(id, "exec", {.argv = a, .stdin_fd = o.stdio.in, .stdout_fd = o.stdio.out, .stderr_fd = o.stdio.err});
 }
 
+std::string criu_config_text(const std::vector<std::string>& options) {
+  std::string text;
+  for (std::string o : options) {
+    if (o.rfind("--", 0) == 0) o.erase(0, 2);
+    if (o.find_first_not_of(" \t") == std::string::npos || o.find_first_of("\n\r") != std::string::npos)
+      throw Error(Code::InvalidArgument, "CRIU option \"" + o + "\": must be one non-empty line");
+    text += o + "\n";
+  }
+  return text;
+}
+
+std::string criu_option_hint(const std::string& errors) {
+  if (errors.find("link-remap") != std::string::npos || errors.find("link remap") != std::string::npos)
+    return "hint: CRIU needs its link-remap option (files unlinked while in use, e.g. POSIX semaphores of Python "
+           "multiprocessing): add \"link-remap\" to checkpoint.criu_options";
+  if (errors.find("ghost") != std::string::npos && errors.find("limit") != std::string::npos)
+    return "hint: a file unlinked while in use is larger than CRIU's ghost-limit: raise \"ghost-limit\" in "
+           "checkpoint.criu_options";
+  if (errors.find("tcp-established") != std::string::npos || errors.find("Connected TCP socket") != std::string::npos)
+    return "hint: the container has established TCP connections: checkpoint with --tcp-established, or add "
+           "\"tcp-established\" to checkpoint.criu_options";
+  return "";
+}
+
+std::vector<std::string> Runtime::criu_env(const std::string& id, const std::string& what, const std::filesystem::path& work) {
+  if (kind_ == RuntimeKind::Runsc || cfg_.criu_options.empty()) return {};
+  if (work.empty()) {
+    log_.warn(std::string(runtime_kind_name(kind_)) + " " + what + " of container \"" + id +
+              "\": no CRIU work directory, so checkpoint.criu_options are not passed");
+    return {};
+  }
+  auto file = work / "nvproxy-criu.conf";
+  std::string text;
+  try {
+    text = criu_config_text(cfg_.criu_options);
+    std::filesystem::create_directories(work);
+    write_file_atomic(file, text);
+  } catch (const std::exception& e) {
+    throw Error(Code::Internal, std::string(runtime_kind_name(kind_)) + " " + what + " of container \"" + id +
+                                    "\": cannot write the CRIU options to " + file.string() + ": " + e.what());
+  }
+  std::string shown = text;
+  for (auto& ch : shown)
+    if (ch == '\n') ch = ' ';
+  log_.debug(what + " of \"" + id + "\": CRIU options " + shown + "(CRIU_CONFIG_FILE=" + file.string() + ")");
+  return {"CRIU_CONFIG_FILE=" + file.string()};
+}
+
 void Runtime::checkpoint(const std::string& id, const CheckpointFlags& f) {
   std::vector<std::string> dropped;
   auto a = base_args();
@@ -187,13 +235,16 @@ void Runtime::checkpoint(const std::string& id, const CheckpointFlags& f) {
   a.push_back(id);
   for (const auto& d : dropped)
     log_.info("checkpoint of \"" + id + "\": " + runtime_kind_name(kind_) + " does not take " + d + ", dropped");
+  std::vector<std::string> env = criu_env(id, "checkpoint", f.work_path);
   try {
-    run_checked(id, "checkpoint", {.argv = a, .timeout = cfg_.checkpoint_timeout});
+    run_checked(id, "checkpoint", {.argv = a, .env_add = env, .timeout = cfg_.checkpoint_timeout});
   } catch (const Error& e) {
     // runc only says "criu failed ... log file: dump.log": the cause is in CRIU's own log.
     std::string criu = f.work_path.empty() ? "" : criu_errors(std::filesystem::path(f.work_path) / "dump.log");
     if (criu.empty() || e.code() == Code::DeadlineExceeded) throw;
-    throw Error(e.code(), std::string(e.what()) + "\nCRIU (" + f.work_path + "/dump.log):\n" + criu);
+    std::string hint = criu_option_hint(criu);
+    throw Error(e.code(),
+                std::string(e.what()) + "\nCRIU (" + f.work_path + "/dump.log):\n" + criu + (hint.empty() ? "" : "\n" + hint));
   }
 }
 
@@ -244,8 +295,10 @@ void Runtime::restore(const std::string& id, const RestoreOptions& o) {
       return "could not remove the half-restored container (" + del + "): " + e.what();
     }
   };
+  std::vector<std::string> env = criu_env(id, "restore", o.work_path);
   run_checked(id, "restore",
               {.argv = a,
+               .env_add = env,
                .cwd = o.bundle.string(),
                .stdin_fd = o.stdio.in,
                .stdout_fd = o.stdio.out,

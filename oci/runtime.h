@@ -26,12 +26,25 @@ struct RuntimeConfig {
   std::vector<std::string> extra_args;  // global flags placed before the command (e.g. runsc --network=none)
   bool systemd_cgroup = false;
   std::string criu_path;  // runc --criu
+  // CRIU options for runc's and crun's checkpoint and restore, as lines of a CRIU configuration
+  // file ("link-remap", "ghost-limit 1G"). They are written to WORK_PATH/nvproxy-criu.conf and handed
+  // to CRIU through $CRIU_CONFIG_FILE, which `criu swrk` (started by runc and by crun's libcriu)
+  // reads when it starts; the runtime's own CRIU configuration file (runc: the org.criu.config
+  // annotation, else /etc/criu/runc.conf) is applied after it, so what the operator put there wins.
+  // The shim's config sets this from checkpoint.criu_options. runsc has no CRIU.
+  std::vector<std::string> criu_options = default_criu_options();
   // Deadlines: no runtime command may hang the shim. On expiry the runtime's whole process group
   // (runc and the CRIU it started) is killed and the call throws DeadlineError. The shim's config
   // sets the first two from checkpoint.snapshot_timeout_ms and checkpoint.restore_timeout_ms.
   std::chrono::milliseconds checkpoint_timeout{kDefaultCheckpointTimeout};  // `checkpoint`
   std::chrono::milliseconds restore_timeout{kDefaultRestoreTimeout};        // `restore`
   std::chrono::milliseconds command_timeout{kDefaultCommandTimeout};        // every other command
+
+  // What Python multiprocessing workloads need: link-remap for POSIX named semaphores that glibc
+  // creates under a temporary /dev/shm name, maps, links to their real name and unlinks (CRIU:
+  // "Can't create link remap for /dev/shm/sem.X"); ghost-limit for files unlinked while in use that
+  // are larger than CRIU's 1 MiB default (shared-memory tensors of torch.multiprocessing workers).
+  static std::vector<std::string> default_criu_options() { return {"link-remap", "ghost-limit 1G"}; }
 
   // A 50 GiB process dumps in ~40 s on an H200 host's disk; CRIU writes at disk speed, so a large
   // container on a slow or network disk needs many minutes. Half an hour each way.
@@ -83,6 +96,14 @@ struct RuntimeState {
 // empty when the log is missing or holds none.
 std::string criu_errors(const std::filesystem::path& log, size_t max_lines = 5);
 
+// What to do about the CRIU errors above, when an option would have helped: one sentence naming
+// checkpoint.criu_options, or empty.
+std::string criu_option_hint(const std::string& errors);
+
+// CRIU configuration file text for `options` (one per line; a leading "--" is dropped). Throws
+// Error(InvalidArgument) for an empty option or one with a line break.
+std::string criu_config_text(const std::vector<std::string>& options);
+
 class Runtime {
  public:
   Runtime(RuntimeConfig cfg, ProcessRunner& runner, Logger& log, std::filesystem::path log_file);
@@ -119,6 +140,9 @@ class Runtime {
   RunResult run_checked(const std::string& id, const std::string& what, Command cmd,
                         const std::function<std::string()>& on_timeout = {});
   [[nodiscard]] std::string last_log_error() const;
+  // runc/crun: writes config().criu_options to WORK/nvproxy-criu.conf and returns the environment
+  // that points CRIU at it; nothing for runsc, no options or no work path.
+  std::vector<std::string> criu_env(const std::string& id, const std::string& what, const std::filesystem::path& work);
 
   RuntimeConfig cfg_;
   RuntimeKind kind_;

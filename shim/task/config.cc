@@ -58,7 +58,7 @@ ShimConfig parse_config_unchecked(const std::string& text, const std::string& or
   if (auto k = root["checkpoint"]) {
     check_keys(k,
                {"cuda", "cuda_checkpoint_path", "cuda_helper", "libcuda", "libnvml", "lock_timeout_ms", "parallelism",
-                "device_globs", "allow_unrestorable", "snapshot_timeout_ms", "restore_timeout_ms"},
+                "device_globs", "allow_unrestorable", "snapshot_timeout_ms", "restore_timeout_ms", "criu_options"},
                origin, "checkpoint");
     get(k, "cuda", c.checkpoint.cuda, origin, "checkpoint");
     get(k, "cuda_checkpoint_path", c.checkpoint.cuda_checkpoint_path, origin, "checkpoint");
@@ -71,6 +71,13 @@ ShimConfig parse_config_unchecked(const std::string& text, const std::string& or
     get(k, "allow_unrestorable", c.checkpoint.allow_unrestorable, origin, "checkpoint");
     get(k, "snapshot_timeout_ms", c.checkpoint.snapshot_timeout_ms, origin, "checkpoint");
     get(k, "restore_timeout_ms", c.checkpoint.restore_timeout_ms, origin, "checkpoint");
+    // CRIU options travel with the runtime (oci::RuntimeConfig); [] passes none.
+    get(k, "criu_options", c.runtime.criu_options, origin, "checkpoint");
+    try {
+      oci::criu_config_text(c.runtime.criu_options);
+    } catch (const Error& e) {
+      throw Error(Code::InvalidArgument, origin + ": checkpoint.criu_options: " + e.what());
+    }
     for (auto [key, v] : {std::pair{"snapshot_timeout_ms", c.checkpoint.snapshot_timeout_ms},
                           std::pair{"restore_timeout_ms", c.checkpoint.restore_timeout_ms}})
       if (v == 0) throw Error(Code::InvalidArgument, origin + ": checkpoint." + key + ": must be greater than 0");

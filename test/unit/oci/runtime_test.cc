@@ -68,11 +68,53 @@ TEST_F(RuntimeTest, FailureCarriesRuntimeLogAndContainer) {
 // but not defined" (seen on the GPU machine with runc 1.1.15 and here with 1.1.5).
 TEST_F(RuntimeTest, CriuPathIsAGlobalFlag) {
   Runtime rt({.binary = script_.string(), .criu_path = "/opt/kit/bin/criu"}, runner_, log_, dir_ / "log.json");
-  rt.checkpoint("c1", {.leave_running = true, .image_path = "/img", .work_path = "/work"});
+  rt.checkpoint("c1", {.leave_running = true, .image_path = "/img", .work_path = (dir_ / "work").string()});
   std::string a = argv();
   EXPECT_LT(a.find("--criu=/opt/kit/bin/criu"), a.find(" checkpoint ")) << a;
   std::filesystem::remove(dir_ / "argv");
   rt.restore("c1", {.bundle = dir_, .image_path = "/img", .pid_file = dir_ / "pid"});
   a = argv();
   EXPECT_LT(a.find("--criu=/opt/kit/bin/criu"), a.find(" restore ")) << a;
+}
+
+// CRIU gets checkpoint.criu_options through $CRIU_CONFIG_FILE (read by `criu swrk` as runc and
+// crun start it), written into the work path, for checkpoint and restore; runsc gets none.
+TEST_F(RuntimeTest, CriuOptionsReachCriuThroughItsConfigFile) {
+  auto script = dir_ / "env-runc";
+  std::ofstream(script) << "#!/bin/sh\necho \"${CRIU_CONFIG_FILE:-none}\" >> " << (dir_ / "env").string() << "\n";
+  ::chmod(script.c_str(), 0755);
+  auto work = dir_ / "cw";
+  Runtime rt({.binary = script.string()}, runner_, log_, dir_ / "log.json");
+  rt.checkpoint("c1", {.leave_running = true, .image_path = "/img", .work_path = work.string()});
+  EXPECT_EQ(read_file(dir_ / "env"), (work / "nvproxy-criu.conf").string() + "\n");
+  EXPECT_EQ(read_file(work / "nvproxy-criu.conf"), "link-remap\nghost-limit 1G\n");
+  std::filesystem::remove_all(work);
+  rt.restore("c1", {.bundle = dir_, .image_path = "/img", .work_path = work, .pid_file = dir_ / "pid"});
+  EXPECT_EQ(read_file(work / "nvproxy-criu.conf"), "link-remap\nghost-limit 1G\n") << "restore creates the work path";
+
+  std::filesystem::remove(dir_ / "env");
+  Runtime none({.binary = script.string(), .criu_options = {}}, runner_, log_, dir_ / "log.json");
+  none.checkpoint("c1", {.image_path = "/img", .work_path = (dir_ / "w2").string()});
+  EXPECT_EQ(read_file(dir_ / "env"), "none\n") << "checkpoint.criu_options: [] passes none";
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "w2" / "nvproxy-criu.conf"));
+
+  auto runsc = dir_ / "runsc";
+  std::filesystem::copy_file(script, runsc);
+  std::filesystem::remove(dir_ / "env");
+  Runtime gv({.binary = runsc.string()}, runner_, log_, dir_ / "log.json");
+  gv.checkpoint("c1", {.image_path = "/img", .work_path = (dir_ / "w3").string()});
+  EXPECT_EQ(read_file(dir_ / "env"), "none\n") << "runsc has no CRIU";
+}
+
+TEST(CriuOptions, ConfigTextAndHints) {
+  EXPECT_EQ(criu_config_text({"--link-remap", "ghost-limit 1G"}), "link-remap\nghost-limit 1G\n");
+  EXPECT_THROW(criu_config_text({" "}), Error);
+  EXPECT_THROW(criu_config_text({"a\nb"}), Error);
+  EXPECT_NE(criu_option_hint("Error (criu/files-reg.c:1287): Can't create link remap for /dev/shm/sem.x. Use link-remap option.")
+                .find("add \"link-remap\" to checkpoint.criu_options"),
+            std::string::npos);
+  EXPECT_NE(criu_option_hint("Error (criu/files-reg.c:960): Can't dump ghost file /dev/shm/x of 5242880 size, increase limit")
+                .find("ghost-limit"),
+            std::string::npos);
+  EXPECT_EQ(criu_option_hint("Error (criu/cr-dump.c:2000): Dumping FAILED."), "");
 }

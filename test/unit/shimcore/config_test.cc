@@ -14,6 +14,19 @@ TEST(Config, EmptyMeansDefaults) {
   EXPECT_EQ(c.checkpoint.cuda, "driver-api");
   EXPECT_EQ(c.checkpoint.device_globs, std::vector<std::string>{"/dev/nvidia*"});
   EXPECT_EQ(c.log_level, LogLevel::Info);
+  EXPECT_EQ(c.runtime.criu_options, (std::vector<std::string>{"link-remap", "ghost-limit 1G"}));
+}
+
+TEST(Config, CriuOptions) {
+  auto c = parse_config("checkpoint: {criu_options: [link-remap, tcp-established]}", "c.yaml");
+  EXPECT_EQ(c.runtime.criu_options, (std::vector<std::string>{"link-remap", "tcp-established"}));
+  EXPECT_TRUE(parse_config("checkpoint: {criu_options: []}", "c.yaml").runtime.criu_options.empty());
+  try {
+    parse_config("checkpoint: {criu_options: [\"\"]}", "c.yaml");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("c.yaml: checkpoint.criu_options: CRIU option"), std::string::npos) << e.what();
+  }
 }
 
 TEST(Config, ReadsEverySection) {
