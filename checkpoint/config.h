@@ -16,6 +16,14 @@ struct CheckpointConfig {
   unsigned parallelism = 0;  // 0 = all at once, 1 = sequential
   std::vector<std::string> device_globs{"/dev/nvidia*"};
   bool allow_unrestorable = false;  // operator override of the multi-GPU refusal
+  // A CUDA process outside the init's process tree (started by exec) is not brought back by a
+  // restore (runc restores the init's tree): the checkpoint is refused unless this is set.
+  bool allow_lost_cuda_processes = false;
+  // Before any toggle: the image must fit where it is written (device + process memory), and a
+  // second time in containerd's content store when containerd copies it there (content_store:
+  // containerd's root; the copy goes to its io.containerd.content.v1.content).
+  bool check_space = true;
+  std::string content_store = "/var/lib/containerd";
   // Deadlines of the runtime's `checkpoint` (runc + CRIU writing the image) and `restore`; on expiry
   // the runtime's process group is killed (the shim hands these to oci::RuntimeConfig).
   unsigned snapshot_timeout_ms = 30 * 60 * 1000;

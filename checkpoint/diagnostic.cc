@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdio>
+#include <map>
 
 #include "common/error.h"
 #include "common/fs.h"
@@ -11,8 +12,8 @@ namespace nvproxy::checkpoint {
 
 namespace {
 
-constexpr size_t kMaxCommand = 60;        // COMMAND column: enough to recognise the program
-constexpr size_t kMaxRowsPerProcess = 8;  // a CUDA process holds ~23 fds per GPU; show the first few
+constexpr size_t kMaxCommand = 60;  // COMMAND column: enough to recognise the program
+constexpr size_t kMaxFdsShown = 4;  // a CUDA process holds ~23 fds per GPU, most on one device: the first few
 
 std::string shorten(const std::string& s, size_t max) {
   return s.size() <= max ? s : s.substr(0, max) + " ...";
@@ -26,6 +27,30 @@ std::string join_pids(const std::vector<pid_t>& pids) {
 
 }  // namespace
 
+std::vector<std::pair<std::string, std::string>> group_by_device(const std::vector<Holder>& holders) {
+  // Devices in the order they first appear; per device its fds (numeric order kept) and "map".
+  std::vector<std::string> order;
+  std::map<std::string, std::pair<std::vector<int>, bool>> by;
+  for (const auto& h : holders) {
+    auto [it, fresh] = by.try_emplace(h.path);
+    if (fresh) order.push_back(h.path);
+    if (h.kind == HolderKind::Fd)
+      it->second.first.push_back(h.fd);
+    else
+      it->second.second = true;
+  }
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& path : order) {
+    const auto& [fds, mapped] = by[path];
+    std::string col;
+    for (size_t i = 0; i < fds.size() && i < kMaxFdsShown; ++i) col += (col.empty() ? "" : ",") + std::to_string(fds[i]);
+    if (fds.size() > kMaxFdsShown) col += " +" + std::to_string(fds.size() - kMaxFdsShown);
+    if (mapped) col += col.empty() ? "map" : ",map";
+    out.emplace_back(col, path);
+  }
+  return out;
+}
+
 std::string count_processes(size_t n) {
   return std::to_string(n) + (n == 1 ? " process" : " processes");
 }
@@ -37,18 +62,10 @@ std::string render_text(const Diagnostic& d) {
   // Rows first, then column widths (at least the header's, two spaces apart).
   std::vector<std::array<std::string, 6>> rows;
   for (const auto& p : d.processes) {
-    size_t shown = 0;
-    auto add = [&](const std::string& fd, const std::string& dev) {
-      rows.push_back({std::to_string(p.pid), p.name, p.cuda_state, fd, dev, shorten(p.cmdline, kMaxCommand)});
-    };
-    for (const auto& h : p.holders) {
-      if (shown++ == kMaxRowsPerProcess) {
-        add("", "... " + std::to_string(p.holders.size() - kMaxRowsPerProcess) + " more");
-        break;
-      }
-      add(h.kind == HolderKind::Fd ? std::to_string(h.fd) : "map", h.path);
-    }
-    if (p.holders.empty()) add("-", "-");
+    for (const auto& g : group_by_device(p.holders))
+      rows.push_back({std::to_string(p.pid), p.name, p.cuda_state, g.first, g.second, shorten(p.cmdline, kMaxCommand)});
+    if (p.holders.empty())
+      rows.push_back({std::to_string(p.pid), p.name, p.cuda_state, "-", "-", shorten(p.cmdline, kMaxCommand)});
   }
   if (!rows.empty()) {
     std::array<std::string, 6> head{"PID", "NAME", "CUDA STATE", "FD", "DEVICE", "COMMAND"};
@@ -95,9 +112,12 @@ nlohmann::json to_json(const Diagnostic& d) {
   for (const auto& ph : d.phases) phases[ph.name + "_ms"] = ph.ms;
   json stuck = json::array();
   for (const auto& s : d.stuck) stuck.push_back({{"pid", s.pid}, {"state", s.state}, {"detail", s.detail}});
-  return {{"container", d.container}, {"verdict", d.verdict},  {"reason", d.reason},           {"processes", procs},
-          {"phases", phases},         {"toggled", d.toggled},  {"rolled_back", d.rolled_back}, {"stuck", stuck},
-          {"warnings", d.warnings},   {"text", render_text(d)}};
+  json j = {{"container", d.container}, {"verdict", d.verdict},  {"reason", d.reason},           {"processes", procs},
+            {"phases", phases},         {"toggled", d.toggled},  {"rolled_back", d.rolled_back}, {"stuck", stuck},
+            {"warnings", d.warnings},   {"text", render_text(d)}};
+  if (d.details.is_object())
+    for (const auto& [k, v] : d.details.items()) j[k] = v;
+  return j;
 }
 
 void write_json(const Diagnostic& d, const std::filesystem::path& file) {

@@ -3,9 +3,10 @@
 // same JSON with verdict "done", the CUDA processes and the phase timings (tools read this, not logs).
 //
 //   checkpoint of container "sglang" refused: 2 processes still hold GPU devices after CUDA toggle
-//   PID   NAME        CUDA STATE    FD   DEVICE           COMMAND
-//   44    python3     running       17   /dev/nvidiactl   python3 -m sglang.launch_server ...
-//   91    nvidia-smi  (no CUDA)     3    /dev/nvidia0     nvidia-smi -l 1
+//   PID   NAME        CUDA STATE    FD             DEVICE           COMMAND
+//   44    python3     running       17,18,21 +9    /dev/nvidiactl   python3 -m sglang.launch_server ...
+//   91    nvidia-smi  (no CUDA)     3,map          /dev/nvidia0     nvidia-smi -l 1
+// (one row per process and device, whatever number of fds hold it)
 //   hint: pid 91 is not a CUDA process (NVML user?); stop it or exclude it before checkpointing
 #pragma once
 
@@ -14,6 +15,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "checkpoint/holder_scan.h"
@@ -51,7 +53,12 @@ struct Diagnostic {
   std::vector<pid_t> rolled_back;  // toggled pids brought back to running
   std::vector<StuckProcess> stuck;
   std::vector<std::string> warnings;
+  nlohmann::json details = nlohmann::json::object();  // further findings, merged into the JSON ("space", ...)
 };
+
+// The table's rows of one process: one per device, (FD column, device): "3,5,7,9 +30,map" lists
+// the first fds that hold it, how many more, and "map" when it is also mapped.
+std::vector<std::pair<std::string, std::string>> group_by_device(const std::vector<Holder>& holders);
 
 // "1 process" / "2 processes".
 std::string count_processes(size_t n);

@@ -10,6 +10,7 @@
 
 #include "checkpoint/hints.h"
 #include "checkpoint/parallel.h"
+#include "checkpoint/restore_preflight.h"
 #include "common/fs.h"
 #include "common/process.h"
 
@@ -23,6 +24,7 @@ struct Orchestrator::Classified {
   std::map<pid_t, std::string> state_error;  // the others: what GetState answered
   std::vector<pid_t> cuda;                   // running CUDA holders: the ones to toggle
   std::vector<ProcessReport> blockers;       // holders the toggle cannot release, with hints
+  std::string driver_error;                  // the CUDA driver cannot be asked at all: every holder is a blocker
 };
 
 namespace {
@@ -145,8 +147,22 @@ Orchestrator::Classified Orchestrator::classify(const std::string& id, const std
     });
     for (const auto& [pid, e] : errors) c.state_error[pid] = e.answer();
   } catch (const Error& e) {
-    throw Error(Code::FailedPrecondition, "checkpoint of container \"" + id + "\": processes " + pid_list(pids) +
-                                              " hold GPU devices, but their CUDA state cannot be read: " + e.what());
+    // No driver (no libcuda on this host, the helper cannot start): nothing can be toggled, and
+    // every holder is named with its devices, as any other refusal.
+    c.driver_error = e.what();
+    c.state.clear();
+    for (pid_t pid : pids) {
+      ProcessReport r = report_for(pid, c.holders[pid]);
+      r.cuda_state = "(unknown)";
+      std::string devs;
+      for (const auto& [fds, dev] : group_by_device(r.holders)) devs += (devs.empty() ? "" : ", ") + dev + " (fd " + fds + ")";
+      r.hint = "pid " + std::to_string(pid) + " (" + r.name + ") holds " + devs +
+               ", but the CUDA driver cannot be asked about it here; make the driver loadable (checkpoint.libcuda) or stop "
+               "the process before checkpointing";
+      c.blockers.push_back(std::move(r));
+    }
+    log_.warn("checkpoint of container \"" + id + "\": CUDA state of " + pid_list(pids) + " cannot be read: " + e.what());
+    return c;
   }
   for (pid_t pid : pids) {
     const auto& hs = c.holders[pid];
@@ -194,6 +210,28 @@ std::vector<ProcessReport> Orchestrator::collective_ranks(const Classified& c,
     ranks.push_back(std::move(r));
   }
   return ranks;
+}
+
+std::vector<pid_t> Orchestrator::outside_init_tree(pid_t init, const std::vector<pid_t>& pids) {
+  if (init <= 0) return {};
+  std::map<pid_t, pid_t> parent;
+  for (pid_t p : pids)
+    if (auto pi = scanner_.info(p)) parent[p] = pi->ppid;
+  // In the tree: init, or a child of a process in the tree. A process gone meanwhile counts as in it.
+  std::map<pid_t, bool> memo{{init, true}};
+  std::function<bool(pid_t, int)> in_tree = [&](pid_t p, int depth) {
+    if (auto m = memo.find(p); m != memo.end()) return m->second;
+    auto pp = parent.find(p);
+    bool in = pp == parent.end() || (depth < 4096 && parent.count(pp->second) && in_tree(pp->second, depth + 1));
+    if (pp != parent.end() && pp->second == init) in = true;
+    memo[p] = in;
+    return in;
+  };
+  std::vector<pid_t> out;
+  for (pid_t p : pids)
+    if (!in_tree(p, 0)) out.push_back(p);
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 std::map<pid_t, std::set<std::string>> Orchestrator::probe_gpus(std::string& error) {
@@ -332,6 +370,12 @@ CheckpointOutcome Orchestrator::checkpoint(const CheckpointRequest& req, const S
   Phase cls(out.phases, log_, id, "classify");
   Classified c = classify(id, holders);
   cls.done("CUDA pids " + pid_list(c.cuda));
+  if (!c.driver_error.empty()) {
+    diag.processes = c.blockers;
+    throw fail(Code::FailedPrecondition, "refused",
+               count_processes(c.blockers.size()) + (c.blockers.size() == 1 ? " holds" : " hold") +
+                   " GPU devices, but their CUDA state cannot be read: " + c.driver_error);
+  }
   if (!c.blockers.empty()) {
     diag.processes = c.blockers;
     throw fail(Code::FailedPrecondition, "refused",
@@ -344,10 +388,87 @@ CheckpointOutcome Orchestrator::checkpoint(const CheckpointRequest& req, const S
     Preflight pf = preflight(c);
     if (auto r = refusal(pf)) {
       diag.processes = r->processes;
+      if (diag.processes.empty()) {  // the GPU probe failed: the table names the processes it concerns
+        for (pid_t p : c.cuda) {
+          ProcessReport rep = report_for(p, c.holders[p]);
+          rep.cuda_state = "running";
+          diag.processes.push_back(std::move(rep));
+        }
+      }
       throw fail(Code::FailedPrecondition, "refused", r->reason);
     }
     for (auto& w : preflight_warnings(pf)) out.warnings.push_back(std::move(w));
     for (const auto& w : out.warnings) log_.warn("checkpoint " + id + ": " + w);
+  }
+
+  // What a restore will not bring back: processes outside the init's tree (exec'd ones).
+  std::vector<pid_t> outside = outside_init_tree(req.init_pid, pids);
+  if (!outside.empty()) {
+    nlohmann::json lost = nlohmann::json::array();
+    std::vector<ProcessReport> lost_cuda;
+    std::string names;
+    for (pid_t p : outside) {
+      auto h = c.holders.find(p);
+      ProcessReport r = report_for(p, h == c.holders.end() ? std::vector<Holder>{} : h->second);
+      bool cuda = std::find(c.cuda.begin(), c.cuda.end(), p) != c.cuda.end();
+      lost.push_back({{"pid", p}, {"name", r.name}, {"cmdline", r.cmdline}, {"cuda", cuda}});
+      names += (names.empty() ? "" : ", ") + std::to_string(p) + " (" + r.name + (cuda ? ", CUDA" : "") + ")";
+      if (!cuda) continue;
+      r.cuda_state = "running";
+      r.hint = "pid " + std::to_string(p) + " (" + r.name +
+               ") runs beside the init, outside its process tree (started by exec?): a restore brings back the init's "
+               "tree only, so this CUDA process and its GPU state would be lost; stop it before checkpointing, or set "
+               "checkpoint.allow_lost_cuda_processes";
+      lost_cuda.push_back(std::move(r));
+      out.lost.push_back(p);
+    }
+    diag.details["not_restored"] = lost;
+    if (!lost_cuda.empty() && !cfg_.allow_lost_cuda_processes) {
+      diag.processes = lost_cuda;
+      throw fail(Code::FailedPrecondition, "refused",
+                 count_processes(lost_cuda.size()) + " with CUDA state " + (lost_cuda.size() == 1 ? "is" : "are") +
+                     " outside the init's process tree, and a restore would not bring " +
+                     (lost_cuda.size() == 1 ? "it" : "them") + " back");
+    }
+    out.warnings.push_back("processes outside the init's process tree (a restore will not bring them back): " + names +
+                           (lost_cuda.empty() ? "" : "; checkpointing anyway (checkpoint.allow_lost_cuda_processes)"));
+    log_.warn("checkpoint " + id + ": " + out.warnings.back());
+  }
+
+  // Does the image fit? Asked before any toggle, with the numbers.
+  if (space_ && cfg_.check_space && !req.image_path.empty() && !c.cuda.empty()) {
+    Phase sp(out.phases, log_, id, "space");
+    SpaceNeed need;
+    std::vector<ProcessReport> rows;
+    for (pid_t p : pids) {
+      std::uint64_t mem = space_->process_bytes(p);
+      need.process_bytes += mem;
+      if (std::find(c.cuda.begin(), c.cuda.end(), p) == c.cuda.end()) continue;
+      ProcessReport r = report_for(p, c.holders[p]);
+      r.cuda_state = "running";
+      auto d = req.device_bytes.find(p);
+      if (d == req.device_bytes.end())
+        need.device_unknown.push_back(p);
+      else
+        need.device_bytes += d->second;
+      r.hint = "pid " + std::to_string(p) + " (" + r.name + "): device memory " +
+               (d == req.device_bytes.end() ? std::string("unknown") : format_bytes(d->second)) + ", process memory " +
+               format_bytes(mem);
+      rows.push_back(std::move(r));
+    }
+    SpaceVerdict v;
+    try {
+      v = check_space(need, req.image_path, req.content_store, *space_);
+    } catch (const Error& e) {
+      v.json = {{"error", e.what()}};
+      out.warnings.push_back(std::string("cannot tell whether the checkpoint fits: ") + e.what());
+    }
+    diag.details["space"] = v.json;
+    sp.done(v.fits ? "fits" : "does not fit");
+    if (!v.fits) {
+      diag.processes = rows;
+      throw fail(Code::FailedPrecondition, "refused", v.reason);
+    }
   }
 
   // From here on, every way out restores what was toggled. `believed` is the state we put each
@@ -492,7 +613,8 @@ void Orchestrator::write_done(const CheckpointRequest& req, Diagnostic& diag, co
   }
 }
 
-ResumeOutcome Orchestrator::restore_after_runtime_restore(const std::string& id, const fs::path& diagnostic_path) {
+ResumeOutcome Orchestrator::restore_after_runtime_restore(const std::string& id, const fs::path& diagnostic_path,
+                                                          const std::vector<ExpectedProcess>& expected) {
   ResumeOutcome out;
   if (!toggler_) return out;
   Phase scan(out.phases, log_, id, "scan");
@@ -513,18 +635,35 @@ ResumeOutcome Orchestrator::restore_after_runtime_restore(const std::string& id,
   for (const auto& [pid, s] : states)
     if (s == CudaState::Checkpointed || s == CudaState::Locked) todo.push_back(pid);
   scan.done(count_processes(pids.size()) + ", to restore: " + pid_list(todo));
-  if (todo.empty()) return out;
+  // Which recorded CUDA processes are not among them (pids in the container's namespace survive a
+  // restore): missing, whatever became of them.
+  std::vector<ExpectedProcess> missing;
+  {
+    std::set<pid_t> found;
+    for (pid_t p : todo) found.insert(identify_process(p).pid);
+    for (const auto& e : expected)
+      if (!found.count(e.pid)) missing.push_back(e);
+  }
+  if (todo.empty() && missing.empty()) return out;
 
   Phase res(out.phases, log_, id, "resume");
   Resumed r = bring_back(todo, states);
   res.done("resumed " + pid_list(r.running));
   out.resumed = r.running;
-  if (!r.stuck.empty()) {
-    Diagnostic d{.container = id,
-                 .reason = "CUDA could not be restored after the runtime's restore in " + count_processes(r.stuck.size()),
-                 .phases = out.phases,
-                 .rolled_back = r.running,
-                 .stuck = r.stuck};
+  if (!r.stuck.empty() || !missing.empty()) {
+    std::string reason;
+    if (!r.stuck.empty()) reason = "CUDA could not be restored after the runtime's restore in " + count_processes(r.stuck.size());
+    if (!missing.empty()) {
+      std::string names;
+      for (const auto& m : missing) names += (names.empty() ? "" : ", ") + std::to_string(m.pid) + " (" + m.name + ")";
+      reason += std::string(reason.empty() ? "" : "; ") + "the checkpoint recorded " + count_processes(expected.size()) +
+                " with CUDA state, " + std::to_string(missing.size()) + " of them " + (missing.size() == 1 ? "is" : "are") +
+                " missing after the runtime's restore (container pids " + names + ")";
+    }
+    Diagnostic d{.container = id, .reason = reason, .phases = out.phases, .rolled_back = r.running, .stuck = r.stuck};
+    nlohmann::json mj = nlohmann::json::array();
+    for (const auto& m : missing) mj.push_back({{"pid", m.pid}, {"name", m.name}});
+    d.details["missing"] = mj;
     for (const auto& s : r.stuck) {
       ProcessReport rep = report_for(s.pid, {});
       rep.cuda_state = s.state;
@@ -639,7 +778,12 @@ Inspection Orchestrator::inspect(const std::string& id) {
   });
   for (auto& [_, r] : reps) d.processes.push_back(std::move(r));
   // The checkpoint's own policy decides: blockers first, then what the driver cannot restore.
-  if (!c.blockers.empty()) {
+  if (!c.driver_error.empty()) {
+    ins.would_refuse = true;
+    d.reason = "a checkpoint would be refused: " + count_processes(c.blockers.size()) +
+               (c.blockers.size() == 1 ? " holds" : " hold") +
+               " GPU devices, but their CUDA state cannot be read: " + c.driver_error;
+  } else if (!c.blockers.empty()) {
     ins.would_refuse = true;
     d.reason = "a checkpoint would be refused: " + count_processes(c.blockers.size()) +
                (c.blockers.size() == 1 ? " holds" : " hold") + " GPU devices that the CUDA toggle cannot release";

@@ -30,6 +30,7 @@
 #include "checkpoint/gpu_usage.h"
 #include "checkpoint/holder_scan.h"
 #include "checkpoint/process_list.h"
+#include "checkpoint/space_check.h"
 #include "common/log.h"
 
 namespace nvproxy::checkpoint {
@@ -38,6 +39,21 @@ struct CheckpointRequest {
   std::string container_id;
   bool keep_running = true;               // containerd's CheckpointOptions.exit == false
   std::filesystem::path diagnostic_path;  // BUNDLE/checkpoint-diagnostic.json; empty: not written
+  // The container's init (host pid). A restore brings back the init's process tree only (runc
+  // restores what CRIU dumped from it); processes outside it (started by exec) are named, and a CUDA
+  // process among them refuses the checkpoint unless checkpoint.allow_lost_cuda_processes. 0: unknown.
+  pid_t init_pid = 0;
+  // Space check (with a SpaceProbe and checkpoint.check_space): where the runtime writes the image,
+  // and containerd's root when containerd copies the image into its content store (empty: no copy).
+  std::filesystem::path image_path;
+  std::filesystem::path content_store;
+  std::map<pid_t, std::uint64_t> device_bytes;  // CUDA processes' device memory, asked before any toggle
+};
+
+// A CUDA process the checkpoint recorded, looked for after the runtime's restore.
+struct ExpectedProcess {
+  pid_t pid = 0;     // in the container's pid namespace (the same after a restore)
+  std::string name;  // comm
 };
 
 // The runtime's checkpoint (`runc checkpoint --image-path ...`); throws Error on failure, with code
@@ -46,6 +62,7 @@ using SnapshotFn = std::function<void()>;
 
 struct CheckpointOutcome {
   std::vector<pid_t> toggled;  // CUDA processes checkpointed for the snapshot
+  std::vector<pid_t> lost;     // toggled, but outside the init's tree: a restore will not bring them back
   std::vector<PhaseTiming> phases;
   std::vector<std::string> warnings;
 };
@@ -80,13 +97,19 @@ class Orchestrator {
   // After the runtime's restore: lists the pids again (host pids change), restores and unlocks
   // every process whose CUDA state is checkpointed (and unlocks locked ones), in parallel.
   // Throws Error(FailedPrecondition) naming the stuck processes.
-  ResumeOutcome restore_after_runtime_restore(const std::string& container_id, const std::filesystem::path& diagnostic_path = {});
+  // `expected`: the CUDA processes the checkpoint recorded; one that is not CUDA-checkpointed in the
+  // restored container (gone, or not in the image) fails the restore too, naming it.
+  ResumeOutcome restore_after_runtime_restore(const std::string& container_id, const std::filesystem::path& diagnostic_path = {},
+                                              const std::vector<ExpectedProcess>& expected = {});
 
   // Read-only: nothing is toggled.
   Inspection inspect(const std::string& container_id);
 
   // Optional: the preflight also refuses ranks of a collective (NCCL) that this probe finds.
   void set_comm_probe(CommProbe* comm) { comm_ = comm; }
+  // Optional: with it (and checkpoint.check_space) the checkpoint is refused before any toggle
+  // when its image cannot fit (space_check.h).
+  void set_space_probe(SpaceProbe* space) { space_ = space; }
 
   struct Classified;  // internal, shared by checkpoint() and inspect()
 
@@ -104,6 +127,8 @@ class Orchestrator {
     std::vector<ProcessReport> processes;
   };
   Preflight preflight(const Classified& c);
+  // Pids (of `pids`) outside the init's process tree, in pid order; empty when init is unknown.
+  std::vector<pid_t> outside_init_tree(pid_t init, const std::vector<pid_t>& pids);
   // nullopt: go ahead (checkpoint.allow_unrestorable turns every finding into a warning).
   [[nodiscard]] std::optional<Refusal> refusal(const Preflight& pf) const;
   [[nodiscard]] std::vector<std::string> preflight_warnings(const Preflight& pf) const;
@@ -128,6 +153,7 @@ class Orchestrator {
   CudaToggler* toggler_;
   GpuUsageProbe* probe_;
   CommProbe* comm_ = nullptr;
+  SpaceProbe* space_ = nullptr;
   Logger& log_;
 };
 

@@ -1,5 +1,6 @@
 #include "shim/task/checkpoint_flow.h"
 
+#include <algorithm>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -10,6 +11,7 @@
 #include "checkpoint/orchestrator_kit.h"
 #include "checkpoint/process_list.h"
 #include "checkpoint/restore_preflight.h"
+#include "checkpoint/space_check.h"
 #include "common/error.h"
 #include "common/fs.h"
 #include "common/process.h"
@@ -34,6 +36,18 @@ std::vector<pid_t> container_pids(CheckpointTarget& c) {
   std::vector<pid_t> pids;
   for (int p : c.runtime->ps(c.id)) pids.push_back(static_cast<pid_t>(p));
   return pids;
+}
+
+// The init's host pid (runc state); 0 when it cannot be had: then processes outside its tree are
+// not told apart.
+pid_t init_pid_of(CheckpointTarget& c, Logger& log) {
+  try {
+    return static_cast<pid_t>(c.runtime->state(c.id).pid);
+  } catch (const std::exception& e) {
+    log.warn("checkpoint of \"" + c.id + "\": the init's pid is unknown (" + e.what() +
+             "); processes outside its tree are not looked for");
+    return 0;
+  }
 }
 
 struct Tools : checkpoint::OrchestratorKit {
@@ -121,10 +135,27 @@ struct GpuFactsAtCheckpoint {
     for (pid_t p : pids) who[p] = checkpoint::identify_process(p);
   }
 
-  // nvproxy-cuda.json: "cuda_processes" (restore brings CUDA back when > 0) and, when there are
-  // some, "gpu" (checkpoint/restore_preflight.h) or "gpu_error".
-  nlohmann::json record(const std::string& id, const std::vector<pid_t>& toggled) const {
-    nlohmann::json rec{{"container", id}, {"cuda_processes", toggled.size()}};
+  // nvproxy-cuda.json: "cuda_processes" (restore brings CUDA back when > 0), "cuda_pids" (each
+  // one's pid in the container and name: after the restore, each must be there) and, when there
+  // are some, "gpu" (checkpoint/restore_preflight.h) or "gpu_error". Toggled processes that the
+  // restore will not bring back (outside the init's tree, allowed by configuration) are listed in
+  // "cuda_not_restored" and left out of the rest.
+  nlohmann::json record(const std::string& id, const std::vector<pid_t>& all_toggled, const std::vector<pid_t>& lost) const {
+    std::vector<pid_t> toggled;
+    nlohmann::json cuda_pids = nlohmann::json::array(), not_restored = nlohmann::json::array();
+    for (pid_t p : all_toggled) {
+      auto it = who.find(p);
+      checkpoint::ProcessIdentity pi = it != who.end() ? it->second : checkpoint::identify_process(p);
+      nlohmann::json j{{"pid", pi.pid}, {"name", pi.name}};
+      if (std::find(lost.begin(), lost.end(), p) != lost.end()) {
+        not_restored.push_back(j);
+        continue;
+      }
+      toggled.push_back(p);
+      cuda_pids.push_back(j);
+    }
+    nlohmann::json rec{{"container", id}, {"cuda_processes", toggled.size()}, {"cuda_pids", cuda_pids}};
+    if (!not_restored.empty()) rec["cuda_not_restored"] = not_restored;
     if (toggled.empty()) return rec;
     if (!facts) {
       rec["gpu_error"] = error.empty() ? "no GPU facts were taken" : error;
@@ -154,6 +185,16 @@ void run_checkpoint(CheckpointTarget& c, const oci::CheckpointFlags& flags, bool
   ThawForToggle thaw(c, paused, has_holders, env.log);
   checkpoint::CheckpointRequest req{
       .container_id = c.id, .keep_running = flags.leave_running, .diagnostic_path = c.bundle / "checkpoint-diagnostic.json"};
+  if (has_holders && t.cuda.toggler) {
+    req.init_pid = init_pid_of(c, env.log);
+    req.image_path = flags.image_path;
+    if (checkpoint::containerd_copies_image(req.image_path)) req.content_store = c.config.checkpoint.content_store;
+    if (gpu.facts)
+      for (const auto& [pid, uses] : gpu.facts->processes)
+        for (const auto& u : uses) req.device_bytes[pid] += u.used_bytes.value_or(0);
+  }
+  checkpoint::HostSpaceProbe space;
+  t.orch.set_space_probe(&space);
   auto outcome = t.orch.checkpoint(req, [&] {
     try {
       c.runtime->checkpoint(c.id, flags);
@@ -164,7 +205,7 @@ void run_checkpoint(CheckpointTarget& c, const oci::CheckpointFlags& flags, bool
   });
   // The image exists now; note whether its processes carry checkpointed CUDA state, and what
   // they need from a host that restores them.
-  nlohmann::json rec = gpu.record(c.id, outcome.toggled);
+  nlohmann::json rec = gpu.record(c.id, outcome.toggled, outcome.lost);
   if (rec.contains("gpu_error"))
     env.log.warn("checkpoint of \"" + c.id +
                  "\": the image records no GPU facts for the restore preflight: " + rec["gpu_error"].get<std::string>());
@@ -238,8 +279,12 @@ void restore_cuda_after_runtime_restore(CheckpointTarget& c, const CheckpointEnv
   if (!std::filesystem::exists(rec_path)) return;
   auto rec = nlohmann::json::parse(read_file(rec_path), nullptr, false);
   if (rec.is_discarded() || rec.value("cuda_processes", 0) == 0) return;
+  std::vector<checkpoint::ExpectedProcess> expected;
+  if (rec.contains("cuda_pids") && rec["cuda_pids"].is_array())
+    for (const auto& p : rec["cuda_pids"])
+      if (p.is_object()) expected.push_back({.pid = p.value("pid", 0), .name = p.value("name", "")});
   Tools t(c, env);
-  auto outcome = t.orch.restore_after_runtime_restore(c.id, c.bundle / "checkpoint-diagnostic.json");
+  auto outcome = t.orch.restore_after_runtime_restore(c.id, c.bundle / "checkpoint-diagnostic.json", expected);
   env.log.info("restore of \"" + c.id + "\": CUDA resumed in " + std::to_string(outcome.resumed.size()) + " processes");
 }
 

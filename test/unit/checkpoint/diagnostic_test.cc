@@ -31,10 +31,9 @@ Diagnostic sample() {
 TEST(Diagnostic, TextTable) {
   EXPECT_EQ(render_text(sample()),
             "checkpoint of container \"sglang\" refused: 2 processes still hold GPU devices after CUDA toggle\n"
-            "PID   NAME        CUDA STATE   FD   DEVICE           COMMAND\n"
-            "44    python3     running      17   /dev/nvidiactl   python3 -m sglang.launch_server\n"
-            "91    nvidia-smi  (no CUDA)    3    /dev/nvidia0     nvidia-smi -l 1\n"
-            "91    nvidia-smi  (no CUDA)    map  /dev/nvidia0     nvidia-smi -l 1\n"
+            "PID   NAME        CUDA STATE   FD     DEVICE           COMMAND\n"
+            "44    python3     running      17     /dev/nvidiactl   python3 -m sglang.launch_server\n"
+            "91    nvidia-smi  (no CUDA)    3,map  /dev/nvidia0     nvidia-smi -l 1\n"
             "hint: pid 91 is not a CUDA process (NVML user?); stop it or exclude it before checkpointing\n");
 }
 
@@ -57,7 +56,9 @@ TEST(Diagnostic, RollbackStuckWarningsAndLongLists) {
   d.stuck = {{7, "checkpointed", "restore answered CUDA_ERROR_NOT_SUPPORTED (801)"}};
   d.warnings = {"careful"};
   std::string t = render_text(d);
-  EXPECT_NE(t.find("... 15 more"), std::string::npos) << t;
+  // One row per process and device, however many fds hold it (34 rows of one process before).
+  EXPECT_NE(t.find("running      0,1,2,3 +19  /dev/nvidia0"), std::string::npos) << t;
+  EXPECT_EQ(t.find("\n5 ", t.find("/dev/nvidia0") + 1), std::string::npos) << t;
   EXPECT_NE(t.find(std::string(60, 'a') + " ..."), std::string::npos);
   EXPECT_EQ(t.find(std::string(61, 'a')), std::string::npos);
   EXPECT_NE(t.find("warning: careful\n"), std::string::npos);
@@ -93,4 +94,17 @@ TEST(Diagnostic, JsonShapeAndFile) {
   auto back = nlohmann::json::parse(slurp(dir / "checkpoint-diagnostic.json"));
   EXPECT_EQ(back["processes"][0]["pid"], 44);
   fs::remove_all(dir);
+}
+
+TEST(Diagnostic, OneRowPerProcessAndDevice) {
+  std::vector<Holder> hs;
+  for (int fd : {9, 4, 7}) hs.push_back({.pid = 1, .kind = HolderKind::Fd, .fd = fd, .path = "/dev/nvidia0"});
+  hs.push_back({.pid = 1, .kind = HolderKind::Fd, .fd = 3, .path = "/dev/nvidiactl"});
+  hs.push_back({.pid = 1, .kind = HolderKind::Mapping, .path = "/dev/nvidia-uvm"});
+  hs.push_back({.pid = 1, .kind = HolderKind::Mapping, .path = "/dev/nvidiactl"});
+  auto g = group_by_device(hs);
+  ASSERT_EQ(g.size(), 3u);
+  EXPECT_EQ(g[0], (std::pair<std::string, std::string>{"9,4,7", "/dev/nvidia0"}));
+  EXPECT_EQ(g[1], (std::pair<std::string, std::string>{"3,map", "/dev/nvidiactl"}));
+  EXPECT_EQ(g[2], (std::pair<std::string, std::string>{"map", "/dev/nvidia-uvm"}));
 }

@@ -457,3 +457,173 @@ TEST_F(OrchestratorTest, OverrideCheckpointsNcclRanksWithAWarning) {
   EXPECT_TRUE(has(out.warnings[0], P(r0) + " looks like a rank of a collective (NCCL)")) << out.warnings[0];
   EXPECT_TRUE(has(o.inspect("c1").diagnostic.processes.at(0).hint, "rank of a collective"));
 }
+
+// Issue 16, item 7: a host without a usable CUDA driver refuses with the table (pid, device, fds)
+// and writes checkpoint-diagnostic.json, as every other refusal.
+TEST_F(OrchestratorTest, UnusableDriverRefusalCarriesTheTableAndTheJson) {
+  pid_t a = gpu.start_app();
+  pids = {a};
+  DriverApiToggler missing("/nonexistent/libcuda.so.1");
+  auto o = make(&missing);
+  try {
+    o.checkpoint(req(), counting_snapshot());
+    FAIL();
+  } catch (const Error& e) {
+    std::string m = e.what();
+    EXPECT_TRUE(has(m, "refused: 1 process holds GPU devices, but their CUDA state cannot be read")) << m;
+    EXPECT_TRUE(has(m, "\nPID ")) << "a table: " << m;
+    EXPECT_TRUE(has(m, gpu.device())) << m;
+    EXPECT_TRUE(has(m, P(a) + " (fake_cuda_app) holds " + gpu.device() + " (fd ")) << m;
+  }
+  auto j = diag_json();
+  EXPECT_EQ(j["verdict"], "refused");
+  ASSERT_EQ(j["processes"].size(), 1u);
+  EXPECT_EQ(j["processes"][0]["pid"], a);
+  EXPECT_EQ(j["processes"][0]["cuda_state"], "(unknown)");
+  EXPECT_EQ(j["processes"][0]["holders"][0]["path"], gpu.device());
+  EXPECT_TRUE(j["processes"][0]["holders"][0].contains("fd"));
+  // diagnose's view says the same.
+  auto ins = make(&missing).inspect("c1");
+  EXPECT_TRUE(ins.would_refuse);
+  EXPECT_TRUE(has(ins.diagnostic.reason, "CUDA state cannot be read")) << ins.diagnostic.reason;
+  EXPECT_EQ(snapshots, 0);
+}
+
+// Issue 16, item 4: runc restores the init's process tree; a CUDA process beside it (exec) would be
+// lost. The checkpoint refuses before any toggle unless allowed, and then names it.
+TEST_F(OrchestratorTest, CudaProcessOutsideTheInitTreeIsRefusedUnlessAllowed) {
+  pid_t init = gpu.start_app({"--children", "1"});
+  pid_t child = gpu.children(init).at(0);
+  pid_t exec = gpu.start_app();  // not a descendant of init: what `ctr task exec` starts
+  pids = {init, child, exec};
+  auto r = req();
+  r.init_pid = init;
+  try {
+    make().checkpoint(r, counting_snapshot());
+    FAIL() << "an exec'd CUDA process did not refuse the checkpoint";
+  } catch (const Error& e) {
+    std::string m = e.what();
+    EXPECT_EQ(e.code(), Code::FailedPrecondition);
+    EXPECT_TRUE(has(m, "refused: 1 process with CUDA state is outside the init's process tree")) << m;
+    EXPECT_TRUE(has(m, P(exec) + " (fake_cuda_app) runs beside the init")) << m;
+    EXPECT_TRUE(has(m, "allow_lost_cuda_processes")) << m;
+    EXPECT_FALSE(has(m, P(child) + " (")) << "the child is in the tree: " << m;
+  }
+  EXPECT_TRUE(gpu.calls("lock").empty()) << "refused before any toggle";
+  EXPECT_EQ(diag_json()["not_restored"][0]["pid"], exec);
+  EXPECT_EQ(snapshots, 0);
+
+  cfg.allow_lost_cuda_processes = true;
+  auto out = make().checkpoint(r, counting_snapshot());
+  EXPECT_EQ(snapshots, 1);
+  EXPECT_EQ(out.lost, std::vector<pid_t>{exec});
+  EXPECT_EQ(out.toggled.size(), 3u);
+  ASSERT_FALSE(out.warnings.empty());
+  EXPECT_TRUE(has(out.warnings.back(), std::to_string(exec) + " (fake_cuda_app, CUDA)")) << out.warnings.back();
+  EXPECT_EQ(diag_json()["verdict"], "done");
+  EXPECT_EQ(diag_json()["not_restored"][0]["cuda"], true);
+}
+
+// ... and a restore never reports success while a recorded CUDA process is missing.
+TEST_F(OrchestratorTest, RestoreFailsWhileARecordedCudaProcessIsMissing) {
+  pid_t a = gpu.start_app(), b = gpu.start_app();
+  pids = {a, b};
+  make().checkpoint(req(false), counting_snapshot());
+  ASSERT_EQ(gpu.state(a), "checkpointed");
+  pids = {a};  // b did not come back with the runtime's restore
+  std::vector<ExpectedProcess> expected{{a, "fake_cuda_app"}, {b, "fake_cuda_app"}};
+  try {
+    make().restore_after_runtime_restore("c1", diag_path, expected);
+    FAIL() << "the restore succeeded without pid " << b;
+  } catch (const Error& e) {
+    std::string m = e.what();
+    EXPECT_EQ(e.code(), Code::FailedPrecondition);
+    EXPECT_TRUE(has(m, "the checkpoint recorded 2 processes with CUDA state, 1 of them is missing")) << m;
+    EXPECT_TRUE(has(m, std::to_string(b) + " (fake_cuda_app)")) << m;
+  }
+  EXPECT_EQ(gpu.state(a), "running") << "the one that is there is still brought back";
+  EXPECT_EQ(diag_json()["missing"][0]["pid"], b);
+  // All there: success.
+  pids = {a, b};
+  EXPECT_NO_THROW(make().restore_after_runtime_restore("c1", diag_path, {{b, "fake_cuda_app"}}));
+}
+
+namespace {
+struct FakeSpace final : SpaceProbe {
+  std::map<std::string, FsSpace> fs;  // by path
+  std::uint64_t per_process = 0;
+  FsSpace space(const std::filesystem::path& dir) override {
+    auto it = fs.find(dir.string());
+    if (it == fs.end()) throw Error(Code::NotFound, "no filesystem for " + dir.string());
+    return it->second;
+  }
+  std::uint64_t process_bytes(pid_t) override { return per_process; }
+};
+constexpr std::uint64_t GiB = 1ULL << 30;
+}  // namespace
+
+// Issue 16, item 5: the image must fit before anything is toggled; twice when containerd copies it
+// into its content store on the same filesystem.
+TEST_F(OrchestratorTest, CheckpointThatCannotFitIsRefusedWithTheNumbers) {
+  pid_t a = gpu.start_app();
+  pids = {a};
+  FakeSpace space;
+  space.per_process = 3 * GiB;
+  space.fs["/tmp/ctd-checkpoint123"] = {.available = 60 * GiB, .device = 7, .at = "/tmp"};
+  space.fs["/var/lib/containerd"] = {.available = 60 * GiB, .device = 7, .at = "/var/lib/containerd"};
+  space.fs["/img"] = {.available = 60 * GiB, .device = 8, .at = "/img"};
+  auto r = req();
+  r.image_path = "/tmp/ctd-checkpoint123";
+  r.content_store = "/var/lib/containerd";
+  r.device_bytes[a] = 49 * GiB;
+  auto o = make();
+  o.set_space_probe(&space);
+  try {
+    o.checkpoint(r, counting_snapshot());
+    FAIL() << "52 GiB twice fit in 60 GiB";
+  } catch (const Error& e) {
+    std::string m = e.what();
+    EXPECT_TRUE(has(m, "refused: the checkpoint image needs about 52.0 GiB (device memory 49.0 GiB + process memory 3.0 GiB)"))
+        << m;
+    EXPECT_TRUE(has(m, "104.0 GiB, but only 60.0 GiB are free")) << m;
+    EXPECT_TRUE(has(m, "--image-path")) << m;
+    EXPECT_TRUE(has(m, P(a) + " (fake_cuda_app): device memory 49.0 GiB, process memory 3.0 GiB")) << m;
+  }
+  EXPECT_TRUE(gpu.calls("lock").empty()) << "refused before any toggle";
+  auto j = diag_json();
+  EXPECT_EQ(j["space"]["image_bytes"], 52 * GiB);
+  EXPECT_EQ(j["space"]["same_filesystem"], true);
+
+  // Without containerd's copy (a path of the user's) it fits.
+  r.image_path = "/img";
+  r.content_store.clear();
+  o.checkpoint(r, counting_snapshot());
+  EXPECT_EQ(snapshots, 1);
+  // One filesystem each: each must hold one copy.
+  space.fs["/img"].available = 10 * GiB;
+  r.content_store = "/var/lib/containerd";
+  try {
+    o.checkpoint(r, counting_snapshot());
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_TRUE(has(e.what(), "only 10.0 GiB free at /img")) << e.what();
+    EXPECT_FALSE(has(e.what(), "free in containerd's content store")) << e.what();
+  }
+  // checkpoint.check_space: false turns it off.
+  cfg.check_space = false;
+  auto off = make();
+  off.set_space_probe(&space);
+  off.checkpoint(r, counting_snapshot());
+  EXPECT_EQ(snapshots, 2);
+}
+
+TEST(SpaceCheck, ContainerdTempDirAndHostProbe) {
+  EXPECT_TRUE(containerd_copies_image("/run/user/0/ctd-checkpoint2349871"));
+  EXPECT_FALSE(containerd_copies_image("/var/lib/ckpt/my-image"));
+  HostSpaceProbe probe;
+  auto s = probe.space("/tmp/does/not/exist/yet");
+  EXPECT_EQ(s.at, "/tmp");
+  EXPECT_GT(s.available, 0u);
+  EXPECT_GT(probe.process_bytes(::getpid()), 0u);
+  EXPECT_EQ(probe.process_bytes(0x7ffffff0), 0u);
+}

@@ -15,11 +15,21 @@ TEST(Config, EmptyMeansDefaults) {
   EXPECT_EQ(c.checkpoint.device_globs, std::vector<std::string>{"/dev/nvidia*"});
   EXPECT_EQ(c.log_level, LogLevel::Info);
   EXPECT_EQ(c.runtime.criu_options, (std::vector<std::string>{"link-remap", "ghost-limit 1G"}));
+  EXPECT_FALSE(c.checkpoint.allow_lost_cuda_processes);
+  EXPECT_TRUE(c.checkpoint.check_space);
+  EXPECT_EQ(c.checkpoint.content_store, "/var/lib/containerd");
 }
 
-TEST(Config, CriuOptions) {
-  auto c = parse_config("checkpoint: {criu_options: [link-remap, tcp-established]}", "c.yaml");
+TEST(Config, CheckpointKeysOfIssue16) {
+  auto c = parse_config(R"(
+checkpoint: {criu_options: [link-remap, tcp-established], allow_lost_cuda_processes: true, check_space: false,
+             content_store: /data/containerd}
+)",
+                        "c.yaml");
   EXPECT_EQ(c.runtime.criu_options, (std::vector<std::string>{"link-remap", "tcp-established"}));
+  EXPECT_TRUE(c.checkpoint.allow_lost_cuda_processes);
+  EXPECT_FALSE(c.checkpoint.check_space);
+  EXPECT_EQ(c.checkpoint.content_store, "/data/containerd");
   EXPECT_TRUE(parse_config("checkpoint: {criu_options: []}", "c.yaml").runtime.criu_options.empty());
   try {
     parse_config("checkpoint: {criu_options: [\"\"]}", "c.yaml");

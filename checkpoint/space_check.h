@@ -1,0 +1,146 @@
+// Does the checkpoint fit? Asked before any CUDA process is toggled: a checkpoint that runs out of
+// disk fails only after the toggles and a long dump (a 49 GiB process filled a 64 GiB disk after
+// 130 s), so it is refused up front with the numbers.
+//
+// The image holds what CRIU dumps of each process (its anonymous and shared memory; file pages are
+// not dumped) plus, for a CUDA process, its device memory, which the driver's checkpoint moves into
+// the process's host memory. The runtime writes the image where the client asked (`--image-path`)
+// or, when no path was given, into a temporary directory of containerd's ("ctd-checkpoint*"), which
+// containerd then copies into its content store: twice the space, on one filesystem or two.
+//
+// Header-only: the probe reads statvfs(3) and /proc; tests hand in their own.
+#pragma once
+
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/types.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "checkpoint/gpu_facts.h"
+#include "common/error.h"
+
+namespace nvproxy::checkpoint {
+
+struct FsSpace {
+  std::uint64_t available = 0;  // bytes an unprivileged writer may still use (f_bavail)
+  std::uint64_t device = 0;     // st_dev: two paths on one filesystem share its space
+  std::filesystem::path at;     // the existing directory that was asked
+};
+
+class SpaceProbe {
+ public:
+  virtual ~SpaceProbe() = default;
+  // The filesystem that holds `dir` (or its nearest existing parent). Throws Error.
+  virtual FsSpace space(const std::filesystem::path& dir) = 0;
+  // What CRIU dumps of the process: RssAnon + RssShmem + VmSwap of /proc/PID/status; 0 when gone.
+  virtual std::uint64_t process_bytes(pid_t pid) = 0;
+};
+
+class HostSpaceProbe final : public SpaceProbe {
+ public:
+  explicit HostSpaceProbe(std::filesystem::path proc_root = "/proc") : proc_(std::move(proc_root)) {}
+
+  FsSpace space(const std::filesystem::path& dir) override {
+    std::filesystem::path p = dir.empty() ? std::filesystem::current_path() : std::filesystem::absolute(dir);
+    std::error_code ec;
+    while (!std::filesystem::is_directory(p, ec) && p.has_parent_path() && p.parent_path() != p) p = p.parent_path();
+    struct statvfs vfs {};
+    struct stat st {};
+    if (::statvfs(p.c_str(), &vfs) != 0 || ::stat(p.c_str(), &st) != 0)
+      throw sys_error("free space of " + p.string() + " (for " + dir.string() + ")");
+    return {.available = static_cast<std::uint64_t>(vfs.f_bavail) * vfs.f_frsize, .device = st.st_dev, .at = p};
+  }
+
+  std::uint64_t process_bytes(pid_t pid) override {
+    std::ifstream in(proc_ / std::to_string(pid) / "status");
+    std::uint64_t total = 0;
+    for (std::string line; std::getline(in, line);) {
+      for (const char* key : {"RssAnon:", "RssShmem:", "VmSwap:"}) {
+        if (line.rfind(key, 0) != 0) continue;
+        total += std::strtoull(line.c_str() + std::char_traits<char>::length(key), nullptr, 10) * 1024;  // kB
+      }
+    }
+    return total;
+  }
+
+ private:
+  std::filesystem::path proc_;
+};
+
+// containerd's temporary image directory: it copies what the runtime wrote there into its content
+// store afterwards (containerd's tasks service, when the client gave no image path).
+inline bool containerd_copies_image(const std::filesystem::path& image_path) {
+  return image_path.filename().string().rfind("ctd-checkpoint", 0) == 0;
+}
+
+struct SpaceNeed {
+  std::uint64_t process_bytes = 0;    // every process of the container, CRIU's share
+  std::uint64_t device_bytes = 0;     // CUDA processes' device memory (NVML)
+  std::vector<pid_t> device_unknown;  // CUDA processes whose device memory NVML could not tell
+  [[nodiscard]] std::uint64_t image() const { return process_bytes + device_bytes; }
+};
+
+struct SpaceVerdict {
+  bool fits = true;
+  std::string reason;   // when it does not: the numbers
+  nlohmann::json json;  // the diagnostic's "space" object, either way
+};
+
+// `content_store`: containerd's root when it copies the image (empty: no copy).
+inline SpaceVerdict check_space(const SpaceNeed& need, const std::filesystem::path& image_dir,
+                                const std::filesystem::path& content_store, SpaceProbe& probe) {
+  SpaceVerdict v;
+  FsSpace img = probe.space(image_dir);
+  std::uint64_t image = need.image();
+  v.json = {{"image_path", image_dir.string()},
+            {"image_bytes", image},
+            {"process_bytes", need.process_bytes},
+            {"device_bytes", need.device_bytes},
+            {"image_fs_available", img.available}};
+  if (!need.device_unknown.empty()) v.json["device_memory_unknown_pids"] = need.device_unknown;
+  std::string what = format_bytes(image) + " (device memory " + format_bytes(need.device_bytes) + " + process memory " +
+                     format_bytes(need.process_bytes) + ")";
+  auto short_of = [&](std::uint64_t needed, const FsSpace& fs) { return needed > fs.available; };
+  if (content_store.empty()) {
+    if (short_of(image, img)) {
+      v.fits = false;
+      v.reason = "the checkpoint image needs about " + what + " at " + image_dir.string() + ", but only " +
+                 format_bytes(img.available) + " are free there (" + img.at.string() + ")";
+    }
+    return v;
+  }
+  FsSpace store = probe.space(content_store);
+  v.json["content_store"] = content_store.string();
+  v.json["content_store_available"] = store.available;
+  v.json["same_filesystem"] = store.device == img.device;
+  if (store.device == img.device) {
+    if (short_of(2 * image, img)) {
+      v.fits = false;
+      v.reason = "the checkpoint image needs about " + what + " at " + image_dir.string() +
+                 " and as much again when containerd copies it into its content store (" + content_store.string() +
+                 ", same filesystem): " + format_bytes(2 * image) + ", but only " + format_bytes(img.available) +
+                 " are free; with `ctr task checkpoint --image-path DIR` containerd makes no copy";
+    }
+    return v;
+  }
+  std::vector<std::string> short_where;
+  if (short_of(image, img)) short_where.push_back(format_bytes(img.available) + " free at " + image_dir.string());
+  if (short_of(image, store))
+    short_where.push_back(format_bytes(store.available) + " free in containerd's content store " + content_store.string());
+  if (!short_where.empty()) {
+    v.fits = false;
+    v.reason = "the checkpoint image needs about " + what + " at " + image_dir.string() +
+               " and again in containerd's content store (" + content_store.string() + "), but only ";
+    for (size_t i = 0; i < short_where.size(); ++i) v.reason += (i ? " and " : "") + short_where[i];
+  }
+  return v;
+}
+
+}  // namespace nvproxy::checkpoint
