@@ -6,15 +6,16 @@
 #include <cerrno>
 #include <chrono>
 #include <csignal>
+#include <cstring>
 #include <filesystem>
 
 #include "checkpoint/cuda_checkpoint_bin.h"
-#include "checkpoint/cuda_helper_protocol.h"
+#include "checkpoint/cuda_helper_wire.h"
 #include "common/error.h"
+#include "shim/kit/ttrpc/client.h"
 
 namespace nvproxy::checkpoint {
 
-using nlohmann::json;
 namespace fs = std::filesystem;
 
 std::string default_cuda_helper_path() {
@@ -32,14 +33,12 @@ std::string default_cuda_helper_path() {
 
 struct CudaHelper::Instance {
   pid_t pid = 0;
-  UniqueFd sock;  // our end of the socketpair that is the helper's stdin and stdout
-  std::thread reader;
+  std::unique_ptr<ttrpc::Client> client;  // over our end of the socketpair that is the helper's stdin
+  std::thread watcher;                    // reaps the helper and records how it ended
   std::mutex m;
   std::condition_variable cv;
   bool ended = false;
   std::string end_reason;
-  std::map<std::uint64_t, std::promise<json>> pending;
-  std::mutex write_mu;
 };
 
 CudaHelper::CudaHelper(ProcessRunner& runner, std::vector<std::string> argv) : runner_(runner), argv_(std::move(argv)) {}
@@ -51,14 +50,14 @@ CudaHelper::~CudaHelper() {
 }
 
 void CudaHelper::stop(const std::shared_ptr<Instance>& inst) {
-  ::shutdown(inst->sock.get(), SHUT_WR);  // the helper's EOF: it answers what it has, then exits
+  inst->client->close();  // the helper's server sees its only connection end and exits
   {
     std::unique_lock lk(inst->m);
     if (!inst->cv.wait_for(lk, std::chrono::seconds(10), [&] { return inst->ended; })) {
       ::kill(inst->pid, SIGKILL);  // still not reaped (ended is set only after the wait), so still ours
     }
   }
-  if (inst->reader.joinable()) inst->reader.join();
+  if (inst->watcher.joinable()) inst->watcher.join();
 }
 
 pid_t CudaHelper::pid() {
@@ -79,104 +78,98 @@ std::shared_ptr<CudaHelper::Instance> CudaHelper::running() {
   UniqueFd ours(sv[0]), theirs(sv[1]);
   auto inst = std::make_shared<Instance>();
   try {
-    inst->pid = runner_.start({.argv = argv_, .stdin_fd = theirs.get(), .stdout_fd = theirs.get(), .stderr_fd = STDERR_FILENO});
+    inst->pid = runner_.start({.argv = argv_, .stdin_fd = theirs.get(), .stdout_fd = STDERR_FILENO, .stderr_fd = STDERR_FILENO});
   } catch (const Error& e) {
     throw Error(Code::FailedPrecondition, "cannot start the CUDA helper \"" + argv_.front() + "\": " + e.what());
   }
-  inst->sock = std::move(ours);
-  inst->reader = std::thread([this, inst] { read_loop(inst); });
+  inst->client = ttrpc::Client::adopt(std::move(ours), "nvproxy-cuda-helper (pid " + std::to_string(inst->pid) + ")");
+  inst->watcher = std::thread([this, inst] {
+    RunResult r = result_from_status(runner_.wait(inst->pid));
+    std::lock_guard lk(inst->m);
+    inst->ended = true;
+    inst->end_reason = "nvproxy-cuda-helper (pid " + std::to_string(inst->pid) + ") ended: " + r.describe();
+    inst->cv.notify_all();
+  });
   inst_ = inst;
   return inst;
 }
 
-void CudaHelper::read_loop(const std::shared_ptr<Instance>& inst) {
-  helper_protocol::read_lines(inst->sock.get(), [&](std::string&& line) {
-    json resp = json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (!resp.is_object() || !resp["id"].is_number_unsigned()) return;  // nothing waits for it
-    std::lock_guard lk(inst->m);
-    auto it = inst->pending.find(resp["id"].get<std::uint64_t>());
-    if (it == inst->pending.end()) return;
-    it->second.set_value(std::move(resp));
-    inst->pending.erase(it);
-  });
-  // The helper closed its end: it exited (or is about to). Reap it, then fail whatever still waits.
-  RunResult r = result_from_status(runner_.wait(inst->pid));
-  std::lock_guard lk(inst->m);
-  inst->ended = true;
-  inst->end_reason = "nvproxy-cuda-helper (pid " + std::to_string(inst->pid) + ") ended: " + r.describe();
-  for (auto& [id, p] : inst->pending) p.set_exception(std::make_exception_ptr(Error(Code::Unavailable, inst->end_reason)));
-  inst->pending.clear();
-  inst->cv.notify_all();
+std::string CudaHelper::call(const std::string& method, const std::string& request, std::chrono::milliseconds timeout) {
+  std::shared_ptr<Instance> inst = running();
+  try {
+    return inst->client->call(helper_wire::kService, method, request, {}, timeout);
+  } catch (const ttrpc::StatusError& e) {
+    if (e.code() != Code::Unavailable) helper_wire::rethrow(e);
+    // The connection broke: the helper died or is dying. Say how it ended, once it has.
+    std::unique_lock lk(inst->m);
+    if (inst->cv.wait_for(lk, std::chrono::seconds(5), [&] { return inst->ended; })) {
+      throw Error(Code::Unavailable, method + ": " + inst->end_reason);
+    }
+    throw;
+  }
 }
 
-json CudaHelper::call(const std::string& op, json args) {
-  std::shared_ptr<Instance> inst = running();
-  std::uint64_t id;
-  {
-    std::lock_guard lk(mu_);
-    id = next_id_++;
-  }
-  args["id"] = id;
-  args["op"] = op;
-  std::future<json> answer;
-  {
-    std::lock_guard lk(inst->m);
-    if (inst->ended) throw Error(Code::Unavailable, inst->end_reason);
-    answer = inst->pending[id].get_future();
-  }
-  std::string line = args.dump() + "\n";
-  {
-    std::lock_guard lk(inst->write_mu);
-    size_t off = 0;
-    while (off < line.size()) {
-      ssize_t n = ::send(inst->sock.get(), line.data() + off, line.size() - off, MSG_NOSIGNAL);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) break;  // the helper is gone: the reader fails this call with the reason
-      off += static_cast<size_t>(n);
-    }
-  }
-  json resp = answer.get();  // throws the reader's Error if the helper ended first
-  if (resp.value("ok", false)) return resp.value("result", json());
-  helper_protocol::throw_error(resp.value("error", json::object()));
+namespace {
+
+namespace pb = nvproxy::cuda::v1;
+
+template <typename Msg>
+Msg parse_answer(const std::string& method, const std::string& bytes) {
+  Msg m;
+  if (!m.ParseFromString(bytes)) throw Error(Code::Internal, "nvproxy-cuda-helper sent a malformed " + method + " answer");
+  return m;
 }
+
+// Calls that only read: NVML and the driver answer these at once.
+constexpr std::chrono::milliseconds kQueryTimeout{60000};
+
+}  // namespace
 
 std::string HelperToggler::describe() {
-  return helper_->call("describe").get<std::string>() + " via nvproxy-cuda-helper";
+  auto r =
+      parse_answer<pb::DescribeResponse>("Describe", helper_->call("Describe", pb::Empty().SerializeAsString(), kQueryTimeout));
+  return r.toggler() + " via nvproxy-cuda-helper";
 }
 
 CudaState HelperToggler::get_state(pid_t pid) {
-  int s = helper_->call("get_state", {{"pid", pid}}).get<int>();
-  if (s < 0 || s > static_cast<int>(CudaState::Failed))
-    throw Error(Code::Internal, "nvproxy-cuda-helper answered an unknown CUDA state " + std::to_string(s));
-  return static_cast<CudaState>(s);
+  pb::ProcessRequest req;
+  req.set_pid(pid);
+  auto r = parse_answer<pb::StateResponse>("GetState", helper_->call("GetState", req.SerializeAsString(), kQueryTimeout));
+  return helper_wire::state_from_wire(r.state());
+}
+
+void HelperToggler::transition(const char* method, pid_t pid, unsigned lock_timeout_ms, std::chrono::milliseconds deadline) {
+  pb::ProcessRequest req;
+  req.set_pid(pid);
+  req.set_timeout_ms(lock_timeout_ms);
+  parse_answer<pb::Empty>(method, helper_->call(method, req.SerializeAsString(), deadline));
 }
 
 void HelperToggler::lock(pid_t pid, unsigned timeout_ms) {
-  helper_->call("lock", {{"pid", pid}, {"timeout_ms", timeout_ms}});
+  // The driver gives up on its own at timeout_ms; the margin covers the helper's start.
+  transition("Lock", pid, timeout_ms, std::chrono::milliseconds(timeout_ms) + kQueryTimeout);
 }
 void HelperToggler::checkpoint(pid_t pid) {
-  helper_->call("checkpoint", {{"pid", pid}});
+  transition("Checkpoint", pid, 0, toggle_timeout_);
 }
 void HelperToggler::restore(pid_t pid) {
-  helper_->call("restore", {{"pid", pid}});
+  transition("Restore", pid, 0, toggle_timeout_);
 }
 void HelperToggler::unlock(pid_t pid) {
-  helper_->call("unlock", {{"pid", pid}});
+  transition("Unlock", pid, 0, kQueryTimeout);
 }
 
 std::map<pid_t, std::set<std::string>> HelperGpuUsageProbe::gpus_by_pid() {
-  json r = helper_->call("gpus_by_pid");
+  auto r = parse_answer<pb::GpusByPidResponse>("GpusByPid",
+                                               helper_->call("GpusByPid", pb::Empty().SerializeAsString(), kQueryTimeout));
   std::map<pid_t, std::set<std::string>> out;
-  try {
-    for (const auto& [pid, gpus] : r.items()) out[static_cast<pid_t>(std::stol(pid))] = gpus.get<std::set<std::string>>();
-  } catch (const std::exception& e) {
-    throw Error(Code::Internal, std::string("nvproxy-cuda-helper sent a malformed GPU usage answer: ") + e.what());
-  }
+  for (const auto& [pid, list] : r.gpus()) out[pid] = std::set<std::string>(list.uuids().begin(), list.uuids().end());
   return out;
 }
 
 GpuHostFacts HelperGpuUsageProbe::host_facts() {
-  return host_facts_from_json(helper_->call("host_facts"));
+  return helper_wire::from_wire(
+      parse_answer<pb::HostFacts>("HostFacts", helper_->call("HostFacts", pb::Empty().SerializeAsString(), kQueryTimeout)));
 }
 
 CudaTools make_cuda_tools(const CheckpointConfig& cfg, ProcessRunner& runner) {
@@ -185,7 +178,7 @@ CudaTools make_cuda_tools(const CheckpointConfig& cfg, ProcessRunner& runner) {
   t.helper =
       std::make_shared<CudaHelper>(runner, std::vector<std::string>{prog, "--libcuda", cfg.libcuda, "--libnvml", cfg.libnvml});
   if (cfg.cuda == "driver-api")
-    t.toggler = std::make_unique<HelperToggler>(t.helper);
+    t.toggler = std::make_unique<HelperToggler>(t.helper, std::chrono::milliseconds(cfg.toggle_timeout_ms));
   else if (cfg.cuda == "cuda-checkpoint")
     t.toggler = std::make_unique<CudaCheckpointBinToggler>(runner, cfg.cuda_checkpoint_path);
   else if (cfg.cuda != "none")  // none: no CUDA toggling, e.g. when the runtime toggles CUDA itself

@@ -1,19 +1,21 @@
-// The shim's side of nvproxy-cuda-helper (cuda_helper_protocol.h): a CudaToggler and a
-// GpuUsageProbe whose calls the helper program makes with the real driver. The helper is started
-// on the first call (a checkpoint of a container without GPU holders never starts it) and ends
-// with the CudaHelper; if it dies, the calls in flight fail with an Error naming it and the next
-// call starts a fresh one (so a rollback after a helper crash still reaches the driver).
+// The shim's side of nvproxy-cuda-helper (cuda_helper_wire.h): a CudaToggler and a GpuUsageProbe
+// whose calls the helper program makes with the real driver, as ttrpc calls over a socketpair. The
+// helper is started on the first call (a checkpoint of a container without GPU holders never
+// starts it) and ends with the CudaHelper; if it dies, the calls in flight fail with an Error naming
+// it and its exit, and the next call starts a fresh one (so a rollback after a helper crash still
+// reaches the driver). Every call has a deadline: one that passes fails the call
+// (DeadlineExceeded) so the orchestrator can roll back and report, while the driver's own call is
+// left to finish in the helper (a toggle is never killed midway).
 #pragma once
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <condition_variable>
-#include <cstdint>
-#include <future>
 #include <map>
 #include <memory>
 #include <mutex>
-#include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -23,6 +25,10 @@
 #include "checkpoint/gpu_usage.h"
 #include "common/process.h"
 #include "common/unique_fd.h"
+
+namespace nvproxy::ttrpc {
+class Client;
+}
 
 namespace nvproxy::checkpoint {
 
@@ -34,32 +40,34 @@ class CudaHelper {
  public:
   // argv: the helper program and its arguments. runner: starts it and reaps it (the shim's reaper).
   CudaHelper(ProcessRunner& runner, std::vector<std::string> argv);
-  ~CudaHelper();  // closes the helper's stdin and waits for it (SIGKILL after 10 s)
+  ~CudaHelper();  // hangs up and waits for the helper to exit (SIGKILL after 10 s)
   CudaHelper(const CudaHelper&) = delete;
   CudaHelper& operator=(const CudaHelper&) = delete;
 
-  // Sends {"op": op, ...args}; returns the answer's "result" or throws the Error the helper sent
-  // back (CudaError kept as CudaError). Thread-safe; calls run concurrently in the helper.
-  nlohmann::json call(const std::string& op, nlohmann::json args = nlohmann::json::object());
+  // Calls method of the helper's service with a serialized request; returns the serialized answer.
+  // Throws the CudaError the driver gave, Error(DeadlineExceeded) after timeout, Error(Unavailable)
+  // naming the helper's exit when it died. Thread-safe; calls run concurrently in the helper.
+  std::string call(const std::string& method, const std::string& request, std::chrono::milliseconds timeout);
   pid_t pid();  // the running helper's pid, 0 when none runs
 
  private:
   struct Instance;
-  std::shared_ptr<Instance> running();                    // starts one if none runs
-  void read_loop(const std::shared_ptr<Instance>& inst);  // the thread's lambda holds a copy
-  void stop(const std::shared_ptr<Instance>& inst);
+  std::shared_ptr<Instance> running();  // starts one if none runs
+  static void stop(const std::shared_ptr<Instance>& inst);
 
   ProcessRunner& runner_;
   std::vector<std::string> argv_;
   std::mutex mu_;
   std::shared_ptr<Instance> inst_;
-  std::vector<std::shared_ptr<Instance>> dead_;  // ended helpers whose reader threads are joined at the end
-  std::uint64_t next_id_ = 1;
+  std::vector<std::shared_ptr<Instance>> dead_;  // ended helpers whose watcher threads are joined at the end
 };
 
 class HelperToggler final : public CudaToggler {
  public:
-  explicit HelperToggler(std::shared_ptr<CudaHelper> helper) : helper_(std::move(helper)) {}
+  // toggle_timeout: the deadline of a checkpoint or restore call (a lock's is its own timeout plus
+  // a margin); the driver's time grows with the process's device memory.
+  explicit HelperToggler(std::shared_ptr<CudaHelper> helper, std::chrono::milliseconds toggle_timeout = std::chrono::minutes(10))
+      : helper_(std::move(helper)), toggle_timeout_(toggle_timeout) {}
   std::string describe() override;
   CudaState get_state(pid_t pid) override;
   void lock(pid_t pid, unsigned timeout_ms) override;
@@ -68,7 +76,10 @@ class HelperToggler final : public CudaToggler {
   void unlock(pid_t pid) override;
 
  private:
+  void transition(const char* method, pid_t pid, unsigned lock_timeout_ms, std::chrono::milliseconds deadline);
+
   std::shared_ptr<CudaHelper> helper_;
+  std::chrono::milliseconds toggle_timeout_;
 };
 
 class HelperGpuUsageProbe final : public GpuUsageProbe {

@@ -1,17 +1,23 @@
-// nvproxy-cuda-helper: loads the CUDA driver (and NVML) on behalf of the static shim and answers
-// its requests on stdin/stdout (cuda_helper_protocol.h). Started by the shim for a checkpoint or
-// restore, it exits when the shim closes its stdin.
+// nvproxy-cuda-helper: loads the CUDA driver (and NVML) on behalf of the static shim and serves the
+// ttrpc service "nvproxy.cuda.v1.Helper" (proto/cuda_helper.proto) on its stdin, one end of a
+// socketpair whose other end the shim holds. Started by the shim for a checkpoint or restore, it
+// exits when the shim hangs up.
 //
 //   nvproxy-cuda-helper [--libcuda PATH] [--libnvml PATH]
+#include <fcntl.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
 #include <iostream>
 #include <string>
 
 #include "checkpoint/cuda_driver_api.h"
-#include "checkpoint/cuda_helper_server.h"
+#include "checkpoint/cuda_helper_service.h"
 #include "checkpoint/gpu_usage.h"
+#include "common/log.h"
+#include "common/unique_fd.h"
+#include "shim/kit/ttrpc/server.h"
 
 int main(int argc, char** argv) {
   std::string libcuda = "libcuda.so.1", libnvml = "libnvidia-ml.so.1";
@@ -21,21 +27,32 @@ int main(int argc, char** argv) {
       (a == "--libcuda" ? libcuda : libnvml) = argv[++i];
     } else if (a == "-h" || a == "--help") {
       std::cout << "usage: nvproxy-cuda-helper [--libcuda PATH] [--libnvml PATH]\n"
-                   "Serves containerd-shim-nvproxy-v1's CUDA requests on stdin/stdout; not for direct use.\n";
+                   "Serves containerd-shim-nvproxy-v1's CUDA calls (ttrpc) on stdin, a socket; not for direct use.\n";
       return 0;
     } else {
       std::cerr << "nvproxy-cuda-helper: unknown argument \"" << a << "\"\n";
       return 2;
     }
   }
-  // The answers get their own fd; anything the driver libraries print goes to stderr, so that it
-  // cannot corrupt the protocol.
-  int proto_out = ::dup(STDOUT_FILENO);
-  if (proto_out < 0 || ::dup2(STDERR_FILENO, STDOUT_FILENO) < 0) {
-    std::cerr << "nvproxy-cuda-helper: cannot set up stdout: " << std::strerror(errno) << "\n";
+  // The socket moves off fd 0 (nothing else may read it) and out of any child the driver starts.
+  nvproxy::UniqueFd conn(::fcntl(STDIN_FILENO, F_DUPFD_CLOEXEC, 3));
+  int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  if (!conn || devnull < 0 || ::dup2(devnull, STDIN_FILENO) < 0) {
+    std::cerr << "nvproxy-cuda-helper: cannot take the socket off stdin: " << std::strerror(errno) << "\n";
     return 1;
   }
+  ::close(devnull);
+  nvproxy::Logger log(STDERR_FILENO, nvproxy::LogLevel::Warn);
   nvproxy::checkpoint::DriverApiToggler toggler(libcuda);
   nvproxy::checkpoint::NvmlGpuUsageProbe probe(libnvml);
-  return nvproxy::checkpoint::serve_cuda_helper(STDIN_FILENO, proto_out, toggler, probe);
+  try {
+    nvproxy::ttrpc::Server server(log, {.require_same_user = false, .stop_when_disconnected = true});
+    nvproxy::checkpoint::register_cuda_helper_service(server, toggler, probe);
+    server.serve_connection(std::move(conn));
+    server.run();
+  } catch (const std::exception& e) {
+    std::cerr << "nvproxy-cuda-helper: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
 }

@@ -57,8 +57,8 @@ ShimConfig parse_config_unchecked(const std::string& text, const std::string& or
   if (auto g = root["gpu"]) c.gpu = gpu::gpu_config_from_yaml(g, origin);
   if (auto k = root["checkpoint"]) {
     check_keys(k,
-               {"cuda", "cuda_checkpoint_path", "cuda_helper", "libcuda", "libnvml", "lock_timeout_ms", "parallelism",
-                "device_globs", "allow_unrestorable", "snapshot_timeout_ms", "restore_timeout_ms", "criu_options",
+               {"cuda", "cuda_checkpoint_path", "cuda_helper", "libcuda", "libnvml", "lock_timeout_ms", "toggle_timeout_ms",
+                "parallelism", "device_globs", "allow_unrestorable", "snapshot_timeout_ms", "restore_timeout_ms", "criu_options",
                 "allow_lost_cuda_processes", "check_space", "content_store"},
                origin, "checkpoint");
     get(k, "cuda", c.checkpoint.cuda, origin, "checkpoint");
@@ -67,6 +67,7 @@ ShimConfig parse_config_unchecked(const std::string& text, const std::string& or
     get(k, "libcuda", c.checkpoint.libcuda, origin, "checkpoint");
     get(k, "libnvml", c.checkpoint.libnvml, origin, "checkpoint");
     get(k, "lock_timeout_ms", c.checkpoint.lock_timeout_ms, origin, "checkpoint");
+    get(k, "toggle_timeout_ms", c.checkpoint.toggle_timeout_ms, origin, "checkpoint");
     get(k, "parallelism", c.checkpoint.parallelism, origin, "checkpoint");
     get(k, "device_globs", c.checkpoint.device_globs, origin, "checkpoint");
     get(k, "allow_unrestorable", c.checkpoint.allow_unrestorable, origin, "checkpoint");

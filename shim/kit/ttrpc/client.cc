@@ -36,6 +36,11 @@ std::unique_ptr<Client> Client::connect(const std::string& path) {
   return std::unique_ptr<Client>(new Client(std::move(fd), path));
 }
 
+std::unique_ptr<Client> Client::adopt(UniqueFd connected, std::string peer) {
+  if (!connected) throw Error(Code::InvalidArgument, "ttrpc: adopt() got no socket for " + peer);
+  return std::unique_ptr<Client>(new Client(std::move(connected), std::move(peer)));
+}
+
 Client::Client(UniqueFd fd, std::string address) : address_(std::move(address)), fd_(std::move(fd)) {
   reader_ = std::thread([this] { reader_loop(); });
 }
@@ -100,6 +105,9 @@ void Client::reader_loop() {
           int c = resp.status().code();
           p.code = c > 0 && c <= static_cast<int>(Code::Unauthenticated) ? static_cast<Code>(c) : Code::Unknown;
           p.message = resp.status().message();
+          for (auto& d : *resp.mutable_status()->mutable_details()) {
+            p.details.push_back({std::move(*d.mutable_type_url()), std::move(*d.mutable_value())});
+          }
         } else {
           p.payload = std::move(*resp.mutable_payload());
         }
@@ -172,7 +180,7 @@ std::string Client::call(const std::string& service, const std::string& method, 
   } else {
     cv_.wait(lk, [&] { return p->done; });
   }
-  if (p->code != Code::Ok) throw Error(p->code, p->message);
+  if (p->code != Code::Ok) throw StatusError(p->code, p->message, std::move(p->details));
   return std::move(p->payload);
 }
 

@@ -14,10 +14,12 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "common/error.h"
 #include "common/unique_fd.h"
 #include "shim/kit/ttrpc/call_context.h"
+#include "shim/kit/ttrpc/status_error.h"
 
 namespace nvproxy::ttrpc {
 
@@ -26,12 +28,15 @@ class Client {
   // path: a unix socket path, optionally "unix://"-prefixed; a leading '@' names an abstract
   // socket. Throws Error(Unavailable) when nobody listens there.
   static std::unique_ptr<Client> connect(const std::string& path);
+  // Talks over an already connected socket (a socketpair to a child); peer names it in errors.
+  static std::unique_ptr<Client> adopt(UniqueFd connected, std::string peer);
 
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;
   ~Client();  // fails pending calls with Unavailable and joins the reader
 
-  // Returns the response payload. Throws Error with the server's status code and message;
+  // Returns the response payload. Throws StatusError with the server's status code, message and
+  // details;
   // Unavailable when the connection is (or gets) broken; DeadlineExceeded after timeout
   // (zero: wait as long as the connection lives). The timeout also travels to the server.
   std::string call(const std::string& service, const std::string& method, const std::string& payload,
@@ -46,6 +51,7 @@ class Client {
     Code code = Code::Ok;
     std::string message;
     std::string payload;
+    std::vector<StatusDetail> details;
   };
 
   Client(UniqueFd fd, std::string address);

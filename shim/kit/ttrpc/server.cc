@@ -73,6 +73,19 @@ void Server::serve(UniqueFd listening_socket) {
   start_accept(l);
 }
 
+void Server::serve_connection(UniqueFd connected) {
+  if (!connected) throw Error(Code::InvalidArgument, "ttrpc: serve_connection() got no socket");
+  std::shared_ptr<ServerConnection> conn;
+  {
+    std::lock_guard lk(mu_);
+    if (shutting_down_) return;  // connected closes on return
+    conn = std::make_shared<ServerConnection>(*this, asio::make_strand(io_), connected.get());
+    connected.release();
+    connections_.emplace(conn.get(), conn);
+  }
+  conn->start();
+}
+
 void Server::start_accept(const std::shared_ptr<Listener>& l) {
   asio::post(l->strand, [this, l] {
     // Wait for readability and accept ourselves: accept4 sets CLOEXEC atomically, so no fd of
@@ -151,8 +164,13 @@ void Server::dispatch(const std::shared_ptr<ServerConnection>& conn, std::uint32
     Code code = Code::Ok;
     std::string message;
     std::string out;
+    std::vector<StatusDetail> details;
     try {
       out = handler(ctx, payload);
+    } catch (const StatusError& e) {
+      code = e.code();
+      message = e.what();
+      details = e.details();
     } catch (const Error& e) {
       code = e.code();
       message = e.what();
@@ -167,7 +185,7 @@ void Server::dispatch(const std::shared_ptr<ServerConnection>& conn, std::uint32
       log_.debug("ttrpc: " + ctx.service + "/" + ctx.method + " failed: " + std::string(code_name(code)) + ": " + message);
     }
     try {
-      conn->send_response(stream_id, code, message, out);
+      conn->send_response(stream_id, code, message, out, details);
     } catch (const std::exception& e) {
       log_.error("ttrpc: answering " + ctx.service + "/" + ctx.method + ": " + e.what());
     }
@@ -182,11 +200,16 @@ void Server::request_done() {
 }
 
 void Server::connection_closed(const ServerConnection* conn) {
-  std::lock_guard lk(mu_);
-  connections_.erase(conn);
-  if (finished_ && connections_.empty()) {
-    asio::post(io_, [this] { grace_timer_.cancel(); });  // nothing left to force-close
+  bool last = false;
+  {
+    std::lock_guard lk(mu_);
+    connections_.erase(conn);
+    if (finished_ && connections_.empty()) {
+      asio::post(io_, [this] { grace_timer_.cancel(); });  // nothing left to force-close
+    }
+    last = opts_.stop_when_disconnected && connections_.empty() && listeners_.empty();
   }
+  if (last) shutdown();
 }
 
 std::size_t Server::connection_count() const {

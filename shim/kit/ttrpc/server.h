@@ -25,12 +25,13 @@
 #include "common/log.h"
 #include "common/unique_fd.h"
 #include "shim/kit/ttrpc/call_context.h"
+#include "shim/kit/ttrpc/status_error.h"
 #include "shim/kit/ttrpc/worker_pool.h"
 
 namespace nvproxy::ttrpc {
 
 // Returns the response payload. Throw nvproxy::Error to answer a status with its code and
-// message; any other exception answers Unknown.
+// message (a StatusError adds its details); any other exception answers Unknown.
 using Handler = std::function<std::string(const CallContext&, const std::string& request_payload)>;
 
 struct ServerOptions {
@@ -39,6 +40,9 @@ struct ServerOptions {
   // Like containerd's shims (UnixSocketRequireSameUser): only a peer running as our effective
   // uid may talk to us; others are disconnected at accept.
   bool require_same_user = true;
+  // A server with no listener (serve_connection only, e.g. a helper on a socketpair) shuts down
+  // once its last connection has closed: its peer is gone.
+  bool stop_when_disconnected = false;
 };
 
 class ServerConnection;
@@ -56,6 +60,8 @@ class Server {
 
   // Accepts connections on an already listening unix socket (the shim creates and binds it).
   void serve(UniqueFd listening_socket);
+  // Serves one already connected socket (one end of a socketpair whose other end is the client's).
+  void serve_connection(UniqueFd connected);
   // Creates, binds (mode 0600) and listens on a unix socket at path; removes a stale file.
   void listen(const std::string& path);
 

@@ -77,11 +77,17 @@ void ServerConnection::on_event(FrameParser::Event& ev) {
   server_.dispatch(shared_from_this(), sid, std::move(ctx), std::move(*req.mutable_payload()));
 }
 
-void ServerConnection::send_response(std::uint32_t stream_id, Code code, const std::string& message, const std::string& payload) {
+void ServerConnection::send_response(std::uint32_t stream_id, Code code, const std::string& message, const std::string& payload,
+                                     const std::vector<StatusDetail>& details) {
   ::ttrpc::Response resp;
   // Go always sets status (code 0 on success); mirror it so any client version is satisfied.
   resp.mutable_status()->set_code(static_cast<int>(code));
   resp.mutable_status()->set_message(message);
+  for (const auto& d : details) {
+    auto* any = resp.mutable_status()->add_details();
+    any->set_type_url(d.type_url);
+    any->set_value(d.value);
+  }
   if (code == Code::Ok) resp.set_payload(payload);
   std::string body = resp.SerializeAsString();
   if (body.size() > kMaxMessageSize) {

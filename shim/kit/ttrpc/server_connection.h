@@ -7,12 +7,14 @@
 #include <deque>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <boost/asio/local/stream_protocol.hpp>
 #include <boost/asio/strand.hpp>
 
 #include "common/error.h"
 #include "shim/kit/ttrpc/frame.h"
+#include "shim/kit/ttrpc/status_error.h"
 
 namespace nvproxy::ttrpc {
 
@@ -26,7 +28,8 @@ class ServerConnection : public std::enable_shared_from_this<ServerConnection> {
 
   void start();
   // Thread-safe: queue a response (status Ok when code is Ok) for stream_id.
-  void send_response(std::uint32_t stream_id, Code code, const std::string& message, const std::string& payload);
+  void send_response(std::uint32_t stream_id, Code code, const std::string& message, const std::string& payload,
+                     const std::vector<StatusDetail>& details = {});
   // Thread-safe: close once queued responses are written (graceful shutdown).
   void close_after_flush();
   // Thread-safe: close now.

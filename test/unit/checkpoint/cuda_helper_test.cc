@@ -1,19 +1,22 @@
 // The shim's CUDA path through nvproxy-cuda-helper: the real helper program (built beside the
-// shim) loading the fake driver, and the client's handling of a helper that fails or dies.
+// shim) loading the fake driver, the client's handling of a helper that fails or dies, and the
+// helper's ttrpc service in-process.
 #include <gtest/gtest.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 
 #include <future>
 #include <thread>
 
 #include "checkpoint/cuda_helper_client.h"
-#include "checkpoint/cuda_helper_server.h"
+#include "checkpoint/cuda_helper_service.h"
+#include "checkpoint/cuda_helper_wire.h"
 #include "fake_gpu.h"
+#include "shim/kit/ttrpc/client.h"
 
 using namespace nvproxy;
 using namespace nvproxy::checkpoint;
 using namespace nvproxy::checkpoint::testing;
-using nlohmann::json;
 
 namespace {
 
@@ -107,6 +110,31 @@ TEST(CudaHelper, ParallelCallsAreServedConcurrently) {
   EXPECT_LT(last_start, first_end) << "the helper serialised the calls";
 }
 
+TEST(CudaHelper, AToggleThatOutlivesItsDeadlineFailsAndTheHelperServesOn) {
+  FakeGpu gpu;
+  pid_t app = gpu.start_app();
+  DirectWaiter w;
+  ProcessRunner r(w);
+  CheckpointConfig cfg = gpu.config();
+  cfg.cuda_helper = CUDA_HELPER_PATH;
+  cfg.toggle_timeout_ms = 100;
+  CudaTools t = make_cuda_tools(cfg, r);
+  t.toggler->lock(app, 1000);
+  gpu.delay_ms(1500);  // the driver takes longer than the deadline
+  try {
+    t.toggler->checkpoint(app);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Code::DeadlineExceeded) << e.what();
+    EXPECT_NE(std::string(e.what()).find("Checkpoint"), std::string::npos) << e.what();
+  }
+  gpu.delay_ms(0);
+  // The driver's call finished in the helper; the same helper answers the next call.
+  pid_t helper = t.helper->pid();
+  EXPECT_NE(t.toggler->get_state(app), CudaState::Running);
+  EXPECT_EQ(t.helper->pid(), helper);
+}
+
 TEST(CudaHelper, GpuUsageComesFromNvmlInTheHelper) {
   FakeGpu gpu;
   gpu.nvml("100 0\n100 1\n200 1\n");
@@ -149,35 +177,37 @@ TEST(CudaHelper, MissingHelperIsAClearError) {
 }
 
 TEST(CudaHelper, AHelperThatDiesFailsItsCallsAndIsReplaced) {
+  FakeGpu gpu;
+  pid_t app = gpu.start_app();
   fs::path d = make_temp_dir();
-  // Dies on its first request, after leaving a mark; a second start answers properly.
-  std::string prog = script(d, "if [ -e " + (d / "died").string() +
-                                   " ]; then\n"
-                                   "  read -r req; echo '{\"id\":2,\"ok\":true,\"result\":0}'\n"
-                                   "else touch " +
-                                   (d / "died").string() + "; read -r req; exit 7; fi\n");
+  // The first start reads a little of the first request and dies; a second start is the real helper.
+  std::string prog = script(d, "if [ -e " + (d / "died").string() + " ]; then exec " + CUDA_HELPER_PATH + " \"$@\"; fi\n" +
+                                   "touch " + (d / "died").string() + "; dd bs=1 count=4 of=/dev/null 2>/dev/null; exit 7\n");
   DirectWaiter w;
   ProcessRunner r(w);
-  auto helper = std::make_shared<CudaHelper>(r, std::vector<std::string>{prog});
-  HelperToggler t(helper);
+  CheckpointConfig cfg = gpu.config();
+  cfg.cuda_helper = prog;
+  CudaTools t = make_cuda_tools(cfg, r);
   try {
-    t.get_state(42);
+    t.toggler->get_state(app);
     FAIL();
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), Code::Unavailable);
     EXPECT_NE(std::string(e.what()).find("nvproxy-cuda-helper (pid "), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("exit status 7"), std::string::npos) << e.what();
   }
-  EXPECT_EQ(t.get_state(42), CudaState::Running) << "a fresh helper serves the next call";
+  EXPECT_EQ(t.toggler->get_state(app), CudaState::Running) << "a fresh helper serves the next call";
   fs::remove_all(d);
 }
 
 TEST(CudaHelper, GarbageAnswersAreErrorsNotCrashes) {
   fs::path d = make_temp_dir();
-  // Answers id 1 with a state out of range and an error that is not one, then hangs up.
+  // Reads the request's frame header, answers its stream (1) with a frame whose body is no
+  // Response, then hangs up.
   std::string prog = script(d,
-                            "read -r a; echo 'not json'; echo '{\"id\":1,\"ok\":true,\"result\":99}'\n"
-                            "read -r b; echo '{\"id\":2,\"ok\":false,\"error\":{\"cuda\":{\"pid\":\"x\"}}}'\n");
+                            "dd bs=1 count=10 of=/dev/null 2>/dev/null\n"
+                            "printf '\\000\\000\\000\\003\\000\\000\\000\\001\\002\\000\\377\\377\\377' >&0\n"
+                            "dd bs=1 count=1 of=/dev/null 2>/dev/null\n");
   DirectWaiter w;
   ProcessRunner r(w);
   auto helper = std::make_shared<CudaHelper>(r, std::vector<std::string>{prog});
@@ -186,34 +216,72 @@ TEST(CudaHelper, GarbageAnswersAreErrorsNotCrashes) {
     t.get_state(5);
     FAIL();
   } catch (const Error& e) {
-    EXPECT_EQ(e.code(), Code::Internal);
-    EXPECT_NE(std::string(e.what()).find("unknown CUDA state 99"), std::string::npos) << e.what();
-  }
-  try {
-    t.lock(5, 1);
-    FAIL();
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), Code::Internal);
-    EXPECT_NE(std::string(e.what()).find("malformed error"), std::string::npos) << e.what();
+    EXPECT_EQ(e.code(), Code::Internal) << e.what();
+    EXPECT_NE(std::string(e.what()).find("malformed response"), std::string::npos) << e.what();
   }
   fs::remove_all(d);
 }
 
-TEST(CudaHelperServer, RefusesBadRequestsPlainly) {
+TEST(CudaHelperWire, UnknownStatesAndMalformedFailuresAreInternalErrors) {
+  EXPECT_EQ(helper_wire::state_from_wire(2), CudaState::Checkpointed);
+  try {
+    helper_wire::state_from_wire(99);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Code::Internal);
+    EXPECT_NE(std::string(e.what()).find("unknown CUDA state 99"), std::string::npos) << e.what();
+  }
+  try {
+    helper_wire::rethrow(ttrpc::StatusError(Code::Aborted, "x", {{helper_wire::kCudaFailureType, "\xff\xff"}}));
+    FAIL();
+  } catch (const CudaError&) {
+    FAIL() << "garbage became a driver answer";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Code::Internal);
+    EXPECT_NE(std::string(e.what()).find("malformed CUDA failure"), std::string::npos) << e.what();
+  }
+}
+
+TEST(CudaHelperWire, HostFactsSurviveTheWire) {
+  GpuHostFacts f;
+  f.driver_version = "580.159.04";
+  f.devices.push_back(
+      {.index = 1, .uuid = "GPU-b", .name = "NVIDIA H200", .memory_total = 3, .memory_free = 2, .memory_used = 1});
+  f.processes[42] = {{.uuid = "GPU-b", .used_bytes = 7}, {.uuid = "GPU-c", .used_bytes = std::nullopt}};
+  GpuHostFacts back = helper_wire::from_wire(helper_wire::to_wire(f));
+  EXPECT_EQ(to_json(back), to_json(f));
+  EXPECT_FALSE(back.processes[42][1].used_bytes.has_value()) << "\"NVML cannot say\" is not zero bytes";
+}
+
+// The helper's service in-process, as the helper program serves it, over a socketpair.
+TEST(CudaHelperService, RefusesBadRequestsPlainly) {
   FakeGpu gpu;
   DirectWaiter w;
   ProcessRunner r(w);
   CudaTools t = tools_for(gpu, r);  // any toggler and probe: the requests never reach them
-  auto code_of = [&](const json& req) {
-    json resp = handle_helper_request(req, *t.toggler, *t.probe);
-    EXPECT_FALSE(resp["ok"].get<bool>()) << resp;
-    return resp["error"]["code"].get<int>();
+  int sv[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+  Logger log(-1);
+  ttrpc::Server server(log, {.require_same_user = false, .stop_when_disconnected = true});
+  register_cuda_helper_service(server, *t.toggler, *t.probe);
+  server.serve_connection(UniqueFd(sv[1]));
+  auto ran = std::async(std::launch::async, [&] { server.run(); });
+  auto client = ttrpc::Client::adopt(UniqueFd(sv[0]), "helper");
+  auto code_of = [&](const std::string& method, const std::string& payload) {
+    try {
+      client->call(helper_wire::kService, method, payload);
+    } catch (const Error& e) {
+      return e.code();
+    }
+    return Code::Ok;
   };
-  EXPECT_EQ(code_of(json::array()), static_cast<int>(Code::InvalidArgument));
-  EXPECT_EQ(code_of({{"id", 1}, {"op", "format-disk"}}), static_cast<int>(Code::Unimplemented));
-  EXPECT_EQ(code_of({{"id", 1}, {"op", "lock"}}), static_cast<int>(Code::InvalidArgument));
-  EXPECT_EQ(code_of({{"id", 1}, {"op", "lock"}, {"pid", -3}}), static_cast<int>(Code::InvalidArgument));
-  EXPECT_EQ(code_of({{"id", 1}, {"op", "lock"}, {"pid", "12"}}), static_cast<int>(Code::InvalidArgument));
-  EXPECT_EQ(code_of({{"id", 1}, {"op", "unlock"}, {"pid", 1LL << 40}}), static_cast<int>(Code::InvalidArgument));
+  nvproxy::cuda::v1::ProcessRequest neg;
+  neg.set_pid(-3);
+  EXPECT_EQ(code_of("FormatDisk", ""), Code::Unimplemented);
+  EXPECT_EQ(code_of("Lock", neg.SerializeAsString()), Code::InvalidArgument);
+  EXPECT_EQ(code_of("Lock", ""), Code::InvalidArgument) << "pid 0";
+  EXPECT_EQ(code_of("Unlock", "\xff\xff"), Code::InvalidArgument) << "not a ProcessRequest";
   EXPECT_EQ(t.helper->pid(), 0) << "nothing reached the driver";
+  client->close();
+  EXPECT_EQ(ran.wait_for(std::chrono::seconds(10)), std::future_status::ready);
 }

@@ -430,3 +430,46 @@ TEST_F(TtrpcTest, ManyConnectionsComeAndGoWithoutLeaks) {
 
 }  // namespace
 }  // namespace nvproxy::ttrpc
+
+namespace nvproxy::ttrpc {
+namespace {
+
+// A server on one end of a socketpair, its client on the other (how the shim talks to its CUDA
+// helper): details of a StatusError cross; the server ends once its only peer hangs up.
+TEST(TtrpcSocketpair, DetailsCrossAndServerEndsWithItsPeer) {
+  int sv[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+  Logger log(-1);
+  Server server(log, {.require_same_user = false, .stop_when_disconnected = true});
+  server.register_method("s", "fail", [](const CallContext&, const std::string&) -> std::string {
+    throw StatusError(Code::DeadlineExceeded, "driver said no", {{"type.example/A", "one"}, {"type.example/B", "two"}});
+  });
+  server.register_method("s", "echo", [](const CallContext&, const std::string& p) { return p; });
+  server.serve_connection(UniqueFd(sv[1]));
+  auto ran = std::async(std::launch::async, [&] { server.run(); });
+  auto client = Client::adopt(UniqueFd(sv[0]), "peer");
+  EXPECT_EQ(client->call("s", "echo", "hi"), "hi");
+  try {
+    client->call("s", "fail", "");
+    FAIL();
+  } catch (const StatusError& e) {
+    EXPECT_EQ(e.code(), Code::DeadlineExceeded);
+    EXPECT_STREQ(e.what(), "driver said no");
+    ASSERT_EQ(e.details().size(), 2u);
+    ASSERT_NE(e.find("type.example/B"), nullptr);
+    EXPECT_EQ(e.find("type.example/B")->value, "two");
+    EXPECT_EQ(e.find("type.example/C"), nullptr);
+  }
+  client->close();
+  ASSERT_EQ(ran.wait_for(10s), std::future_status::ready) << "the server outlived its only peer";
+  try {
+    client->call("s", "echo", "late");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Code::Unavailable);
+    EXPECT_NE(std::string(e.what()).find("peer"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace nvproxy::ttrpc

@@ -1,0 +1,16 @@
+// nvproxy-cuda-helper's side of the "nvproxy.cuda.v1.Helper" service (cuda_helper_wire.h): its
+// methods answered with a real toggler and GPU usage probe (the driver API and NVML in the helper
+// program, fakes in tests). Each call runs on a ttrpc worker thread, so a lock that waits for the
+// driver holds up no other call.
+#pragma once
+
+#include "checkpoint/cuda_toggler.h"
+#include "checkpoint/gpu_usage.h"
+#include "shim/kit/ttrpc/server.h"
+
+namespace nvproxy::checkpoint {
+
+// toggler and probe must outlive the server.
+void register_cuda_helper_service(ttrpc::Server& server, CudaToggler& toggler, GpuUsageProbe& probe);
+
+}  // namespace nvproxy::checkpoint
