@@ -34,7 +34,6 @@ template <typename M>
 void fill_common(const M& o, TaskOptions& t) {
   t.no_pivot_root = o.no_pivot_root();
   t.no_new_keyring = o.no_new_keyring();
-  t.shim_cgroup = o.shim_cgroup();
   t.criu_image_path = o.criu_image_path();
   t.criu_work_path = o.criu_work_path();
   t.io_uid = o.io_uid();

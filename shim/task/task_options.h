@@ -19,7 +19,7 @@ struct TaskOptions {
   std::string binary_name, root, criu_path;
   bool systemd_cgroup = false;
   bool no_pivot_root = false, no_new_keyring = false;
-  std::string shim_cgroup;  // cgroup the shim daemon joins (applied by `start`)
+  // shim_cgroup is not here: `start` joins it from the options on its stdin, before any task.
   std::string criu_image_path, criu_work_path;
   uint32_t io_uid = 0, io_gid = 0;
 };

@@ -60,13 +60,12 @@ TEST(TaskOptions, CheckpointRefusesUnknownTypesAndMissingPath) {
   EXPECT_THROW(decode_checkpoint_options(nullptr, "", "c1"), Error);
 }
 
-TEST(TaskOptions, LegacyCreateOptionsCarryShimCgroupAndRestorePath) {
+TEST(TaskOptions, LegacyCreateOptionsCarryTheRestorePath) {
   containerd::linux::runc::CreateOptions o;
   o.set_shim_cgroup("/pods/p1");
   o.set_criu_image_path("/img");
   o.set_no_pivot_root(true);
   auto t = decode_task_options(pack(o, "containerd.linux.runc.CreateOptions"), "create");
-  EXPECT_EQ(t.shim_cgroup, "/pods/p1");
   EXPECT_EQ(t.criu_image_path, "/img");
   EXPECT_TRUE(t.no_pivot_root);
 }
@@ -81,7 +80,6 @@ TEST(TaskOptions, RuncV1OptionsOverrideTheRuntime) {
   apply_task_options(t, rc);
   EXPECT_EQ(rc.binary, "crun");
   EXPECT_EQ(rc.root, "/r");
-  EXPECT_EQ(t.shim_cgroup, "/s");
 }
 
 TEST(TaskOptions, CriConfigPathAndGarbage) {
