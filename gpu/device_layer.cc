@@ -98,8 +98,11 @@ DeviceLayerResult apply_device_layer(json& spec, const GpuConfig& cfg, Logger& l
     // sees the injected libraries under the rootfs path and can check /dev nodes. A createRuntime
     // hook runs in the runtime's namespace, where the container's private mounts (and its /dev
     // tmpfs) are invisible. nvidia-ctk's CDI hooks use createContainer for the same reason.
-    p.edits.hooks.push_back(
-        {"createContainer", cfg.hook_binary, {cfg.hook_binary, "hook", kHookName}, {}, 60, "gpu.hook_binary"});
+    std::vector<std::string> args{cfg.hook_binary, "hook", kHookName};
+    // runsc runs the hook in its gofer, after binding the driver files and the device files that
+    // nvproxy passes through (nvidiactl, nvidia-uvm, nvidiaN) into the rootfs; --runsc checks only those.
+    if (cfg.runtime == "runsc") args.emplace_back("--runsc");
+    p.edits.hooks.push_back({"createContainer", cfg.hook_binary, args, {}, 60, "gpu.hook_binary"});
   }
   res.added = apply_edits(spec, p.edits, res.warnings);
   res.mode = p.mode;

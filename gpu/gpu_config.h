@@ -19,6 +19,9 @@ struct GpuConfig {
   std::string nvproxy = "auto";                          // runsc --nvproxy: auto | on | off
   std::string nvproxy_driver_version;                    // runsc --nvproxy-driver-version (empty: none)
   std::string hook_binary;                               // absolute path of our binary for the OCI hook; empty = no hook
+  // Not from YAML: the shim sets "runsc" when gVisor runs the container. runsc runs createContainer
+  // hooks in its gofer, where only the device files it passes through exist (hook arg --runsc).
+  std::string runtime;
 };
 
 // Reads the `gpu:` mapping (missing keys keep defaults). Throws Error(InvalidArgument) naming

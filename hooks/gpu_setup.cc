@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <regex>
 
 #include "common/error.h"
 #include "common/fs.h"
@@ -35,9 +36,16 @@ std::string rootfs_of(const json& config, const std::string& bundle) {
   return fs::path(root).is_absolute() ? root : (fs::path(bundle) / root).string();
 }
 
-void check_nodes(const RootDir& root, const json& record) {
+// The device files runsc's gofer binds into the rootfs for nvproxy (gVisor's own rule).
+bool runsc_passes_through(const std::string& path) {
+  static const std::regex gpu("^/dev/nvidia[0-9]+$");
+  return path == "/dev/nvidiactl" || path == "/dev/nvidia-uvm" || std::regex_match(path, gpu);
+}
+
+void check_nodes(const RootDir& root, const json& record, bool runsc) {
   for (const auto& n : record.value("nodes", json::array())) {
     std::string path = n.value("path", "");
+    if (runsc && !runsc_passes_through(path)) continue;
     auto st = root.stat(path);
     if (!st) throw Error(Code::FailedPrecondition, "GPU device node " + path + " is missing in the container");
     if (n.value("type", "c") != "c") continue;
@@ -94,7 +102,7 @@ void run_gpu_setup(const json& state, const GpuSetupOptions& opts, std::ostream&
   if (!record) record = gpu::read_record(config);
   if (!record) return;  // not a GPU container of ours: nothing to do
   RootDir root(rootfs_of(config, bundle));
-  check_nodes(root, *record);
+  check_nodes(root, *record, opts.runsc);
   for (const auto& s : record->value("symlinks", json::array())) {
     std::string path = s.value("path", ""), target = s.value("target", "");
     // A link we cannot make is not fatal: ldconfig below makes the soname links it needs.

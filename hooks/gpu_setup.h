@@ -17,6 +17,10 @@ namespace nvproxy::hooks {
 struct GpuSetupOptions {
   std::string ldconfig;      // host ldconfig; empty: /sbin/ldconfig, /usr/sbin/ldconfig
   bool run_ldconfig = true;  // false: write the conf file only
+  // Run by runsc's gofer (hook arg --runsc): gVisor's nvproxy passes only /dev/nvidiactl,
+  // /dev/nvidia-uvm and /dev/nvidiaN through; the other recorded nodes (nvidia-uvm-tools,
+  // nvidia-modeset, nvidia-caps/*) never exist there and are not checked.
+  bool runsc = false;
 };
 
 // `state`: the OCI state (id, pid, bundle, annotations). Reads bundle/config.json for root.path

@@ -14,7 +14,7 @@ int hook_main(const std::vector<std::string>& args_in, std::istream& state_json,
   std::vector<std::string> args = args_in;
   if (!args.empty() && args.front() == "hook") args.erase(args.begin());
   if (args.empty() || args.front() != gpu::kHookName) {
-    err << "usage: hook " << gpu::kHookName << " [--ldconfig PATH] [--no-ldconfig] < OCI-state.json\n";
+    err << "usage: hook " << gpu::kHookName << " [--ldconfig PATH] [--no-ldconfig] [--runsc] < OCI-state.json\n";
     return 2;
   }
   const std::string name = "nvproxy hook " + args.front();
@@ -22,6 +22,8 @@ int hook_main(const std::vector<std::string>& args_in, std::istream& state_json,
   for (size_t i = 1; i < args.size(); ++i) {
     if (args[i] == "--no-ldconfig")
       opts.run_ldconfig = false;
+    else if (args[i] == "--runsc")
+      opts.runsc = true;
     else if (args[i] == "--ldconfig" && i + 1 < args.size())
       opts.ldconfig = args[++i];
     else {

@@ -117,6 +117,18 @@ TEST_F(DeviceLayer, HookAddedWithOurBinary) {
   EXPECT_FALSE(spec["hooks"].contains("createRuntime"));
 }
 
+TEST_F(DeviceLayer, HookUnderRunscGetsRunscMode) {
+  host.add_cdi("valid/nvidia.yaml");
+  GpuConfig cfg = host.config();
+  cfg.hook_binary = "/usr/bin/containerd-shim-nvproxy-v1";
+  cfg.runtime = "runsc";
+  json spec = base_spec({"NVIDIA_VISIBLE_DEVICES=0"});
+  apply_device_layer(spec, cfg, log);
+  const json& hooks = spec["hooks"]["createContainer"];
+  ASSERT_EQ(hooks.size(), 3u);
+  EXPECT_EQ(hooks[2]["args"], json({cfg.hook_binary, "hook", "gpu-setup", "--runsc"}));
+}
+
 TEST_F(DeviceLayer, AutoFallsBackToDiscoveryWithoutSpec) {
   json spec = base_spec({"NVIDIA_VISIBLE_DEVICES=" + std::string(kUuidB)});
   auto r = apply_device_layer(spec, host.config(), log);

@@ -87,6 +87,25 @@ TEST_F(GpuSetupHook, MissingDeviceNodeFailsNamingContainer) {
   EXPECT_NE(err.find("/dev/nvidia0"), std::string::npos) << err;
 }
 
+// Under runsc the hook runs in the gofer, where only the files nvproxy passes through exist
+// (nvidiactl, nvidia-uvm, nvidiaN): the rest of the record (uvm-tools, modeset, caps) made the hook
+// fail there and the container never started.
+TEST_F(GpuSetupHook, RunscChecksOnlyTheNodesNvproxyPassesThrough) {
+  record["nodes"].push_back({{"path", "/dev/nvidia-uvm-tools"}, {"type", "c"}, {"major", 238}, {"minor", 1}});
+  record["nodes"].push_back({{"path", "/dev/nvidia-modeset"}, {"type", "c"}, {"major", 195}, {"minor", 254}});
+  record["nodes"].push_back({{"path", "/dev/nvidia-caps/nvidia-cap1"}, {"type", "c"}, {"major", 511}, {"minor", 1}});
+  std::string err;
+  EXPECT_EQ(run({"gpu-setup", "--no-ldconfig"}, state(), &err), 1) << "runc mode must still check every node";
+  EXPECT_NE(err.find("/dev/nvidia-uvm-tools"), std::string::npos) << err;
+  ASSERT_EQ(run({"gpu-setup", "--no-ldconfig", "--runsc"}, state(), &err), 0) << err;
+  EXPECT_EQ(fs::read_symlink(rootfs / "usr/lib/x86_64-linux-gnu/libcuda.so.1"), "libcuda.so.580.0");
+  EXPECT_NE(read_file(rootfs / "etc/ld.so.conf.d/nvproxy.conf").find("/usr/lib/x86_64-linux-gnu\n"), std::string::npos);
+  // a node runsc does pass through is still checked
+  fs::remove(rootfs / "dev/nvidia0");
+  EXPECT_EQ(run({"gpu-setup", "--no-ldconfig", "--runsc"}, state(), &err), 1);
+  EXPECT_NE(err.find("/dev/nvidia0"), std::string::npos) << err;
+}
+
 TEST_F(GpuSetupHook, WrongMinorFails) {
   fs::remove(rootfs / "dev/nvidia0");
   make_char(rootfs / "dev/nvidia0", 195, 3);
