@@ -16,7 +16,8 @@ nv_shim_config_write() {
     crun) bin=$(command -v crun) ;;
     runsc)
       [[ -r /opt/nvproxy-deps/trixie/env.sh ]] && source /opt/nvproxy-deps/trixie/env.sh
-      bin=${NVPROXY_RUNSC:-}
+      # NV_RUNSC_BIN: a given runsc (the current one from the shared deps), else Debian's.
+      bin=${NV_RUNSC_BIN:-${NVPROXY_RUNSC:-}}
       [[ -x $bin ]] || nv_fail "runsc not found (run scripts/install-deps.sh)"
       # gVisor bug 10704: kernels >= 6.11 need --network=none with runsc 2024-07-29.
       extra='  extra_args: ["--network=none", "--ignore-cgroups"]'

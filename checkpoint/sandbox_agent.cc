@@ -1,0 +1,150 @@
+#include "checkpoint/sandbox_agent.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "checkpoint/comm_probe.h"
+#include "checkpoint/cuda_driver_api.h"
+#include "checkpoint/holder_scan.h"
+#include "common/error.h"
+
+namespace nvproxy::checkpoint {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+std::vector<pid_t> all_pids_but_self() {
+  std::vector<pid_t> pids;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator("/proc", ec)) {
+    const std::string n = e.path().filename().string();
+    if (n.empty() || n.find_first_not_of("0123456789") != std::string::npos) continue;
+    auto p = static_cast<pid_t>(std::strtol(n.c_str(), nullptr, 10));
+    if (p != ::getpid()) pids.push_back(p);
+  }
+  if (ec) throw Error(Code::Internal, "cannot list /proc in the sandbox: " + ec.message());
+  std::sort(pids.begin(), pids.end());
+  return pids;
+}
+
+pid_t parse_pid(const std::string& s) {
+  char* end = nullptr;
+  long v = std::strtol(s.c_str(), &end, 10);
+  if (s.empty() || *end != 0 || v <= 0) throw Error(Code::InvalidArgument, "not a pid: \"" + s + "\"");
+  return static_cast<pid_t>(v);
+}
+
+json scan(const std::vector<std::string>& args) {
+  std::vector<std::string> globs;
+  std::vector<pid_t> pids;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--glob" && i + 1 < args.size())
+      globs.push_back(args[++i]);
+    else
+      pids.push_back(parse_pid(args[i]));
+  }
+  if (globs.empty()) globs.emplace_back("/dev/nvidia*");
+  ProcHolderScanner scanner(globs);
+  json holders = json::array(), info = json::array(), comm = json::array();
+  for (const Holder& h : scanner.scan(pids))
+    holders.push_back({{"pid", h.pid},
+                       {"name", h.name},
+                       {"cmdline", h.cmdline},
+                       {"kind", std::string(kind_name(h.kind))},
+                       {"fd", h.fd},
+                       {"path", h.path}});
+  for (pid_t p : pids)
+    if (auto pi = scanner.info(p))
+      info.push_back({{"pid", pi->pid},
+                      {"ppid", pi->ppid},
+                      {"name", pi->name},
+                      {"cmdline", pi->cmdline},
+                      {"exe", pi->exe},
+                      {"maps_libcuda", pi->maps_libcuda},
+                      {"maps_libnvml", pi->maps_libnvml}});
+  ProcCommProbe probe;
+  for (const auto& [pid, f] : probe.scan(pids))
+    comm.push_back({{"pid", pid}, {"evidence", f.evidence}, {"tcp_peers", f.tcp_peers}, {"nccl", f.nccl}});
+  return {{"holders", holders}, {"info", info}, {"comm", comm}};
+}
+
+int cuda(const std::vector<std::string>& args, std::ostream& out) {
+  if (args.size() < 2) throw Error(Code::InvalidArgument, "usage: cuda OP PID [--timeout MS] [--libcuda LIB]");
+  const std::string& op = args[0];
+  pid_t pid = parse_pid(args[1]);
+  unsigned timeout_ms = 10000;
+  std::string lib = "libcuda.so.1";
+  for (size_t i = 2; i < args.size(); ++i) {
+    if (args[i] == "--timeout" && i + 1 < args.size())
+      timeout_ms = static_cast<unsigned>(std::strtoul(args[++i].c_str(), nullptr, 10));
+    else if (args[i] == "--libcuda" && i + 1 < args.size())
+      lib = args[++i];
+    else
+      throw Error(Code::InvalidArgument, "cuda: unknown argument \"" + args[i] + "\"");
+  }
+  DriverApiToggler t(lib);
+  try {
+    if (op == "get-state") {
+      out << json{{"state", std::string(state_name(t.get_state(pid)))}}.dump() << "\n";
+      return 0;
+    }
+    if (op == "lock")
+      t.lock(pid, timeout_ms);
+    else if (op == "checkpoint")
+      t.checkpoint(pid);
+    else if (op == "restore")
+      t.restore(pid);
+    else if (op == "unlock")
+      t.unlock(pid);
+    else
+      throw Error(Code::InvalidArgument, "cuda: unknown operation \"" + op + "\"");
+  } catch (const CudaError& e) {
+    out << json{{"error", {{"op", op}, {"code", e.driver_code()}, {"name", e.driver_name()}, {"detail", e.detail()}}}}.dump()
+        << "\n";
+    return kAgentDriverRefused;
+  }
+  out << json{{"ok", true}}.dump() << "\n";
+  return 0;
+}
+
+}  // namespace
+
+int sandbox_agent_main(const std::vector<std::string>& args, std::ostream& out) {
+  try {
+    if (args.empty()) throw Error(Code::InvalidArgument, "usage: nvproxy-sandbox-agent list | scan ... | cuda ...");
+    std::vector<std::string> rest(args.begin() + 1, args.end());
+    if (args[0] == "list") {
+      out << json{{"self", ::getpid()}, {"pids", all_pids_but_self()}}.dump() << "\n";
+      return 0;
+    }
+    if (args[0] == "scan") {
+      out << scan(rest).dump() << "\n";
+      return 0;
+    }
+    if (args[0] == "cuda") return cuda(rest, out);
+    throw Error(Code::InvalidArgument, "unknown request \"" + args[0] + "\"");
+  } catch (const CudaError& e) {
+    // The library could not be used at all (get-state of a non-CUDA process lands here too).
+    out << json{{"error", {{"op", e.op()}, {"code", e.driver_code()}, {"name", e.driver_name()}, {"detail", e.detail()}}}}.dump()
+        << "\n";
+    return kAgentDriverRefused;
+  } catch (const Error& e) {
+    bool bad = e.code() == Code::InvalidArgument;
+    out << json{{"error",
+                 {{"op", args.empty() ? "" : args[0]},
+                  {"code", -1},
+                  {"name", bad ? "bad request" : "agent error"},
+                  {"detail", e.what()}}}}
+               .dump()
+        << "\n";
+    return bad ? kAgentBadRequest : kAgentDriverRefused;
+  }
+}
+
+}  // namespace nvproxy::checkpoint

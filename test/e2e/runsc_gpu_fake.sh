@@ -1,0 +1,191 @@
+#!/usr/bin/env bash
+# Issue 17 on a machine without a GPU: the GPU checkpoint of a container under the current runsc
+# (gVisor), through containerd and our shim, with the fake driver INSIDE the sandbox. The device layer
+# gives the container its "GPU" from a CDI spec (kind nvidia.com/gpu, asked for with
+# NVIDIA_VISIBLE_DEVICES=0): a fake device file at /dev/fakegpu0 and the fake libcuda / libnvidia-ml
+# bound at their real names with the soname links made by our createContainer hook, which runsc runs
+# in its gofer. runsc gets no --nvproxy (there is no driver to proxy); everything else is the path of
+# a real GPU container: the shim lists, scans and toggles through nvproxy-sandbox-agent, run with
+# `runsc exec` from /.nvproxy, which loads the container's libcuda.so.1 by its soname. Cases:
+#   layer    the soname links exist in the sandbox and the agent's tools are mounted
+#   refuse   a child holds the device without CUDA: refused naming its SANDBOX pid and the device,
+#            checkpoint-diagnostic.json in the bundle, the container keeps running
+#   cuda     a CUDA parent and child: all locked before any checkpoint, runsc checkpoint, resumed;
+#            the restored container gets CUDA back in both and their work continues; on the restored
+#            container exec, pause/resume, a checkpoint whose toggle fails (rolled back, both keep
+#            working) and a second checkpoint work as on a fresh one
+# Usage: runsc_gpu_fake.sh [1.6|1.7|2.3]   (77: the current runsc is not unpacked here)
+set -euo pipefail
+source "$(dirname "$0")/lib/shim-env.sh"
+[[ -r /opt/nvproxy-deps/shared/env.sh ]] && source /opt/nvproxy-deps/shared/env.sh
+RUNSC=${NVPROXY_SHARED_RUNSC_BIN_DIR:-}/runsc
+[[ -x $RUNSC ]] || nv_skip "current runsc not unpacked (scripts/fetch-shared-deps.sh)"
+export NV_RUNTIME=runsc NV_RUNSC_BIN=$RUNSC
+FIX=${NVPROXY_FIXTURES_DIR:?NVPROXY_FIXTURES_DIR (build/test/fixtures) is not set}
+[[ -x $FIX/fake_cuda_app && -f $FIX/libcuda.so && -f $FIX/libnvidia-ml.so ]] || nv_fail "fixtures missing in $FIX"
+[[ -x ${NVPROXY_SHIM_DIR:-}/nvproxy-sandbox-agent ]] || nv_fail "nvproxy-sandbox-agent missing beside the shim in ${NVPROXY_SHIM_DIR:-}"
+
+FAKE=$(mktemp -d /tmp/nvproxy-runscgpu.XXXXXX)
+nv_defer rm -rf "$FAKE"
+mkdir -p "$FAKE/cuda" "$FAKE/bin" "$FAKE/lib" "$FAKE/cdi"
+chmod 777 "$FAKE/cuda"
+touch "$FAKE/fakegpu0"
+cp "$FIX/fake_cuda_app" "$FAKE/bin/"
+# The fake driver libraries as a driver installs them: real file at its versioned name, soname link.
+cp "$FIX/libcuda.so" "$FAKE/lib/libcuda.so.999.1" && ln -s libcuda.so.999.1 "$FAKE/lib/libcuda.so.1"
+cp "$FIX/libnvidia-ml.so" "$FAKE/lib/libnvidia-ml.so.999.1" && ln -s libnvidia-ml.so.999.1 "$FAKE/lib/libnvidia-ml.so.1"
+L=/usr/lib/x86_64-linux-gnu
+cat >"$FAKE/cdi/fake-gpu.yaml" <<YAML
+cdiVersion: "0.6.0"
+kind: nvidia.com/gpu
+devices:
+  - name: "0"
+    containerEdits:
+      mounts:
+        - {hostPath: $FAKE/fakegpu0, containerPath: /dev/fakegpu0, options: [rw, bind]}
+containerEdits:
+  mounts:
+    - {hostPath: $FAKE/lib/libcuda.so.1, containerPath: $L/libcuda.so.1, options: [ro, nosuid, nodev, bind]}
+    - {hostPath: $FAKE/lib/libnvidia-ml.so.1, containerPath: $L/libnvidia-ml.so.1, options: [ro, nosuid, nodev, bind]}
+YAML
+NV_SHIM_EXTRA="gpu:
+  mode: cdi
+  cdi_spec_dirs: [$FAKE/cdi]
+  nvproxy: \"off\"
+checkpoint:
+  lock_timeout_ms: 5000
+  device_globs: [\"/dev/nvidia*\", \"/dev/fakegpu*\"]"
+export NV_SHIM_EXTRA
+nv_start_with_shim --containerd "${1:-1.7}"
+
+MOUNTS=(--mount "type=bind,src=$FAKE/cuda,dst=/fakecuda,options=rbind:rw"
+  --mount "type=bind,src=$FAKE/bin,dst=/fake,options=rbind:ro")
+GPU=(--env NVIDIA_VISIBLE_DEVICES=0 --env NVPROXY_FAKE_CUDA_DIR=/fakecuda)
+bundle() { nv_bundle "$1"; }
+state_of() { cat "$FAKE/cuda/$1.state"; }
+counter_of() { cat "$FAKE/cuda/$1.counter" 2>/dev/null || echo 0; }
+cuda_cpids() { ls "$FAKE/cuda" | sed -n 's/^\([0-9]*\)\.cuda$/\1/p' | sort -n; }
+advancing() { local a; a=$(counter_of "$1"); nv_wait_for -t 5 bash -c "(( \$(cat $FAKE/cuda/$1.counter 2>/dev/null || echo 0) > $a ))"; }
+# Every ctr call that could hang gets a deadline (a hang is the failure, not a stuck test).
+ctr_t() { timeout "${CTR_DEADLINE:-90}" ctr -a "$NV_SOCK" -n "$NV_NAMESPACE" "$@"; }
+stopped() { nv_wait_for -t 20 bash -c "[[ \$(ctr -a $NV_SOCK -n $NV_NAMESPACE task ls | awk '\$1==\"$1\"{print \$3}') == STOPPED ]]"; }
+
+nv_log "case layer: soname links by the hook inside runsc, the agent's tools mounted"
+out=$(ctr_t run --rm --runtime $NV_RT "${GPU[@]}" "$NV_IMAGE" layer sh -c "ls -l $L/ /dev/fakegpu0 /.nvproxy/; cat /etc/ld.so.conf.d/nvproxy.conf")
+echo "$out" >&2
+grep -Eq "libcuda\.so\.1 -> libcuda\.so\.999\.1" <<<"$out" || nv_fail "no libcuda.so.1 soname link in the sandbox"
+grep -Eq "libnvidia-ml\.so\.1 -> libnvidia-ml\.so\.999\.1" <<<"$out" || nv_fail "no libnvidia-ml.so.1 soname link in the sandbox"
+nv_assert_contains "$out" "nvproxy-sandbox-agent" "the agent is mounted at /.nvproxy"
+nv_assert_contains "$out" "$L" "ld.so.conf.d names the driver library dir"
+
+nv_log "case refuse: a child holds the device without CUDA"
+ctr_t run -d --runtime $NV_RT "${GPU[@]}" "${MOUNTS[@]}" "$NV_IMAGE" refuse \
+  sh -c 'sh -c "echo \$\$ >/fakecuda/holder.pid; exec sleep 1000" 3</dev/fakegpu0 & exec sleep 1000'
+nv_wait_for -t 20 test -s "$FAKE/cuda/holder.pid" || nv_fail "the holder did not start"
+holder=$(cat "$FAKE/cuda/holder.pid")
+set +e
+err=$(ctr_t task checkpoint refuse 2>&1)
+rc=$?
+set -e
+((rc != 0 && rc != 124)) || nv_fail "checkpoint with a device holder: rc=$rc (124: hung): $err"
+echo "$err" >&2
+nv_assert_contains "$err" "pid $holder" "error names the holder's sandbox pid"
+nv_assert_contains "$err" "/dev/fakegpu0" "error names the device"
+nv_assert_contains "$err" "no CUDA" "error says the holder is not a CUDA process"
+diag=$(bundle refuse)/checkpoint-diagnostic.json
+[[ -s $diag ]] || nv_fail "no $diag"
+jq -e --argjson p "$holder" '.processes[] | select(.pid == $p) | tostring | contains("/dev/fakegpu0")' "$diag" >/dev/null ||
+  nv_fail "diagnostic JSON lacks sandbox pid $holder holding /dev/fakegpu0: $(cat "$diag")"
+nv_assert_eq RUNNING "$(nv_task_status refuse)" "container state after the refused checkpoint"
+nv_assert_eq ok "$(ctr_t task exec --exec-id after refuse echo ok)" "container works after the refusal"
+ctr_t task kill -s KILL refuse
+stopped refuse
+ctr_t task rm refuse >/dev/null
+ctr_t c rm refuse
+
+nv_log "case cuda: CUDA parent + child in the sandbox, checkpoint, restore, operations on the restored one"
+rm -f "$FAKE"/cuda/*
+ctr_t run -d --runtime $NV_RT "${GPU[@]}" "${MOUNTS[@]}" "$NV_IMAGE" cuda \
+  /fake/fake_cuda_app --dir /fakecuda --device /dev/fakegpu0 --map --children 1
+nv_wait_for -t 20 bash -c "[[ \$(ls $FAKE/cuda | grep -c '\.ready$') -ge 2 ]]" || nv_fail "fake CUDA app did not start: $(ls "$FAKE/cuda")"
+mapfile -t cp < <(cuda_cpids)
+nv_assert_eq 2 "${#cp[@]}" "CUDA processes in the sandbox"
+# The counter is in the app's memory (and mirrored to a file outside the image): the restored app
+# goes on from where the snapshot caught it, at least from here; a fresh start would begin at 1.
+pre=$(counter_of "${cp[0]}")
+((pre > 0)) || nv_fail "the fake CUDA app does not count"
+ctr_t c checkpoint --task cuda cudaref
+log=$FAKE/cuda/calls.log
+last_lock_end=$(awk '$2=="lock"{print $4}' "$log" | sort -n | tail -1)
+first_ckpt_start=$(awk '$2=="checkpoint"{print $3}' "$log" | sort -n | head -1)
+nv_assert_eq 2 "$(awk '$2=="lock" && $5==0' "$log" | wc -l)" "successful locks"
+nv_assert_eq 2 "$(awk '$2=="checkpoint" && $5==0' "$log" | wc -l)" "successful checkpoints"
+((last_lock_end <= first_ckpt_start)) || nv_fail "a checkpoint started before all locks ended: $(cat "$log")"
+# The driver was called with the sandbox pids (the fake library logs the pid it was given).
+for c in "${cp[@]}"; do
+  grep -q "^$c lock " "$log" || nv_fail "no lock of sandbox pid $c: $(cat "$log")"
+  nv_assert_eq running "$(state_of "$c")" "CUDA state of $c after a leave-running checkpoint"
+  advancing "$c" || nv_fail "process $c does not work after the checkpoint"
+done
+jq -e '.verdict == "done"' "$(bundle cuda)/checkpoint-diagnostic.json" >/dev/null || nv_fail "checkpoint report: $(cat "$(bundle cuda)/checkpoint-diagnostic.json")"
+nv_assert_eq RUNNING "$(nv_task_status cuda)" "container state after checkpoint"
+ctr_t task kill -s KILL cuda
+stopped cuda
+ctr_t task rm cuda >/dev/null
+ctr_t c rm cuda
+# The image holds the processes in the checkpointed CUDA state; the fake driver's state lives in
+# files outside the image, so put them where the image left them.
+for c in "${cp[@]}"; do
+  echo checkpointed >"$FAKE/cuda/$c.state"
+  touch "$FAKE/cuda/$c.closed"
+  rm -f "$FAKE/cuda/$c.counter"  # the next value written comes from the restored app
+done
+: >"$log"
+ctr_t c restore --live cuda cudaref </dev/null
+nv_assert_eq RUNNING "$(nv_task_status cuda)" "restored container state"
+nv_assert_eq 2 "$(awk '$2=="restore" && $5==0' "$log" | wc -l)" "CUDA restores after runsc restore"
+nv_assert_eq 2 "$(awk '$2=="unlock" && $5==0' "$log" | wc -l)" "CUDA unlocks after runsc restore"
+for c in "${cp[@]}"; do
+  nv_assert_eq running "$(state_of "$c")" "CUDA state of $c after restore"
+  advancing "$c" || nv_fail "process $c does not work after the restore"
+done
+after=$(counter_of "${cp[0]}")
+((after >= pre)) || nv_fail "work did not continue from the checkpoint: $pre before it, $after after the restore"
+
+nv_log "restored container: exec, pause/resume"
+nv_assert_eq ok "$(CTR_DEADLINE=30 ctr_t task exec --exec-id r1 cuda echo ok)" "exec into the restored container"
+ctr_t task pause cuda
+nv_assert_eq PAUSED "$(nv_task_status cuda)" "restored container paused"
+ctr_t task resume cuda
+nv_assert_eq RUNNING "$(nv_task_status cuda)" "restored container resumed"
+advancing "${cp[0]}" || nv_fail "work stopped after pause/resume"
+
+nv_log "restored container: a checkpoint whose CUDA toggle fails is rolled back"
+: >"$log"
+echo "checkpoint ${cp[1]} 999" >"$FAKE/cuda/fail"
+set +e
+err=$(ctr_t task checkpoint cuda 2>&1)
+rc=$?
+set -e
+rm -f "$FAKE/cuda/fail"
+((rc != 0 && rc != 124)) || nv_fail "a checkpoint with a failing toggle: rc=$rc (124: hung): $err"
+echo "$err" >&2
+nv_assert_contains "$err" "${cp[1]}" "error names the pid whose toggle failed"
+nv_assert_contains "$err" "CUDA_ERROR_UNKNOWN" "error carries the driver's answer"
+nv_assert_eq RUNNING "$(nv_task_status cuda)" "container state after the rollback"
+for c in "${cp[@]}"; do
+  nv_assert_eq running "$(state_of "$c")" "CUDA state of $c after the rollback"
+  advancing "$c" || nv_fail "process $c does not work after the rollback"
+done
+((${#cp[@]} == 2 && $(awk '$2=="unlock" && $5==0' "$log" | wc -l) == 2)) || nv_fail "rollback did not unlock both: $(cat "$log")"
+
+nv_log "restored container: checkpoint again, then kill"
+ctr_t c checkpoint --task cuda cudaref2
+for c in "${cp[@]}"; do
+  nv_assert_eq running "$(state_of "$c")" "CUDA state of $c after the second checkpoint"
+  advancing "$c" || nv_fail "process $c does not work after the second checkpoint"
+done
+ctr_t task kill -s KILL cuda
+stopped cuda
+ctr_t task rm cuda >/dev/null
+echo "PASS runsc_gpu_fake ($RUNSC, containerd $NV_CONTAINERD_VERSION)"
