@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -136,11 +137,23 @@ std::optional<ProcInfo> ProcHolderScanner::info(pid_t pid) {
   pi.exe = fs::read_symlink(dir / "exe", ec).string();
   if (auto maps = slurp(dir / "maps")) {
     std::istringstream ms(*maps);
+    std::vector<std::uint64_t> uvm;  // sizes of the /dev/nvidia-uvm ranges
     while (std::getline(ms, line)) {
-      std::string b = basename_of(maps_path(line));
+      std::string path = maps_path(line);
+      std::string b = basename_of(path);
       if (b.rfind("libcuda.so", 0) == 0) pi.maps_libcuda = true;
       if (b.rfind("libnvidia-ml.so", 0) == 0) pi.maps_libnvml = true;
+      if (path.rfind("/dev/shm/cuda.shm.", 0) == 0 && pi.cuda_ipc_file.empty()) pi.cuda_ipc_file = path;
+      if (path == "/dev/nvidia-uvm") {
+        unsigned long long lo = 0, hi = 0;
+        if (std::sscanf(line.c_str(), "%llx-%llx", &lo, &hi) == 2 && hi > lo) uvm.push_back(hi - lo);
+      }
     }
+    // The driver's own 2 MiB range is not managed memory; everything beyond it is.
+    constexpr std::uint64_t kDriverRange = 2ULL << 20;
+    auto own = std::find(uvm.begin(), uvm.end(), kDriverRange);
+    if (own != uvm.end()) uvm.erase(own);
+    for (auto b : uvm) pi.uvm_managed_bytes += b;
   }
   return pi;
 }

@@ -5,6 +5,7 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -30,6 +31,14 @@ struct ProcInfo {
   std::string name, cmdline, exe;
   bool maps_libcuda = false;  // libcuda.so mapped
   bool maps_libnvml = false;  // libnvidia-ml.so mapped
+  // What the driver cannot bring back, as /proc/PID/maps shows it (measured on an H200, driver 580):
+  // a process that took part in CUDA IPC (cudaIpcGetMemHandle / cudaIpcOpenMemHandle, e.g. a CUDA
+  // tensor passed through torch.multiprocessing), exporter and importer alike, maps the CUDA
+  // runtime's /dev/shm/cuda.shm.* file; a plain CUDA process does not.
+  std::string cuda_ipc_file;  // the /dev/shm/cuda.shm.* it maps; empty if none
+  // Managed memory (cudaMallocManaged) is mapped from /dev/nvidia-uvm: every CUDA process maps one
+  // 2 MiB range of it, a managed allocation adds its own (1 GiB allocated: a 1 GiB range).
+  std::uint64_t uvm_managed_bytes = 0;
 };
 
 class HolderScanner {

@@ -8,6 +8,7 @@
 #include <optional>
 #include <set>
 
+#include "checkpoint/gpu_facts.h"
 #include "checkpoint/hints.h"
 #include "checkpoint/parallel.h"
 #include "checkpoint/restore_preflight.h"
@@ -383,7 +384,7 @@ CheckpointOutcome Orchestrator::checkpoint(const CheckpointRequest& req, const S
                    " GPU devices that the CUDA toggle cannot release");
   }
 
-  if (probe_ || comm_) {
+  {
     Phase pre(out.phases, log_, id, "preflight");
     Preflight pf = preflight(c);
     if (auto r = refusal(pf)) {
@@ -697,6 +698,32 @@ Orchestrator::Preflight Orchestrator::preflight(const Classified& c) {
     pf.multi_gpu.push_back(std::move(r));
   }
   if (comm_) pf.ranks = collective_ranks(c, pf.gpus);
+  // CUDA IPC and managed memory, as the process's maps show them (holder_scan.h).
+  for (pid_t pid : c.cuda) {
+    auto pi = scanner_.info(pid);
+    if (!pi) continue;
+    auto row = [&] {
+      ProcessReport r = report_for(pid, c.holders.at(pid));
+      r.cuda_state = "running";
+      if (auto g = pf.gpus.find(pid); g != pf.gpus.end()) r.gpus.assign(g->second.begin(), g->second.end());
+      return r;
+    };
+    if (!pi->cuda_ipc_file.empty()) {
+      ProcessReport r = row();
+      r.hint = "pid " + std::to_string(pid) + " (" + r.name + ") maps " + pi->cuda_ipc_file +
+               ": it shares GPU memory with another process through CUDA IPC (cudaIpc*, e.g. a CUDA tensor passed "
+               "through torch.multiprocessing); the driver checkpoints such processes but cannot restore the importer "
+               "(CUDA_ERROR_OPERATING_SYSTEM, measured), so keep GPU tensors out of the queues or stop the sharing first";
+      pf.ipc.push_back(std::move(r));
+    }
+    if (pi->uvm_managed_bytes > 0) {
+      ProcessReport r = row();
+      r.hint = "pid " + std::to_string(pid) + " (" + r.name + ") holds " + format_bytes(pi->uvm_managed_bytes) +
+               " of managed memory (cudaMallocManaged, mapped from /dev/nvidia-uvm); the driver does not checkpoint it "
+               "(CUDA_ERROR_NOT_SUPPORTED, measured)";
+      pf.managed.push_back(std::move(r));
+    }
+  }
   return pf;
 }
 
@@ -715,6 +742,14 @@ std::optional<Orchestrator::Refusal> Orchestrator::refusal(const Preflight& pf) 
     return Refusal{count_processes(pf.ranks.size()) + (pf.ranks.size() == 1 ? " is a rank" : " are ranks") +
                        " of a collective (NCCL) across GPUs; the driver cannot restore such processes",
                    pf.ranks};
+  if (!pf.ipc.empty())
+    return Refusal{count_processes(pf.ipc.size()) + (pf.ipc.size() == 1 ? " shares" : " share") +
+                       " GPU memory through CUDA IPC; the driver cannot restore such processes",
+                   pf.ipc};
+  if (!pf.managed.empty())
+    return Refusal{count_processes(pf.managed.size()) + (pf.managed.size() == 1 ? " holds" : " hold") +
+                       " managed memory (cudaMallocManaged); the driver cannot checkpoint it",
+                   pf.managed};
   return std::nullopt;
 }
 
@@ -731,6 +766,14 @@ std::vector<std::string> Orchestrator::preflight_warnings(const Preflight& pf) c
     w.push_back("pid " + std::to_string(r.pid) +
                 " looks like a rank of a collective (NCCL); checkpointing anyway (checkpoint.allow_unrestorable): the driver "
                 "may fail to restore it and leave it stuck");
+  for (const auto& r : pf.ipc)
+    w.push_back("pid " + std::to_string(r.pid) +
+                " shares GPU memory through CUDA IPC; checkpointing anyway (checkpoint.allow_unrestorable): the driver may "
+                "fail to restore it and leave it stuck");
+  for (const auto& r : pf.managed)
+    w.push_back("pid " + std::to_string(r.pid) +
+                " holds managed memory; checkpointing anyway (checkpoint.allow_unrestorable): the driver is expected to "
+                "refuse its checkpoint, which is then rolled back");
   return w;
 }
 
@@ -763,6 +806,8 @@ Inspection Orchestrator::inspect(const std::string& id) {
   }
   for (const auto& r : pf.multi_gpu) reps[r.pid].hint = r.hint;
   for (const auto& r : pf.ranks) reps[r.pid].hint = r.hint;
+  for (const auto& r : pf.ipc) reps[r.pid].hint = r.hint;
+  for (const auto& r : pf.managed) reps[r.pid].hint = r.hint;
   // CUDA processes without device holders (e.g. left checkpointed) matter too.
   std::mutex mu;
   std::vector<pid_t> rest;

@@ -115,12 +115,15 @@ class Orchestrator {
 
  private:
   // The one preflight policy of checkpoint() and inspect(): what the driver could checkpoint but
-  // never restore (contexts on several GPUs, collective ranks), found before anything is toggled.
+  // never restore (contexts on several GPUs, collective ranks, CUDA IPC) or will not checkpoint
+  // (managed memory), found before anything is toggled.
   struct Preflight {
     std::map<pid_t, std::set<std::string>> gpus;
     std::string probe_error;  // the GPU probe failed: nothing above can be told
     std::vector<ProcessReport> multi_gpu;
     std::vector<ProcessReport> ranks;
+    std::vector<ProcessReport> ipc;      // took part in CUDA IPC (importers cannot be restored)
+    std::vector<ProcessReport> managed;  // hold managed memory (the driver refuses to checkpoint it)
   };
   struct Refusal {
     std::string reason;

@@ -5,8 +5,10 @@
 // The image holds what CRIU dumps of each process (its anonymous and shared memory; file pages are
 // not dumped) plus, for a CUDA process, its device memory, which the driver's checkpoint moves into
 // the process's host memory. The runtime writes the image where the client asked (`--image-path`)
-// or, when no path was given, into a temporary directory of containerd's ("ctd-checkpoint*"), which
+// or, when no path was given, into a temporary directory of containerd's ("ctrd-checkpoint*"), which
 // containerd then copies into its content store: twice the space, on one filesystem or two.
+// containerd 1.7 passes a client's `--image-path` on only for runtimes named io.containerd.runc.*:
+// for ours it uses its temporary directory and copies all the same (seen on the H200).
 //
 // Header-only: the probe reads statvfs(3) and /proc; tests hand in their own.
 #pragma once
@@ -77,7 +79,7 @@ class HostSpaceProbe final : public SpaceProbe {
 // containerd's temporary image directory: it copies what the runtime wrote there into its content
 // store afterwards (containerd's tasks service, when the client gave no image path).
 inline bool containerd_copies_image(const std::filesystem::path& image_path) {
-  return image_path.filename().string().rfind("ctd-checkpoint", 0) == 0;
+  return image_path.filename().string().rfind("ctrd-checkpoint", 0) == 0;
 }
 
 struct SpaceNeed {
@@ -126,7 +128,8 @@ inline SpaceVerdict check_space(const SpaceNeed& need, const std::filesystem::pa
       v.reason = "the checkpoint image needs about " + what + " at " + image_dir.string() +
                  " and as much again when containerd copies it into its content store (" + content_store.string() +
                  ", same filesystem): " + format_bytes(2 * image) + ", but only " + format_bytes(img.available) +
-                 " are free; with `ctr task checkpoint --image-path DIR` containerd makes no copy";
+                 " are free; containerd 2.x makes no copy with `ctr task checkpoint --image-path DIR` (containerd 1.7 "
+                 "takes an image path only from runtimes named io.containerd.runc.*)";
     }
     return v;
   }

@@ -104,3 +104,30 @@ TEST(HolderScan, RealProcessesHoldingATempDevice) {
   // A glob that matches nothing finds nothing.
   EXPECT_TRUE(ProcHolderScanner({"/dev/nvidia*"}).scan({fd_only}).empty());
 }
+
+// Issue 16, what the H200 showed (driver 580): a CUDA IPC exporter and importer both map the CUDA
+// runtime's /dev/shm/cuda.shm.*; a managed allocation adds a /dev/nvidia-uvm range of its size to the
+// driver's own 2 MiB one; a plain CUDA process has neither.
+TEST(HolderScan, CudaIpcAndManagedMemoryAsTheMapsShowThem) {
+  FakeProc p;
+  const std::string common =
+      "7f0000000000-7f0000200000 rw-s 00000000 00:05 13 /dev/nvidia-uvm\n"
+      "7f0000200000-7f0003a00000 rw-s 00000000 00:05 12 /dev/nvidiactl\n";
+  p.add(10, "python3", "plain", {}, common);
+  p.add(11, "python3", "exporter", {{30, "/dev/shm/cuda.shm.0.1.1"}},
+        common +
+            "7f1000000000-7f1000001000 rw-s 00000000 00:1a 7 /dev/shm/cuda.shm.0.1.1\n"
+            "7f1000001000-7f1000002000 rw-s 00000000 00:1a 8 /dev/shm/torch_1_744172648_0\n");
+  p.add(12, "python3", "importer", {}, common + "7f1000000000-7f1000001000 rw-s 00000000 00:1a 7 /dev/shm/cuda.shm.0.1.1\n");
+  p.add(13, "python3", "managed", {}, common + "7f2000000000-7f2040000000 rw-s 00000000 00:05 13 /dev/nvidia-uvm\n");
+  ProcHolderScanner s({"/dev/nvidia*"}, p.root);
+  auto plain = s.info(10), exp = s.info(11), imp = s.info(12), man = s.info(13);
+  ASSERT_TRUE(plain && exp && imp && man);
+  EXPECT_EQ(plain->cuda_ipc_file, "");
+  EXPECT_EQ(plain->uvm_managed_bytes, 0u);
+  EXPECT_EQ(exp->cuda_ipc_file, "/dev/shm/cuda.shm.0.1.1");
+  EXPECT_EQ(imp->cuda_ipc_file, "/dev/shm/cuda.shm.0.1.1");
+  EXPECT_EQ(imp->uvm_managed_bytes, 0u);
+  EXPECT_EQ(man->uvm_managed_bytes, 1ULL << 30);
+  EXPECT_EQ(man->cuda_ipc_file, "");
+}

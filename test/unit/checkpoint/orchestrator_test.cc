@@ -239,6 +239,19 @@ TEST_F(OrchestratorTest, SnapshotFailureRollsBackAndKeepsItsCode) {
   EXPECT_EQ(holders().size(), 2u);
 }
 
+TEST_F(OrchestratorTest, RestoreOntoOtherGpusRestoresEveryProcessWithTheMap) {
+  pid_t a = gpu.start_app(), b = gpu.start_app();
+  pids = {a, b};
+  make().checkpoint(req(false), counting_snapshot());
+  const DeviceMap map{{"GPU-00000000-0000-0000-0000-000000000000", "GPU-00000000-0000-0000-0000-000000000001"}};
+  auto out = make().restore_after_runtime_restore("c1", diag_path, {}, map);
+  EXPECT_EQ(out.resumed.size(), 2u);
+  auto restores = gpu.calls("restore");
+  ASSERT_EQ(restores.size(), 2u);
+  for (const auto& r : restores)
+    EXPECT_EQ(r.extra, "pairs=00000000000000000000000000000000>00000000000000000000000000000001") << "pid " << r.pid;
+}
+
 TEST_F(OrchestratorTest, RestoreAfterRuntimeRestoreRelistsAndResumesCheckpointedOnes) {
   pid_t a = gpu.start_app(), b = gpu.start_app();
   pids = {a, b};
@@ -569,11 +582,11 @@ TEST_F(OrchestratorTest, CheckpointThatCannotFitIsRefusedWithTheNumbers) {
   pids = {a};
   FakeSpace space;
   space.per_process = 3 * GiB;
-  space.fs["/tmp/ctd-checkpoint123"] = {.available = 60 * GiB, .device = 7, .at = "/tmp"};
+  space.fs["/tmp/ctrd-checkpoint123"] = {.available = 60 * GiB, .device = 7, .at = "/tmp"};
   space.fs["/var/lib/containerd"] = {.available = 60 * GiB, .device = 7, .at = "/var/lib/containerd"};
   space.fs["/img"] = {.available = 60 * GiB, .device = 8, .at = "/img"};
   auto r = req();
-  r.image_path = "/tmp/ctd-checkpoint123";
+  r.image_path = "/tmp/ctrd-checkpoint123";
   r.content_store = "/var/lib/containerd";
   r.device_bytes[a] = 49 * GiB;
   auto o = make();
@@ -618,7 +631,8 @@ TEST_F(OrchestratorTest, CheckpointThatCannotFitIsRefusedWithTheNumbers) {
 }
 
 TEST(SpaceCheck, ContainerdTempDirAndHostProbe) {
-  EXPECT_TRUE(containerd_copies_image("/run/user/0/ctd-checkpoint2349871"));
+  EXPECT_TRUE(containerd_copies_image("/tmp/ctrd-checkpoint582929476"));  // containerd 1.7 on the H200
+  EXPECT_TRUE(containerd_copies_image("/run/user/0/ctrd-checkpoint2349871"));
   EXPECT_FALSE(containerd_copies_image("/var/lib/ckpt/my-image"));
   HostSpaceProbe probe;
   auto s = probe.space("/tmp/does/not/exist/yet");
@@ -626,4 +640,68 @@ TEST(SpaceCheck, ContainerdTempDirAndHostProbe) {
   EXPECT_GT(s.available, 0u);
   EXPECT_GT(probe.process_bytes(::getpid()), 0u);
   EXPECT_EQ(probe.process_bytes(0x7ffffff0), 0u);
+}
+
+namespace {
+// The real /proc scan, with what the H200 showed for CUDA IPC and managed memory laid over some pids.
+struct MapsOverlay final : HolderScanner {
+  ProcHolderScanner real;
+  std::map<pid_t, std::string> ipc;
+  std::map<pid_t, std::uint64_t> managed;
+  explicit MapsOverlay(std::vector<std::string> globs) : real(std::move(globs)) {}
+  std::vector<Holder> scan(const std::vector<pid_t>& pids) override { return real.scan(pids); }
+  std::optional<ProcInfo> info(pid_t pid) override {
+    auto pi = real.info(pid);
+    if (pi && ipc.count(pid)) pi->cuda_ipc_file = ipc[pid];
+    if (pi && managed.count(pid)) pi->uvm_managed_bytes = managed[pid];
+    return pi;
+  }
+};
+}  // namespace
+
+// Issue 16, item 3: what the driver cannot bring back is refused before any toggle, one row per
+// process and device: CUDA IPC exporters and importers, managed memory.
+TEST_F(OrchestratorTest, CudaIpcAndManagedMemoryAreRefusedBeforeAnyToggle) {
+  pid_t exporter = gpu.start_app(), importer = gpu.start_app(), plain = gpu.start_app();
+  pids = {exporter, importer, plain};
+  MapsOverlay maps(cfg.device_globs);
+  maps.ipc[exporter] = maps.ipc[importer] = "/dev/shm/cuda.shm.0.1.1";
+  Orchestrator o(cfg, lister, maps, &toggler, nullptr, log);
+  try {
+    o.checkpoint(req(), counting_snapshot());
+    FAIL() << "CUDA IPC was not refused";
+  } catch (const Error& e) {
+    std::string m = e.what();
+    EXPECT_TRUE(has(m, "refused: 2 processes share GPU memory through CUDA IPC")) << m;
+    EXPECT_TRUE(has(m, P(exporter) + " (fake_cuda_app) maps /dev/shm/cuda.shm.0.1.1")) << m;
+    EXPECT_TRUE(has(m, P(importer) + " (fake_cuda_app) maps /dev/shm/cuda.shm.0.1.1")) << m;
+    EXPECT_FALSE(has(m, P(plain) + " (")) << m;
+  }
+  EXPECT_TRUE(gpu.calls("lock").empty()) << "refused before any toggle";
+  EXPECT_EQ(diag_json()["processes"].size(), 2u);
+
+  maps.ipc.clear();
+  maps.managed[plain] = 1ULL << 30;
+  try {
+    o.checkpoint(req(), counting_snapshot());
+    FAIL() << "managed memory was not refused";
+  } catch (const Error& e) {
+    std::string m = e.what();
+    EXPECT_TRUE(has(m, "refused: 1 process holds managed memory (cudaMallocManaged)")) << m;
+    EXPECT_TRUE(has(m, P(plain) + " (fake_cuda_app) holds 1.0 GiB of managed memory")) << m;
+  }
+  EXPECT_TRUE(gpu.calls("lock").empty());
+  EXPECT_EQ(snapshots, 0);
+
+  // diagnose says the same; allow_unrestorable turns both into warnings.
+  EXPECT_TRUE(o.inspect("c1").would_refuse);
+  maps.ipc[importer] = "/dev/shm/cuda.shm.0.1.1";
+  cfg.allow_unrestorable = true;
+  Orchestrator forced(cfg, lister, maps, &toggler, nullptr, log);
+  auto out = forced.checkpoint(req(), counting_snapshot());
+  EXPECT_EQ(snapshots, 1);
+  std::string all;
+  for (const auto& w : out.warnings) all += w + "\n";
+  EXPECT_TRUE(has(all, P(importer) + " shares GPU memory through CUDA IPC; checkpointing anyway")) << all;
+  EXPECT_TRUE(has(all, P(plain) + " holds managed memory; checkpointing anyway")) << all;
 }
