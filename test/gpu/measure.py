@@ -90,11 +90,14 @@ for name, pids in groups.items():
             else:
                 kinds['file'] += 1
         maps = collections.Counter(); shm_maps = set(); nccl_lib = False
+        sizes = collections.defaultdict(list)  # (device, perms) -> mapping sizes in KiB
         for line in read(f'/proc/{p}/maps').splitlines():
             f = line.split(None, 5)
             path = f[5] if len(f) > 5 else ''
             if path.startswith('/dev/nvidia'):
                 maps[path] += 1
+                lo, hi = (int(v, 16) for v in f[0].split('-'))
+                sizes[(path, f[1])].append((hi - lo) >> 10)
             elif path.startswith('/dev/shm/'):
                 shm_maps.add(path)
             if 'libnccl' in path:
@@ -103,6 +106,20 @@ for name, pids in groups.items():
         print(f'pid {p} {comm} threads={thr} libnccl_mapped={nccl_lib} nvml={nvml.get(p, [])}')
         print(f'  fds: {dict(sorted(kinds.items()))}')
         print(f'  device maps: {dict(sorted(maps.items()))}')
+        # Issue 16: what tells CUDA IPC importers/exporters and managed memory apart on the host.
+        for (path, perms), ks in sorted(sizes.items()):
+            big = sorted(ks, reverse=True)[:4]
+            print(f'    {path} {perms}: {len(ks)} maps, {sum(ks) >> 10} MiB, largest KiB {big}')
+        fdflags = collections.Counter()
+        for fd in os.listdir(f'/proc/{p}/fd') if os.path.isdir(f'/proc/{p}/fd') else []:
+            t = rl(f'/proc/{p}/fd/{fd}') or ''
+            if t.startswith('/dev/nvidia'):
+                info = dict(l.split(':', 1) for l in read(f'/proc/{p}/fdinfo/{fd}').splitlines() if ':' in l)
+                fdflags[(t, info.get('flags', '?').strip())] += 1
+        if fdflags:
+            print('  device fd flags: ' + '; '.join(f'{t} {fl} x{n}' for (t, fl), n in sorted(fdflags.items())))
+        st = {k: v.strip() for k, v in (l.split(':', 1) for l in read(f'/proc/{p}/status').splitlines() if ':' in l)}
+        print(f"  memory: VmRSS {st.get('VmRSS')} RssAnon {st.get('RssAnon')} RssShmem {st.get('RssShmem')} VmSize {st.get('VmSize')}")
         if shm_fds or shm_maps:
             print(f'  /dev/shm fds: {sorted(shm_fds)[:6]}  maps: {sorted(shm_maps)[:6]} ({len(shm_maps)} distinct)')
         conns = []
