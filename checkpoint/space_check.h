@@ -5,7 +5,8 @@
 // The image holds what CRIU dumps of each process (its anonymous and shared memory; file pages are
 // not dumped) plus, for a CUDA process, its device memory, which the driver's checkpoint moves into
 // the process's host memory. The runtime writes the image where the client asked (`--image-path`)
-// or, when no path was given, into a temporary directory of containerd's ("ctrd-checkpoint*"), which
+// or, when no path was given, into a temporary directory of containerd's ("ctrd-checkpoint*"; 1.6:
+// "ctd-checkpoint*"), which
 // containerd then copies into its content store: twice the space, on one filesystem or two.
 // containerd 1.7 passes a client's `--image-path` on only for runtimes named io.containerd.runc.*:
 // for ours it uses its temporary directory and copies all the same (seen on the H200).
@@ -78,8 +79,10 @@ class HostSpaceProbe final : public SpaceProbe {
 
 // containerd's temporary image directory: it copies what the runtime wrote there into its content
 // store afterwards (containerd's tasks service, when the client gave no image path).
+// The name: "ctd-checkpoint*" (containerd 1.6), "ctrd-checkpoint*" (1.7 and 2.x).
 inline bool containerd_copies_image(const std::filesystem::path& image_path) {
-  return image_path.filename().string().rfind("ctrd-checkpoint", 0) == 0;
+  std::string name = image_path.filename().string();
+  return name.rfind("ctrd-checkpoint", 0) == 0 || name.rfind("ctd-checkpoint", 0) == 0;
 }
 
 struct SpaceNeed {

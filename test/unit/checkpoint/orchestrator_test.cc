@@ -633,6 +633,7 @@ TEST_F(OrchestratorTest, CheckpointThatCannotFitIsRefusedWithTheNumbers) {
 TEST(SpaceCheck, ContainerdTempDirAndHostProbe) {
   EXPECT_TRUE(containerd_copies_image("/tmp/ctrd-checkpoint582929476"));  // containerd 1.7 on the H200
   EXPECT_TRUE(containerd_copies_image("/run/user/0/ctrd-checkpoint2349871"));
+  EXPECT_TRUE(containerd_copies_image("/tmp/ctd-checkpoint2124932333"));  // containerd 1.6 here
   EXPECT_FALSE(containerd_copies_image("/var/lib/ckpt/my-image"));
   HostSpaceProbe probe;
   auto s = probe.space("/tmp/does/not/exist/yet");
