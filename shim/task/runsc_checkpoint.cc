@@ -1,5 +1,6 @@
 #include "shim/task/runsc_checkpoint.h"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "checkpoint/sandbox_tools.h"
@@ -71,8 +72,14 @@ void run_sandbox_checkpoint(CheckpointTarget& c, const oci::CheckpointFlags& fla
   checkpoint::CheckpointRequest req{
       .container_id = c.id, .keep_running = flags.leave_running, .diagnostic_path = c.bundle / "checkpoint-diagnostic.json"};
   auto outcome = kit.orch.checkpoint(req, [&] { c.runtime->checkpoint(c.id, flags); });
+  // "cuda_pids": the sandbox's pids (a runsc restore keeps them) and names, each looked for after the restore.
+  nlohmann::json cuda_pids = nlohmann::json::array();
+  for (pid_t p : outcome.toggled) {
+    auto pi = kit.scanner.info(p);
+    cuda_pids.push_back({{"pid", p}, {"name", pi ? pi->name : std::string()}});
+  }
   nlohmann::json rec{
-      {"container", c.id}, {"cuda_processes", outcome.toggled.size()}, {"sandbox", "runsc"}, {"sandbox_pids", outcome.toggled}};
+      {"container", c.id}, {"cuda_processes", outcome.toggled.size()}, {"sandbox", "runsc"}, {"cuda_pids", cuda_pids}};
   if (!outcome.toggled.empty())
     rec["gpu_error"] = "taken inside a gVisor sandbox: NVML there cannot tell the sandbox's processes apart";
   try {
@@ -92,8 +99,19 @@ void restore_sandbox_cuda(CheckpointTarget& c, const CheckpointEnv& env) {
   if (rec.is_discarded() || !rec.is_object() || rec.value("cuda_processes", 0) == 0) return;
   checkpoint::SandboxKit kit(c.config.checkpoint, sandbox_of(c), env.runner, env.log);
   auto outcome = kit.orch.restore_after_runtime_restore(c.id, c.bundle / "checkpoint-diagnostic.json");
-  std::string pids;
+  std::string pids, missing;
   for (pid_t p : outcome.resumed) pids += " " + std::to_string(p);
+  // Every process the checkpoint toggled must have come back CUDA-checkpointed and been resumed.
+  for (const auto& e : rec.value("cuda_pids", nlohmann::json::array())) {
+    if (!e.is_object()) continue;
+    pid_t p = e.value("pid", 0);
+    if (std::find(outcome.resumed.begin(), outcome.resumed.end(), p) == outcome.resumed.end())
+      missing += (missing.empty() ? "" : ", ") + std::to_string(p) + " (" + e.value("name", "") + ")";
+  }
+  if (!missing.empty())
+    throw Error(Code::FailedPrecondition, "restore of \"" + c.id + "\" (runsc sandbox): the checkpoint recorded " +
+                                              std::to_string(rec.value("cuda_processes", 0)) +
+                                              " CUDA processes; not brought back (sandbox pid, name): " + missing);
   env.log.info("restore of \"" + c.id + "\" (runsc sandbox): CUDA resumed in " + std::to_string(outcome.resumed.size()) +
                " processes (sandbox pids" + pids + ");" + phases_text(outcome.phases));
 }

@@ -13,7 +13,8 @@
 #   cuda     a CUDA parent and child: all locked before any checkpoint, runsc checkpoint, resumed;
 #            the restored container gets CUDA back in both and their work continues; on the restored
 #            container exec, pause/resume, a checkpoint whose toggle fails (rolled back, both keep
-#            working) and a second checkpoint work as on a fresh one
+#            working) and a second checkpoint work as on a fresh one; a restore whose CUDA restore
+#            fails names the sandbox pid and the driver's answer
 # Usage: runsc_gpu_fake.sh [1.6|1.7|2.3]   (77: the current runsc is not unpacked here)
 set -euo pipefail
 source "$(dirname "$0")/lib/shim-env.sh"
@@ -188,4 +189,22 @@ done
 ctr_t task kill -s KILL cuda
 stopped cuda
 ctr_t task rm cuda >/dev/null
+ctr_t c rm cuda
+
+nv_log "a restore whose CUDA restore fails names the sandbox pid and the driver's answer"
+for c in "${cp[@]}"; do
+  echo checkpointed >"$FAKE/cuda/$c.state"
+  touch "$FAKE/cuda/$c.closed"
+done
+touch "$FAKE/cuda/${cp[1]}.unrestorable"
+set +e
+err=$(ctr_t c restore --live cuda cudaref </dev/null 2>&1)
+rc=$?
+set -e
+echo "$err" >&2
+((rc != 0 && rc != 124)) || nv_fail "a restore whose CUDA restore fails: rc=$rc (124: hung): $err"
+nv_assert_contains "$err" "${cp[1]}" "the failed restore names the sandbox pid"
+nv_assert_contains "$err" "CUDA_ERROR_NOT_SUPPORTED" "the failed restore carries the driver's answer"
+ctr_t task kill -s KILL cuda >/dev/null 2>&1 || true
+ctr_t task rm -f cuda >/dev/null 2>&1 || true
 echo "PASS runsc_gpu_fake ($RUNSC, containerd $NV_CONTAINERD_VERSION)"
