@@ -1,6 +1,7 @@
 // The toggles through NVIDIA's cuda-checkpoint binary, for hosts that prefer it to the driver API:
 //   cuda-checkpoint --get-state --pid P
 //   cuda-checkpoint --action lock|checkpoint|restore|unlock --pid P [--timeout MS]
+//   cuda-checkpoint --action restore --pid P --device-map OLD=NEW,...   (R580: onto other GPUs)
 // No timeout is put on the command: killing a toggle midway leaves the driver out of sync; the
 // lock timeout bounds it instead.
 #pragma once
@@ -22,6 +23,9 @@ class CudaCheckpointBinToggler final : public CudaToggler {
   void lock(pid_t pid, unsigned timeout_ms) override;
   void checkpoint(pid_t pid) override { action(pid, "checkpoint", {}); }
   void restore(pid_t pid) override { action(pid, "restore", {}); }
+  void restore_onto(pid_t pid, const DeviceMap& map) override {
+    map.empty() ? restore(pid) : action(pid, "restore", {"--device-map", device_map_text(map)});
+  }
   void unlock(pid_t pid) override { action(pid, "unlock", {}); }
 
  private:

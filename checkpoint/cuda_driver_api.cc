@@ -3,6 +3,8 @@
 #include <dlfcn.h>
 
 #include <cstdint>
+#include <string>
+#include <vector>
 
 namespace nvproxy::checkpoint {
 
@@ -18,7 +20,35 @@ struct LockArgs {
 struct Args64 {
   std::uint64_t reserved[8];
 };
-static_assert(sizeof(LockArgs) == 64 && sizeof(Args64) == 64);
+struct GpuPairArg {  // CUcheckpointGpuPair: two CUuuid
+  unsigned char from[16];
+  unsigned char to[16];
+};
+struct RestoreArgs {  // CUcheckpointRestoreArgs (R580)
+  GpuPairArg* gpuPairs;
+  unsigned int gpuPairsCount;
+  char reserved[52 - sizeof(void*)];  // 52 - sizeof(CUcheckpointGpuPair*)
+  std::uint64_t reserved1;
+};
+static_assert(sizeof(LockArgs) == 64 && sizeof(Args64) == 64 && sizeof(RestoreArgs) == 64 && sizeof(GpuPairArg) == 32);
+
+// "GPU-79f8d0a3-1c4e-..." -> the 16 bytes of its UUID.
+bool parse_gpu_uuid(const std::string& s, unsigned char out[16]) {
+  if (!s.starts_with("GPU-")) return false;
+  int n = 0;
+  for (size_t i = 4; i < s.size(); ++i) {
+    char c = s[i];
+    if (c == '-') continue;
+    int v = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+    if (v < 0 || n >= 32) return false;
+    if (n % 2 == 0)
+      out[n / 2] = static_cast<unsigned char>(v << 4);
+    else
+      out[n / 2] = static_cast<unsigned char>(out[n / 2] | v);
+    ++n;
+  }
+  return n == 32;
+}
 
 using GetStateFn = int (*)(int, int*);
 using LockFn = int (*)(int, LockArgs*);
@@ -138,6 +168,21 @@ void DriverApiToggler::restore(pid_t pid) {
   const Api& a = api();
   Args64 args{};
   check(a.restore(pid, &args), pid, "restore");
+}
+
+void DriverApiToggler::restore_onto(pid_t pid, const DeviceMap& map) {
+  if (map.empty()) return restore(pid);
+  std::vector<GpuPairArg> pairs(map.size());
+  for (size_t i = 0; i < map.size(); ++i) {
+    if (!parse_gpu_uuid(map[i].from, pairs[i].from) || !parse_gpu_uuid(map[i].to, pairs[i].to))
+      throw Error(Code::InvalidArgument, "CUDA restore of pid " + std::to_string(pid) + " onto other GPUs: \"" + map[i].from +
+                                             "=" + map[i].to + "\" is not a pair of GPU UUIDs");
+  }
+  const Api& a = api();
+  RestoreArgs args{};
+  args.gpuPairs = pairs.data();
+  args.gpuPairsCount = static_cast<unsigned>(pairs.size());
+  check(a.restore(pid, reinterpret_cast<Args64*>(&args)), pid, "restore");
 }
 
 void DriverApiToggler::unlock(pid_t pid) {

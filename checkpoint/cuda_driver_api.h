@@ -23,6 +23,9 @@ class DriverApiToggler final : public CudaToggler {
   void lock(pid_t pid, unsigned timeout_ms) override;
   void checkpoint(pid_t pid) override;
   void restore(pid_t pid) override;
+  // Fills the restore args' GPU pairs (CUcheckpointRestoreArgs.gpuPairs); throws
+  // Error(InvalidArgument) for a UUID that is not "GPU-" and 32 hex digits.
+  void restore_onto(pid_t pid, const DeviceMap& map) override;
   void unlock(pid_t pid) override;
   int driver_version();
   // cuCheckpointProcessGetRestoreThreadId; nullopt where the driver lacks it. Throws CudaError.

@@ -138,10 +138,16 @@ CudaState HelperToggler::get_state(pid_t pid) {
   return helper_wire::state_from_wire(r.state());
 }
 
-void HelperToggler::transition(const char* method, pid_t pid, unsigned lock_timeout_ms, std::chrono::milliseconds deadline) {
+void HelperToggler::transition(const char* method, pid_t pid, unsigned lock_timeout_ms, std::chrono::milliseconds deadline,
+                               const DeviceMap& map) {
   pb::ProcessRequest req;
   req.set_pid(pid);
   req.set_timeout_ms(lock_timeout_ms);
+  for (const auto& p : map) {
+    auto* o = req.add_device_map();
+    o->set_from(p.from);
+    o->set_to(p.to);
+  }
   parse_answer<pb::Empty>(method, helper_->call(method, req.SerializeAsString(), deadline));
 }
 
@@ -154,6 +160,9 @@ void HelperToggler::checkpoint(pid_t pid) {
 }
 void HelperToggler::restore(pid_t pid) {
   transition("Restore", pid, 0, toggle_timeout_);
+}
+void HelperToggler::restore_onto(pid_t pid, const DeviceMap& map) {
+  transition("Restore", pid, 0, toggle_timeout_, map);
 }
 void HelperToggler::unlock(pid_t pid) {
   transition("Unlock", pid, 0, kQueryTimeout);

@@ -73,10 +73,12 @@ class HelperToggler final : public CudaToggler {
   void lock(pid_t pid, unsigned timeout_ms) override;
   void checkpoint(pid_t pid) override;
   void restore(pid_t pid) override;
+  void restore_onto(pid_t pid, const DeviceMap& map) override;
   void unlock(pid_t pid) override;
 
  private:
-  void transition(const char* method, pid_t pid, unsigned lock_timeout_ms, std::chrono::milliseconds deadline);
+  void transition(const char* method, pid_t pid, unsigned lock_timeout_ms, std::chrono::milliseconds deadline,
+                  const DeviceMap& map = {});
 
   std::shared_ptr<CudaHelper> helper_;
   std::chrono::milliseconds toggle_timeout_;

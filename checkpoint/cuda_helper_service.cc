@@ -55,7 +55,12 @@ void register_cuda_helper_service(ttrpc::Server& server, CudaToggler& t, GpuUsag
   const std::pair<const char*, Transition> transitions[] = {
       {"Lock", [](CudaToggler& x, const pb::ProcessRequest& r) { x.lock(pid_of("Lock", r), r.timeout_ms()); }},
       {"Checkpoint", [](CudaToggler& x, const pb::ProcessRequest& r) { x.checkpoint(pid_of("Checkpoint", r)); }},
-      {"Restore", [](CudaToggler& x, const pb::ProcessRequest& r) { x.restore(pid_of("Restore", r)); }},
+      {"Restore",
+       [](CudaToggler& x, const pb::ProcessRequest& r) {
+         DeviceMap map;
+         for (const auto& p : r.device_map()) map.push_back({p.from(), p.to()});
+         x.restore_onto(pid_of("Restore", r), map);
+       }},
       {"Unlock", [](CudaToggler& x, const pb::ProcessRequest& r) { x.unlock(pid_of("Unlock", r)); }},
   };
   for (const auto& [name, fn] : transitions) {

@@ -38,4 +38,10 @@ std::string CudaError::answer() const {
   return answer_text(driver_code_, driver_name_, detail_);
 }
 
+std::string device_map_text(const DeviceMap& m) {
+  std::string out;
+  for (const auto& p : m) out += (out.empty() ? "" : ",") + p.from + "=" + p.to;
+  return out;
+}
+
 }  // namespace nvproxy::checkpoint

@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/error.h"
 
@@ -41,6 +42,15 @@ class CudaError : public Error {
 inline constexpr int kCudaNotInitialized = 3;
 inline constexpr int kCudaTimeout = 909;
 
+// A restore onto other GPUs: each GPU the process was checkpointed on ("GPU-<uuid>"), paired with
+// the GPU it comes back on. The driver (R580) wants every checkpointed GPU paired, moved or not.
+struct GpuPair {
+  std::string from, to;
+  bool operator==(const GpuPair&) const = default;
+};
+using DeviceMap = std::vector<GpuPair>;
+std::string device_map_text(const DeviceMap& m);  // "GPU-a=GPU-b,GPU-b=GPU-a" (cuda-checkpoint's --device-map)
+
 class CudaToggler {
  public:
   virtual ~CudaToggler() = default;
@@ -51,6 +61,12 @@ class CudaToggler {
   virtual void lock(pid_t pid, unsigned timeout_ms) = 0;
   virtual void checkpoint(pid_t pid) = 0;
   virtual void restore(pid_t pid) = 0;
+  // restore() onto the GPUs map names; an empty map is restore(). Throws Error(Unimplemented) where
+  // the toggler cannot remap.
+  virtual void restore_onto(pid_t pid, const DeviceMap& map) {
+    if (!map.empty()) throw Error(Code::Unimplemented, describe() + " cannot restore onto other GPUs");
+    restore(pid);
+  }
   virtual void unlock(pid_t pid) = 0;
 };
 

@@ -244,7 +244,8 @@ std::map<pid_t, std::set<std::string>> Orchestrator::probe_gpus(std::string& err
   }
 }
 
-std::optional<StuckProcess> Orchestrator::bring_back_once(pid_t pid, const std::map<pid_t, CudaState>& believed) {
+std::optional<StuckProcess> Orchestrator::bring_back_once(pid_t pid, const std::map<pid_t, CudaState>& believed,
+                                                          const DeviceMap& map) {
   std::optional<CudaState> s;
   std::string why;
   try {
@@ -257,7 +258,7 @@ std::optional<StuckProcess> Orchestrator::bring_back_once(pid_t pid, const std::
   try {
     if (*s == CudaState::Checkpointed) {
       try {
-        toggler_->restore(pid);
+        toggler_->restore_onto(pid, map);
         s = CudaState::Locked;
       } catch (const CudaError& e) {
         // Unlock needs a restored process (it answers ILLEGAL_STATE): not tried.
@@ -279,18 +280,19 @@ std::optional<StuckProcess> Orchestrator::bring_back_once(pid_t pid, const std::
   return std::nullopt;
 }
 
-Orchestrator::Resumed Orchestrator::bring_back(const std::vector<pid_t>& pids, const std::map<pid_t, CudaState>& believed) {
+Orchestrator::Resumed Orchestrator::bring_back(const std::vector<pid_t>& pids, const std::map<pid_t, CudaState>& believed,
+                                               const DeviceMap& map) {
   Resumed out;
   std::mutex mu;
   for_each_parallel(pids, cfg_.parallelism, [&](pid_t pid) {
-    std::optional<StuckProcess> stuck = bring_back_once(pid, believed);
+    std::optional<StuckProcess> stuck = bring_back_once(pid, believed, map);
     if (stuck && stuck->state != "failed") {
       // One more time from whatever state it is in now: a one-shot driver error, or a CUDA helper
       // that died (the next call starts a fresh one), must not strand a process that asking again
       // brings back. A second refusal is the answer.
       log_.warn("CUDA process " + std::to_string(pid) + " did not come back (" + stuck->state + ": " + stuck->detail +
                 "); asking once more");
-      stuck = bring_back_once(pid, believed);
+      stuck = bring_back_once(pid, believed, map);
     }
     std::lock_guard lk(mu);
     if (stuck)
@@ -615,7 +617,8 @@ void Orchestrator::write_done(const CheckpointRequest& req, Diagnostic& diag, co
 }
 
 ResumeOutcome Orchestrator::restore_after_runtime_restore(const std::string& id, const fs::path& diagnostic_path,
-                                                          const std::vector<ExpectedProcess>& expected) {
+                                                          const std::vector<ExpectedProcess>& expected,
+                                                          const DeviceMap& device_map) {
   ResumeOutcome out;
   if (!toggler_) return out;
   Phase scan(out.phases, log_, id, "scan");
@@ -648,7 +651,7 @@ ResumeOutcome Orchestrator::restore_after_runtime_restore(const std::string& id,
   if (todo.empty() && missing.empty()) return out;
 
   Phase res(out.phases, log_, id, "resume");
-  Resumed r = bring_back(todo, states);
+  Resumed r = bring_back(todo, states, device_map);
   res.done("resumed " + pid_list(r.running));
   out.resumed = r.running;
   if (!r.stuck.empty() || !missing.empty()) {

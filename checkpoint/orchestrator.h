@@ -99,8 +99,11 @@ class Orchestrator {
   // Throws Error(FailedPrecondition) naming the stuck processes.
   // `expected`: the CUDA processes the checkpoint recorded; one that is not CUDA-checkpointed in the
   // restored container (gone, or not in the image) fails the restore too, naming it.
+  // device_map: the container comes back on other GPUs (restore_preflight.h's check says which);
+  // every checkpointed process is restored with it.
   ResumeOutcome restore_after_runtime_restore(const std::string& container_id, const std::filesystem::path& diagnostic_path = {},
-                                              const std::vector<ExpectedProcess>& expected = {});
+                                              const std::vector<ExpectedProcess>& expected = {},
+                                              const DeviceMap& device_map = {});
 
   // Read-only: nothing is toggled.
   Inspection inspect(const std::string& container_id);
@@ -142,8 +145,8 @@ class Orchestrator {
   Classified classify(const std::string& id, const std::vector<Holder>& holders);
   // Brings each pid back to running from whatever state the driver reports (believed: the state we
   // left it in, used when the driver cannot say); a pid that does not come back is tried once more.
-  Resumed bring_back(const std::vector<pid_t>& pids, const std::map<pid_t, CudaState>& believed);
-  std::optional<StuckProcess> bring_back_once(pid_t pid, const std::map<pid_t, CudaState>& believed);
+  Resumed bring_back(const std::vector<pid_t>& pids, const std::map<pid_t, CudaState>& believed, const DeviceMap& map = {});
+  std::optional<StuckProcess> bring_back_once(pid_t pid, const std::map<pid_t, CudaState>& believed, const DeviceMap& map);
   std::map<pid_t, std::set<std::string>> probe_gpus(std::string& error);
   std::vector<ProcessReport> collective_ranks(const Classified& c, const std::map<pid_t, std::set<std::string>>& gpus);
   ProcessReport report_for(pid_t pid, const std::vector<Holder>& holders);

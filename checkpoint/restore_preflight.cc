@@ -179,12 +179,40 @@ std::string all_processes(const GpuRecord& rec) {
   return join_and(who) + (rec.processes.size() == 1 ? " was" : " were");
 }
 
+RestoreCheck check_on(const GpuRecord& rec, const GpuHostFacts& host, RestoreCheck& out);
+
 }  // namespace
 
-RestoreCheck check_restore(const GpuRecord& rec, const GpuHostFacts& host) {
+std::optional<std::set<std::string>> visible_gpus(const std::vector<std::string>& tokens, const GpuHostFacts& host,
+                                                  std::vector<std::string>& unknown) {
+  if (tokens.empty()) return std::nullopt;
+  std::set<std::string> out;
+  for (const auto& t : tokens) {
+    if (t == "all") return std::nullopt;
+    bool found = false;
+    for (const auto& d : host.devices) {
+      if (d.uuid == t || (!t.empty() && t.find_first_not_of("0123456789") == std::string::npos && std::to_string(d.index) == t)) {
+        out.insert(d.uuid);
+        found = true;
+      }
+    }
+    if (!found) unknown.push_back(t);
+  }
+  return out;
+}
+
+RestoreCheck check_restore(const GpuRecord& rec, const GpuHostFacts& host, const std::optional<std::set<std::string>>& visible) {
   RestoreCheck out;
   if (rec.processes.empty()) return out;
+  // Only the GPUs the restoring container gets are places to restore onto.
+  GpuHostFacts usable = host;
+  if (visible) std::erase_if(usable.devices, [&](const GpuDeviceFacts& d) { return !visible->count(d.uuid); });
+  return check_on(rec, usable, out);
+}
 
+namespace {
+
+RestoreCheck check_on(const GpuRecord& rec, const GpuHostFacts& host, RestoreCheck& out) {
   if (!rec.driver_version.empty() && driver_branch(rec.driver_version) != driver_branch(host.driver_version)) {
     RestoreRefusal r{.kind = "driver"};
     for (const auto& p : rec.processes) r.pids.push_back(p.id.pid);
@@ -222,6 +250,8 @@ RestoreCheck check_restore(const GpuRecord& rec, const GpuHostFacts& host) {
                            host_gpu(host.devices[*best]) + ", the same model");
   }
 
+  DeviceMap pairs;
+  bool moved = false;
   for (size_t i = 0; i < gpus.size(); ++i) {
     const OnGpu& g = gpus[i];
     RestoreRefusal r{.pids = g.pids(), .gpu_uuid = g.uuid, .gpu_name = g.name()};
@@ -251,6 +281,8 @@ RestoreCheck check_restore(const GpuRecord& rec, const GpuHostFacts& host) {
     }
     const GpuDeviceFacts& d = host.devices[*placed[i]];
     out.placement[g.uuid] = d.index;
+    pairs.push_back({g.uuid, d.uuid});
+    moved = moved || d.uuid != g.uuid;
     if (g.need() > d.memory_free) {
       r.kind = "memory";
       r.message = g.who() + "; this host's " + host_gpu(d) + " has " + format_bytes(d.memory_free) + " free of " +
@@ -258,8 +290,11 @@ RestoreCheck check_restore(const GpuRecord& rec, const GpuHostFacts& host) {
       out.refusals.push_back(std::move(r));
     }
   }
+  if (moved) out.device_map = std::move(pairs);
   return out;
 }
+
+}  // namespace
 
 RestoreRefusal nvml_unavailable(const GpuRecord& rec, const std::string& error) {
   RestoreRefusal r{.kind = "nvml"};

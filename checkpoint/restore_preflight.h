@@ -20,9 +20,11 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "checkpoint/cuda_toggler.h"
 #include "checkpoint/gpu_facts.h"
 
 namespace nvproxy::checkpoint {
@@ -66,10 +68,21 @@ struct RestoreCheck {
   std::vector<RestoreRefusal> refusals;
   std::vector<std::string> warnings;          // e.g. restored onto another GPU of the same model
   std::map<std::string, unsigned> placement;  // recorded GPU UUID -> this host's device index
+  // When any recorded GPU is placed on another one: every recorded GPU paired with its placement
+  // (the driver wants them all), for the CUDA restore. Empty: the same GPUs.
+  DeviceMap device_map;
 };
 
-// Pure: what of the record this host cannot give back.
-RestoreCheck check_restore(const GpuRecord& rec, const GpuHostFacts& host);
+// The GPUs a restoring container is given, as this host's UUIDs, from its request's tokens
+// (NVIDIA_VISIBLE_DEVICES entries or the device part of CDI names: an index, a "GPU-" UUID,
+// "all"). nullopt: no restriction (no tokens, or "all"). Tokens naming no GPU here go to unknown.
+std::optional<std::set<std::string>> visible_gpus(const std::vector<std::string>& tokens, const GpuHostFacts& host,
+                                                  std::vector<std::string>& unknown);
+
+// Pure: what of the record this host cannot give back. visible: the GPUs the restoring container
+// is given (visible_gpus); only those are places to restore onto.
+RestoreCheck check_restore(const GpuRecord& rec, const GpuHostFacts& host,
+                           const std::optional<std::set<std::string>>& visible = std::nullopt);
 // The refusal when this host's NVML cannot be had (not loadable, failing) while the record needs GPUs.
 RestoreRefusal nvml_unavailable(const GpuRecord& rec, const std::string& error);
 

@@ -15,6 +15,8 @@
 #include "common/error.h"
 #include "common/fs.h"
 #include "common/process.h"
+#include "gpu/device_request.h"
+#include "gpu/record.h"
 
 namespace nvproxy::shim {
 
@@ -23,6 +25,39 @@ namespace {
 // Written into the checkpoint image so that a restore (maybe on another host, by another shim)
 // knows whether CUDA state has to be brought back, without touching libcuda otherwise.
 constexpr const char* kCudaRecord = "nvproxy-cuda.json";
+// BUNDLE/nvproxy-device-map.json: the GPU pairs the restore preflight chose, for the CUDA restore.
+constexpr const char* kDeviceMapFile = "nvproxy-device-map.json";
+
+// The GPUs the restoring container asks for, as the restore preflight's tokens: from the GPU
+// layer's record of the request (NVIDIA_VISIBLE_DEVICES, CDI names "nvidia.com/gpu=X"), else the
+// spec's NVIDIA_VISIBLE_DEVICES. Empty: no restriction.
+std::vector<std::string> requested_gpus(const std::filesystem::path& bundle) {
+  auto spec = nlohmann::json::parse(read_file(bundle / "config.json"), nullptr, false);
+  if (spec.is_discarded()) return {};
+  std::vector<std::string> out;
+  if (auto rec = gpu::read_record(spec)) {
+    gpu::GpuRequest req = gpu::request_from_record(*rec);
+    if (req.visible_all) return {"all"};
+    out = req.visible;
+    for (const auto& name : req.cdi_names) {
+      auto eq = name.find('=');
+      if (eq != std::string::npos && name.starts_with("nvidia.com/gpu=")) out.push_back(name.substr(eq + 1));
+    }
+    return out;
+  }
+  if (auto env = gpu::env_value(spec, "NVIDIA_VISIBLE_DEVICES")) {
+    std::string cur;
+    for (char ch : *env + ",") {
+      if (ch != ',') {
+        cur += ch;
+      } else if (!cur.empty()) {
+        out.push_back(cur);
+        cur.clear();
+      }
+    }
+  }
+  return out;
+}
 
 std::vector<pid_t> container_pids(CheckpointTarget& c) {
   // runsc's pids live inside the sandbox: host /proc does not describe them, so the host-side
@@ -241,13 +276,18 @@ void check_restore_host(CheckpointTarget& c, const CheckpointEnv& env) {
   }
   if (gpu.processes.empty()) return;
 
+  std::error_code rm_ec;
+  std::filesystem::remove(c.bundle / kDeviceMapFile, rm_ec);  // one of an earlier restore would mislead
   checkpoint::CudaTools tools = checkpoint::make_cuda_tools(c.config.checkpoint, env.runner);
   std::optional<checkpoint::GpuHostFacts> host;
   checkpoint::RestoreCheck check;
   std::string host_error;
   try {
     host = tools.probe->host_facts();
-    check = checkpoint::check_restore(gpu, *host);
+    std::vector<std::string> unknown;
+    auto visible = checkpoint::visible_gpus(requested_gpus(c.bundle), *host, unknown);
+    for (const auto& u : unknown) env.log.warn(who + "the container asks for GPU \"" + u + "\", which this host does not have");
+    check = checkpoint::check_restore(gpu, *host, visible);
   } catch (const Error& e) {
     host_error = e.what();
     check.refusals.push_back(checkpoint::nvml_unavailable(gpu, host_error));
@@ -260,7 +300,13 @@ void check_restore_host(CheckpointTarget& c, const CheckpointEnv& env) {
     std::string placed;
     for (const auto& [uuid, index] : check.placement) placed += " " + uuid + "->GPU " + std::to_string(index);
     env.log.info(who + "this host can give back " + std::to_string(gpu.processes.size()) + " CUDA processes (driver " +
-                 host->driver_version + ";" + (placed.empty() ? std::string(" no GPU recorded") : placed) + ")");
+                 host->driver_version + ";" + (placed.empty() ? std::string(" no GPU recorded") : placed) + ")" +
+                 (check.device_map.empty() ? "" : "; onto other GPUs: " + checkpoint::device_map_text(check.device_map)));
+    if (!check.device_map.empty()) {
+      nlohmann::json m = nlohmann::json::array();
+      for (const auto& p : check.device_map) m.push_back({{"from", p.from}, {"to", p.to}});
+      write_file_atomic(c.bundle / kDeviceMapFile, m.dump());
+    }
     return;
   }
   std::string text = checkpoint::refusal_text(c.id, check.refusals);
@@ -283,8 +329,14 @@ void restore_cuda_after_runtime_restore(CheckpointTarget& c, const CheckpointEnv
   if (rec.contains("cuda_pids") && rec["cuda_pids"].is_array())
     for (const auto& p : rec["cuda_pids"])
       if (p.is_object()) expected.push_back({.pid = p.value("pid", 0), .name = p.value("name", "")});
+  checkpoint::DeviceMap map;
+  if (auto mtext = std::filesystem::path(c.bundle / kDeviceMapFile); std::filesystem::exists(mtext)) {
+    auto m = nlohmann::json::parse(read_file(mtext), nullptr, false);
+    if (!m.is_array()) throw Error(Code::Internal, "restore of \"" + c.id + "\": " + mtext.string() + " is malformed");
+    for (const auto& p : m) map.push_back({p.value("from", ""), p.value("to", "")});
+  }
   Tools t(c, env);
-  auto outcome = t.orch.restore_after_runtime_restore(c.id, c.bundle / "checkpoint-diagnostic.json", expected);
+  auto outcome = t.orch.restore_after_runtime_restore(c.id, c.bundle / "checkpoint-diagnostic.json", expected, map);
   env.log.info("restore of \"" + c.id + "\": CUDA resumed in " + std::to_string(outcome.resumed.size()) + " processes");
 }
 

@@ -9,7 +9,9 @@
 # each time before anything runs: ctr's error names the process, the GPU, what was recorded and what
 # this host has, the bundle's checkpoint-diagnostic.json says the same, runc never restored (its
 # `list` under the shim's root is empty), no process of the container exists and the fake driver saw
-# no CUDA restore. Then the matching host: the restore works and the work continues.
+# no CUDA restore. Then a host with another H200 (another UUID): the restore goes ahead onto it,
+# and the fake driver gets the GPU pair in its restore args (cuda-checkpoint's --device-map). Last
+# the matching host: the restore works and the work continues.
 # Usage: restore_preflight.sh [1.6|1.7|2]
 set -euo pipefail
 source "$(dirname "$0")/lib/shim-env.sh"
@@ -38,6 +40,9 @@ host() {  # MODEL DRIVER [FREE_MIB]
   if [[ -n ${3:-} ]]; then echo "$3" >"$FAKE/cuda/nvml_mem_free_mib"; else rm -f "$FAKE/cuda/nvml_mem_free_mib"; fi
 }
 host "NVIDIA H200" 580.159.04
+# GPU UUIDs as NVML gives them (hex), so that the driver can be handed pairs of them.
+GPU0=GPU-00000000-0000-0000-0000-0000000a0000
+echo GPU-00000000-0000-0000-0000-0000000a >"$FAKE/cuda/nvml_uuid_prefix"
 
 # A container-specific --dir, so that its processes are told apart from any other fake app.
 CDIR=/fakecuda-$$
@@ -51,6 +56,7 @@ counter_of() { cat "$FAKE/cuda/$1.counter" 2>/dev/null || echo 0; }
 cuda_cpids() { ls "$FAKE/cuda" | sed -n 's/^\([0-9]*\)\.cuda$/\1/p' | sort -n; }
 advancing() { local a; a=$(counter_of "$1"); sleep 0.5; (($(counter_of "$1") > a)); }
 app_pids() { pgrep -f "fake_cuda_app --dir $CDIR" || true; }
+no_apps() { [[ -z $(app_pids) ]]; }
 gone() {
   nv_ctr task kill -s KILL "$1" 2>/dev/null || true
   nv_wait_for -t 10 bash -c "[[ \$(ctr -a $NV_SOCK -n $NV_NAMESPACE task ls | awk '\$1==\"$1\"{print \$3}') != RUNNING ]]"
@@ -104,11 +110,11 @@ refused() {
 nv_log "case model: the host has an A100"
 host "NVIDIA A100-SXM4-80GB" 580.159.04
 refused model "pid ${cp[0]} (fake_cuda_app) with 4.7 GiB and pid ${cp[1]} (fake_cuda_app) with 4.7 GiB" \
-  "were checkpointed on \"NVIDIA H200\" (GPU-fake-0000)" "this host's GPU 0 is \"NVIDIA A100-SXM4-80GB\""
+  "were checkpointed on \"NVIDIA H200\" ($GPU0)" "this host's GPU 0 is \"NVIDIA A100-SXM4-80GB\""
 
 nv_log "case memory: the H200 has 2 GiB free"
 host "NVIDIA H200" 580.159.04 2048
-refused memory "(9.4 GiB in all)" "this host's GPU 0 \"NVIDIA H200\" (GPU-fake-0000) has 2.0 GiB free"
+refused memory "(9.4 GiB in all)" "this host's GPU 0 \"NVIDIA H200\" ($GPU0) has 2.0 GiB free"
 
 nv_log "case nvml: the host's NVML cannot be loaded"
 host "NVIDIA H200" 580.159.04
@@ -116,16 +122,38 @@ sed -i "s#libnvml: .*#libnvml: /nonexistent/libnvidia-ml.so.1#" "$NVPROXY_SHIM_C
 refused nvml "this host cannot check its GPUs" "/nonexistent/libnvidia-ml.so.1"
 sed -i "s#libnvml: .*#libnvml: $FIX/libnvidia-ml.so#" "$NVPROXY_SHIM_CONFIG"
 
+# restored: the restore works, CUDA comes back in every process and the work continues.
+restored() {
+  local what=$1 c
+  nv_assert_eq RUNNING "$(nv_task_status pf)" "$what: restored container state"
+  nv_assert_eq 2 "$(awk '$2=="restore" && $5==0' "$log" | wc -l)" "$what: CUDA restores after the runtime restore"
+  nv_assert_eq 2 "$(awk '$2=="unlock" && $5==0' "$log" | wc -l)" "$what: CUDA unlocks after the runtime restore"
+  for c in "${cp[@]}"; do
+    nv_assert_eq running "$(state_of "$c")" "$what: CUDA state of $c after restore"
+    nv_wait_for -t 5 advancing "$c" || nv_fail "$what: process $c does not work after the restore"
+  done
+}
+
+nv_log "case moved: this host's H200 has another UUID; the restore maps the GPU"
+echo GPU-00000000-0000-0000-0000-0000000b >"$FAKE/cuda/nvml_uuid_prefix"
+: >"$log"
+nv_ctr c restore --live --rw pf pfref </dev/null
+restored moved
+# Both processes restored with the pair (recorded GPU -> this host's), as the driver's args carry it.
+nv_assert_eq 2 "$(awk '$2=="restore" && $6=="pairs=000000000000000000000000000a0000>000000000000000000000000000b0000"' "$log" | wc -l)" \
+  "CUDA restores with the GPU pair"
+grep -q "onto other GPUs: $GPU0=GPU-00000000-0000-0000-0000-0000000b0000" "$NV_DIR/containerd.log" ||
+  nv_fail "the restore preflight did not log the device map"
+gone pf
+nv_wait_for -t 10 no_apps || nv_fail "moved: processes outlived the container: $(app_pids)"
+for c in "${cp[@]}"; do echo checkpointed >"$FAKE/cuda/$c.state"; touch "$FAKE/cuda/$c.closed"; done
+echo GPU-00000000-0000-0000-0000-0000000a >"$FAKE/cuda/nvml_uuid_prefix"
+
 nv_log "case match: the checkpointing host's GPUs, the restore works"
 : >"$log"
 nv_ctr c restore --live --rw pf pfref </dev/null
-nv_assert_eq RUNNING "$(nv_task_status pf)" "restored container state"
-nv_assert_eq 2 "$(awk '$2=="restore" && $5==0' "$log" | wc -l)" "CUDA restores after the runtime restore"
-nv_assert_eq 2 "$(awk '$2=="unlock" && $5==0' "$log" | wc -l)" "CUDA unlocks after the runtime restore"
-for c in "${cp[@]}"; do
-  nv_assert_eq running "$(state_of "$c")" "CUDA state of $c after restore"
-  nv_wait_for -t 5 advancing "$c" || nv_fail "process $c does not work after the restore"
-done
+restored match
+grep -q pairs= "$log" && nv_fail "match: the same GPU was restored with a device map"
 after=$(counter_of "${cp[0]}")
 ((after >= before - 50)) || nv_fail "work did not continue from the checkpoint: before=$before after=$after"
 grep -q 'can give back 2 CUDA processes' "$NV_DIR/containerd.log" || nv_fail "the preflight did not log its check"

@@ -61,6 +61,21 @@ TEST(CudaHelper, FullCycleThroughTheHelperProgram) {
   EXPECT_EQ(t.helper->pid(), helper) << "one helper serves every call";
 }
 
+TEST(CudaHelper, TheDeviceMapCrossesToTheDriver) {
+  FakeGpu gpu;
+  pid_t app = gpu.start_app();
+  DirectWaiter w;
+  ProcessRunner r(w);
+  CudaTools t = tools_for(gpu, r);
+  t.toggler->lock(app, 1000);
+  t.toggler->checkpoint(app);
+  t.toggler->restore_onto(app, {{"GPU-00000000-0000-0000-0000-0000000000a1", "GPU-00000000-0000-0000-0000-0000000000c3"}});
+  t.toggler->unlock(app);
+  auto restores = gpu.calls("restore");
+  ASSERT_EQ(restores.size(), 1u);
+  EXPECT_EQ(restores[0].extra, "pairs=000000000000000000000000000000a1>000000000000000000000000000000c3");
+}
+
 TEST(CudaHelper, DriverErrorsArriveAsCudaErrors) {
   FakeGpu gpu;
   pid_t holder = gpu.start_app({"--no-cuda"});

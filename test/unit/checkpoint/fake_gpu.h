@@ -120,6 +120,7 @@ class FakeGpu {
       Call c{};
       ls >> c.pid >> c.op >> c.start >> c.end >> c.rc;
       std::getline(ls, c.extra);
+      if (!c.extra.empty() && c.extra[0] == ' ') c.extra.erase(0, 1);
       if (op.empty() || c.op == op) out.push_back(c);
     }
     return out;

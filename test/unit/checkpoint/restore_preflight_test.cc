@@ -312,3 +312,75 @@ TEST(RestorePreflightNvml, MissingNvmlIsAFailedPrecondition) {
     EXPECT_TRUE(has(e.what(), "/nonexistent/libnvidia-ml.so.1")) << e.what();
   }
 }
+
+// ---- restore onto other GPUs (device map) ----
+
+namespace {
+
+// Two H200s checkpointed: python3 (pid 41) on GPU-a, worker (pid 42) on GPU-b.
+GpuRecord two_gpu_record() {
+  return {.driver_version = "580.159.04",
+          .devices = {gpu(0, "GPU-a", "NVIDIA H200", 100 * kGiB), gpu(1, "GPU-b", "NVIDIA H200", 100 * kGiB)},
+          .processes = {proc(41, "python3", {{.uuid = "GPU-a", .used_bytes = kGiB}}),
+                        proc(42, "worker", {{.uuid = "GPU-b", .used_bytes = kGiB}})}};
+}
+
+GpuHostFacts three_h200() {
+  return host("580.159.04", {gpu(0, "GPU-a", "NVIDIA H200", 130 * kGiB), gpu(1, "GPU-b", "NVIDIA H200", 130 * kGiB),
+                             gpu(2, "GPU-c", "NVIDIA H200", 130 * kGiB)});
+}
+
+}  // namespace
+
+TEST(RestoreDeviceMap, VisibleGpusResolveIndicesUuidsAndAll) {
+  std::vector<std::string> unknown;
+  EXPECT_EQ(visible_gpus({}, three_h200(), unknown), std::nullopt);
+  EXPECT_EQ(visible_gpus({"0", "all"}, three_h200(), unknown), std::nullopt);
+  EXPECT_EQ(visible_gpus({"2", "GPU-a"}, three_h200(), unknown), (std::set<std::string>{"GPU-a", "GPU-c"}));
+  EXPECT_TRUE(unknown.empty());
+  EXPECT_EQ(visible_gpus({"7", "GPU-zz"}, three_h200(), unknown), std::set<std::string>{});
+  EXPECT_EQ(unknown, (std::vector<std::string>{"7", "GPU-zz"}));
+}
+
+TEST(RestoreDeviceMap, TheSameGpusNeedNoMap) {
+  RestoreCheck c = check_restore(two_gpu_record(), three_h200(), std::set<std::string>{"GPU-a", "GPU-b"});
+  EXPECT_TRUE(c.refusals.empty());
+  EXPECT_TRUE(c.device_map.empty());
+}
+
+TEST(RestoreDeviceMap, OneGpuMovedPairsEveryCheckpointedGpu) {
+  // The container now gets GPUs b and c: a's process must move; b stays, and is paired too.
+  RestoreCheck c = check_restore(two_gpu_record(), three_h200(), std::set<std::string>{"GPU-b", "GPU-c"});
+  ASSERT_TRUE(c.refusals.empty()) << c.refusals.front().message;
+  EXPECT_EQ(c.device_map, (DeviceMap{{"GPU-a", "GPU-c"}, {"GPU-b", "GPU-b"}}));
+  EXPECT_EQ(device_map_text(c.device_map), "GPU-a=GPU-c,GPU-b=GPU-b");
+  ASSERT_EQ(c.warnings.size(), 1u);
+  EXPECT_TRUE(has(c.warnings[0], "GPU-a")) << c.warnings[0];
+}
+
+TEST(RestoreDeviceMap, ARestoreOntoOneOtherGpuIsMapped) {
+  GpuRecord rec = h200_record();
+  GpuHostFacts h =
+      host("580.159.04", {gpu(0, "GPU-79f8aa", "NVIDIA H200", 130 * kGiB), gpu(1, "GPU-1111", "NVIDIA H200", 130 * kGiB)});
+  RestoreCheck c = check_restore(rec, h, std::set<std::string>{"GPU-1111"});
+  ASSERT_TRUE(c.refusals.empty()) << c.refusals.front().message;
+  EXPECT_EQ(c.device_map, (DeviceMap{{"GPU-79f8aa", "GPU-1111"}}));
+  EXPECT_EQ(c.placement.at("GPU-79f8aa"), 1u);
+}
+
+TEST(RestoreDeviceMap, FewerGpusThanCheckpointedIsRefused) {
+  RestoreCheck c = check_restore(two_gpu_record(), three_h200(), std::set<std::string>{"GPU-c"});
+  ASSERT_EQ(c.refusals.size(), 1u);
+  EXPECT_EQ(c.refusals[0].kind, "missing");
+  EXPECT_TRUE(has(c.refusals[0].message, "1 \"NVIDIA H200\"")) << c.refusals[0].message;
+  EXPECT_TRUE(has(c.refusals[0].message, "for the checkpoint's 2")) << c.refusals[0].message;
+}
+
+TEST(RestoreDeviceMap, AnotherModelAmongTheContainersGpusIsRefused) {
+  GpuHostFacts h =
+      host("580.159.04", {gpu(0, "GPU-79f8aa", "NVIDIA H200", 130 * kGiB), gpu(1, "GPU-l4", "NVIDIA L4", 20 * kGiB)});
+  RestoreCheck c = check_restore(h200_record(), h, std::set<std::string>{"GPU-l4"});
+  ASSERT_EQ(c.refusals.size(), 1u);
+  EXPECT_EQ(c.refusals[0].kind, "model");
+  EXPECT_TRUE(c.device_map.empty());
+}

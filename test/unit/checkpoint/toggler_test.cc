@@ -84,6 +84,35 @@ TEST(DriverApiToggler, MissingLibraryIsAClearError) {
   }
 }
 
+// A restore onto other GPUs hands the driver every pair as two 16-byte UUIDs
+// (CUcheckpointRestoreArgs.gpuPairs); the fake driver logs them in hex.
+TEST(DriverApiToggler, RestoreOntoOtherGpusPassesThePairs) {
+  FakeGpu gpu;
+  pid_t app = gpu.start_app();
+  DriverApiToggler t(FAKE_LIBCUDA_PATH);
+  t.lock(app, 1000);
+  t.checkpoint(app);
+  const DeviceMap map{{"GPU-00000000-0000-0000-0000-0000000000a1", "GPU-79f8d0a3-1c4e-ffff-0000-123456789abc"},
+                      {"GPU-00000000-0000-0000-0000-0000000000b2", "GPU-00000000-0000-0000-0000-0000000000b2"}};
+  try {
+    t.restore_onto(app, {{"GPU-fake-0000", "GPU-00000000-0000-0000-0000-000000000001"}});
+    FAIL();
+  } catch (const CudaError&) {
+    FAIL() << "a malformed UUID reached the driver";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Code::InvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("GPU-fake-0000"), std::string::npos) << e.what();
+  }
+  t.restore_onto(app, map);
+  t.unlock(app);
+  EXPECT_EQ(gpu.state(app), "running");
+  auto restores = gpu.calls("restore");
+  ASSERT_EQ(restores.size(), 1u);
+  EXPECT_EQ(restores[0].extra,
+            "pairs=000000000000000000000000000000a1>79f8d0a31c4effff0000123456789abc,"
+            "000000000000000000000000000000b2>000000000000000000000000000000b2");
+}
+
 TEST(CudaCheckpointBinToggler, RunsTheBinaryWithTheRightArguments) {
   fs::path d = make_temp_dir();
   fs::path bin = d / "cuda-checkpoint";
@@ -116,9 +145,11 @@ TEST(CudaCheckpointBinToggler, RunsTheBinaryWithTheRightArguments) {
     EXPECT_EQ(e.driver_code(), 801);
     EXPECT_EQ(e.pid(), 7);
   }
+  EXPECT_THROW(t.restore_onto(7, {{"GPU-a", "GPU-b"}, {"GPU-b", "GPU-a"}}), CudaError);
   EXPECT_EQ(slurp(d / "args"),
             "--get-state --pid 7\n--action lock --timeout 500 --pid 7\n--action checkpoint --pid 7\n"
-            "--action unlock --pid 7\n--get-state --pid 8\n--action restore --pid 7");
+            "--action unlock --pid 7\n--get-state --pid 8\n--action restore --pid 7\n"
+            "--action restore --device-map GPU-a=GPU-b,GPU-b=GPU-a --pid 7");
   fs::remove_all(d);
 }
 
