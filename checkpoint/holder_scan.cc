@@ -5,7 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -145,8 +145,10 @@ std::optional<ProcInfo> ProcHolderScanner::info(pid_t pid) {
       if (b.rfind("libnvidia-ml.so", 0) == 0) pi.maps_libnvml = true;
       if (path.rfind("/dev/shm/cuda.shm.", 0) == 0 && pi.cuda_ipc_file.empty()) pi.cuda_ipc_file = path;
       if (path == "/dev/nvidia-uvm") {
-        unsigned long long lo = 0, hi = 0;
-        if (std::sscanf(line.c_str(), "%llx-%llx", &lo, &hi) == 2 && hi > lo) uvm.push_back(hi - lo);
+        char* end = nullptr;
+        std::uint64_t lo = std::strtoull(line.c_str(), &end, 16);
+        std::uint64_t hi = *end == '-' ? std::strtoull(end + 1, nullptr, 16) : 0;
+        if (hi > lo) uvm.push_back(hi - lo);
       }
     }
     // The driver's own 2 MiB range is not managed memory; everything beyond it is.
