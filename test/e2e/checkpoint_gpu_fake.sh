@@ -109,8 +109,8 @@ nv_ctr task rm cuda >/dev/null
 nv_log "case mixed: CUDA processes and a non-CUDA holder"
 rm -f "$FAKE"/cuda/*
 nv_ctr run -d --runtime $NV_RT "${MOUNTS[@]}" "$NV_IMAGE" mixed /fake/fake_cuda_app --dir /fakecuda --device /dev/fakegpu0 --map --fork-holder
-nv_wait_for -t 10 bash -c "ls $FAKE/cuda | grep -q '\.ready$'"
-sleep 0.5
+# The app marks itself ready after its holder child has: both marks, and the holder holds the device.
+nv_wait_for -t 10 bash -c "[[ \$(ls $FAKE/cuda | grep -c '\.ready$') -ge 2 ]]"
 set +e
 err=$(nv_ctr task checkpoint mixed 2>&1)
 rc=$?

@@ -11,8 +11,10 @@ counter() { nv_ctr task exec --exec-id "c$RANDOM" "$1" cat /tmp/counter; }
 counter_positive() { [[ $(counter "$1" 2>/dev/null || echo 0) -gt 0 ]]; }
 
 nv_ctr run -d --runtime $NV_RT "$NV_IMAGE" ck sh -c 'i=0; while :; do i=$((i+1)); echo $i >/tmp/counter; sleep 0.1; done'
+counter_above() { [[ $(counter "$1" 2>/dev/null || echo 0) -gt $2 ]]; }
 nv_wait_for -t 20 counter_positive ck || nv_fail "counter never started"
-sleep 3  # the counter reaches ~30: far from where a loop started afresh would be
+# Far from where a loop started afresh would be.
+nv_wait_for -t 30 counter_above ck 29 || nv_fail "counter does not advance: $(counter ck)"
 
 # runsc keeps the container's writes in its own overlay file inside the checkpoint; restoring the rw
 # layer too would put a second copy of that file into the rootfs, which runsc refuses.
@@ -35,9 +37,9 @@ st=$(nv_ctr task ls | awk '$1=="ck"{print $3}')
 nv_assert_eq RUNNING "$st" "restored container state"
 after=$(counter ck)
 nv_log "counter right after restore: $after"
-sleep 1
+nv_wait_for -t 10 counter_above ck "$after" || nv_fail "restored loop is not running: stays at $after"
 later=$(counter ck)
-nv_log "counter 1 s later: $later"
+nv_log "counter later: $later"
 # The checkpoint was taken just before `before` was read, so the restored loop resumes at most a
 # few steps below it; a loop that started afresh would be back near 1.
 ((before >= 20)) || nv_fail "counter too low before the checkpoint: $before"

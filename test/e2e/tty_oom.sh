@@ -25,7 +25,14 @@ nv_ctr task kill -s KILL ttyexec
 nv_log "OOM event for a memory hog"
 timeout 60 $CTR events >"$NV_DIR/events.txt" 2>&1 &
 events_pid=$!
-sleep 0.5
+# Subscribed once an event of ours shows up: a container created and removed for that.
+probe_seen() {
+  nv_ctr c rm evprobe >/dev/null 2>&1 || true
+  nv_ctr c create --runtime $NV_RT "$NV_IMAGE" evprobe true >/dev/null
+  nv_ctr c rm evprobe >/dev/null
+  grep -q evprobe "$NV_DIR/events.txt"
+}
+nv_wait_for -t 10 probe_seen || nv_fail "ctr events shows nothing: $(cat "$NV_DIR/events.txt")"
 set +e
 nv_ctr run --rm --runtime $NV_RT --memory-limit 33554432 "$NV_IMAGE" hog sh -c 'a=$(head -c 268435456 /dev/zero | tr "\0" a); echo survived'
 rc=$?
