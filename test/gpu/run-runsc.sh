@@ -3,9 +3,12 @@
 # test/gpu/pack.sh (.carry/kit) and test/gpu/pack-runsc.sh (.carry-runsc) here. Every case goes
 # through ctr -> containerd 1.7 -> containerd-shim-nvproxy-v1 -> the current runsc with --nvproxy:
 #   smi-torch      NVIDIA_VISIBLE_DEVICES=all alone: nvidia-smi -L and a PyTorch computation inside
-#   refuse-nvml    sglang-shaped (CUDA parent + 2 spawn CUDA workers + an NVML-only process): the
-#                  checkpoint is refused with the table naming the NVML process by its sandbox pid,
+#   refuse-holder  sglang-shaped (CUDA parent + 2 spawn CUDA workers) + a process holding
+#                  /dev/nvidiactl without CUDA: refused with the table naming it by its sandbox pid,
 #                  nothing toggled, the container keeps running and computing
+#   nvml-only      the same shape with an NVML-only process (nvmlInit, nvmlDeviceGetCount each second):
+#                  what the driver answers for it (measured: driver 580 checkpoints it like a CUDA
+#                  process), and whether NVML still answers in it afterwards
 #   ckpt-sglang    the same without the NVML process: checkpoint (toggles inside the sandbox, runsc
 #                  checkpoint, resume), kill, restore, CUDA back in every process, device data intact
 #                  in every process; exec into the restored container; times per phase
@@ -120,6 +123,7 @@ start_wl() {  # NAME ARGS...
 }
 
 # The workloads import torch for a while: start them first.
+start_wl sg-holder with-holder
 start_wl sg-nvml with-nvml
 start_wl sg-ok
 
@@ -138,27 +142,42 @@ fi
 
 # ---------------- wait for the workloads ----------------
 wait_ready 240 "$H/sg-nvml/parent.txt" "$H/sg-nvml/worker0.txt" "$H/sg-nvml/worker1.txt" "$H/sg-nvml/nvml.txt" \
+  "$H/sg-holder/parent.txt" "$H/sg-holder/worker0.txt" "$H/sg-holder/worker1.txt" "$H/sg-holder/holder.txt" \
   "$H/sg-ok/parent.txt" "$H/sg-ok/worker0.txt" "$H/sg-ok/worker1.txt" || log "workloads not all ready after 240 s"
-for c in sg-nvml sg-ok; do
+for c in sg-holder sg-nvml sg-ok; do
   log "$c: $(task_status $c); $(for f in "$H/$c"/*.txt; do printf '%s=[%s] ' "$(basename "$f")" "$(tr -d '\n' <"$f")"; done)"
   [[ $(task_status $c) == RUNNING ]] || tail -20 "$H/$c/stdout.log"
 done
 
-# ---------------- the NVML-only process is refused ----------------
-F=("$H/sg-nvml/parent.txt" "$H/sg-nvml/worker0.txt" "$H/sg-nvml/worker1.txt")
-nvpid=$(awk '{print $1}' "$H/sg-nvml/nvml.txt" 2>/dev/null)
+# ---------------- a process holding the device without CUDA is refused ----------------
+F=("$H/sg-holder/parent.txt" "$H/sg-holder/worker0.txt" "$H/sg-holder/worker1.txt")
+hpid=$(awk '{print $1}' "$H/sg-holder/holder.txt" 2>/dev/null)
+s=$(now)
+err=$(CTR c checkpoint --task sg-holder ckpt-sg-holder 2>&1); rc=$?
+e=$(now)
+echo "$err" | sed 's/^/  | /'
+report sg-holder refused
+st=$(task_status sg-holder)
+if ((rc != 0)) && grep -q "no CUDA" <<<"$err" && grep -Eq "^$hpid +" <<<"$err" && ! shimlog 'checkpoint sg-holder: lock ' 1 | grep -q lock &&
+  [[ $st == RUNNING ]] && advancing "${F[@]}"; then
+  result PASS refuse-holder "refused in $(dt "$s" "$e") s naming the non-CUDA holder (sandbox pid $hpid), nothing toggled; container $st, all 3 CUDA processes progressing"
+else
+  result FAIL refuse-holder "rc=$rc status=$st holder pid=$hpid"
+fi
+
+# ---------------- an NVML-only process: what the driver says ----------------
+F=("$H/sg-nvml/parent.txt" "$H/sg-nvml/worker0.txt" "$H/sg-nvml/worker1.txt" "$H/sg-nvml/nvml.txt")
+nvpid=$(awk '{print $2}' "$H/sg-nvml/nvml.txt" 2>/dev/null)
 s=$(now)
 err=$(CTR c checkpoint --task sg-nvml ckpt-sg-nvml 2>&1); rc=$?
 e=$(now)
 echo "$err" | sed 's/^/  | /'
-report sg-nvml refused
-shimlog 'checkpoint of \\"sg-nvml|checkpoint sg-nvml' 8 | sed 's/^/  shim: /'
-st=$(task_status sg-nvml)
-if ((rc != 0)) && grep -q "no CUDA" <<<"$err" && grep -Eq "^$nvpid +" <<<"$err" && [[ $st == RUNNING ]] && advancing "${F[@]}"; then
-  result PASS refuse-nvml "refused in $(dt "$s" "$e") s naming the NVML-only process (sandbox pid $nvpid); container $st, all 3 CUDA processes progressing"
-else
-  result FAIL refuse-nvml "rc=$rc status=$st nvml pid=$nvpid"
-fi
+report sg-nvml nvml-only
+toggled=$(shimlog 'checkpoint sg-nvml: classify' 1)
+sleep 2
+nv=$(cat "$H/sg-nvml/nvml.txt" 2>/dev/null)
+if advancing "${F[@]}"; then prog=yes; else prog=no; fi
+result INFO nvml-only "checkpoint rc=$rc in $(dt "$s" "$e") s; NVML-only sandbox pid $nvpid; shim: $toggled; all progressing afterwards: $prog; NVML process now [$nv] (iteration pid rc)"
 
 # ---------------- checkpoint + restore ----------------
 F=("$H/sg-ok/parent.txt" "$H/sg-ok/worker0.txt" "$H/sg-ok/worker1.txt")
@@ -197,3 +216,18 @@ log "ckpt-sglang: exec into the restored container rc=$rc in $(dt "$s" "$(now)")
 [[ $ex == exec-ok ]] || ok=0
 if ((ok)); then result PASS ckpt-sglang "checkpoint+restore, continued from $at_ckpt (killed at $before) to $after2, data $flags, exec ok"
 else result FAIL ckpt-sglang "after=$after2 flags=$flags"; fi
+
+# ---------------- the restored container: pause/resume, checkpoint again ----------------
+ok=1
+TMO=30 CTR task pause sg-ok && [[ $(task_status sg-ok) == PAUSED ]] && TMO=30 CTR task resume sg-ok || ok=0
+s=$(now)
+err=$(CTR c checkpoint --task sg-ok ckpt-sg-ok2 2>&1); rc=$?
+e=$(now)
+[[ -n $err ]] && echo "$err" | sed 's/^/  | /'
+report sg-ok checkpoint-of-restored
+((rc == 0)) || ok=0
+advancing "${F[@]}" || ok=0
+flags=$(for f in "${F[@]}"; do okflag "$f"; done | paste -sd/)
+[[ $flags == True/True/True ]] || ok=0
+if ((ok)); then result PASS restored-ops "pause/resume and a second checkpoint ($(dt "$s" "$e") s) of the restored container; all progressing, data $flags"
+else result FAIL restored-ops "rc=$rc flags=$flags status=$(task_status sg-ok)"; fi
