@@ -1,0 +1,211 @@
+// The sandbox seams (checkpoint/sandbox_tools.h) against the real nvproxy-sandbox-agent and the fake
+// driver. A stub "runsc" stands in for `runsc exec`: it records its arguments and runs the agent
+// here, with libcuda.so.1 resolving to the fake libcuda, so the whole chain (argv, JSON answers,
+// driver refusals, deadlines) runs without gVisor.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <chrono>
+
+#include "checkpoint/sandbox_tools.h"
+#include "fake_gpu.h"
+
+using namespace nvproxy;
+using namespace nvproxy::checkpoint;
+using namespace nvproxy::checkpoint::testing;
+
+namespace {
+
+class SandboxTools : public ::testing::Test {
+ protected:
+  FakeGpu gpu;
+  fs::path dir = make_temp_dir();
+  fs::path stub = dir / "runsc", args_log = dir / "runsc.args";
+  DirectWaiter waiter;
+  ProcessRunner runner{waiter};
+  Logger log{-1};
+
+  void SetUp() override {
+    fs::create_directories(dir / "lib");
+    fs::create_symlink(FAKE_LIBCUDA_PATH, dir / "lib/libcuda.so.1");
+    write_stub("");
+  }
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+  }
+  // `before`: shell run before the agent (e.g. a sleep, or an exit that plays a runsc failure).
+  void write_stub(const std::string& before) {
+    spit(stub, "#!/bin/sh\necho \"$@\" >>" + args_log.string() + "\n" + before +
+                   "\nwhile [ \"$1\" != exec ]; do shift; done\n"
+                   "shift 7  # exec --user=0:0 ID /.nvproxy/ld.so --library-path LP /.nvproxy/AGENT\n"
+                   "LD_LIBRARY_PATH=" +
+                   (dir / "lib").string() + " exec " + SANDBOX_AGENT_PATH + " \"$@\"\n");
+    ::chmod(stub.c_str(), 0755);
+  }
+  SandboxTarget target(std::chrono::milliseconds timeout = std::chrono::seconds(20)) const {
+    return {.runsc = {stub.string(), "--root=/run/x"},
+            .container_id = "c1",
+            .lib_dirs = {"/usr/local/nvidia/lib64"},
+            .timeout = timeout};
+  }
+  // The sandbox seams of SandboxKit with the pids fixed (the host has hundreds the agent would list).
+  struct Seams {
+    Seams(SandboxTools& t, std::vector<pid_t> pids)
+        : agent(t.runner, t.target()),
+          lister(std::move(pids)),
+          scanner(agent, t.gpu.config().device_globs),
+          toggler(agent, std::chrono::seconds(20)),
+          all(agent),
+          probe(all, scanner),
+          comm(scanner),
+          orch(t.gpu.config(), lister, scanner, &toggler, &probe, t.log) {
+      orch.set_comm_probe(&comm);
+    }
+    SandboxAgent agent;
+    FunctionLister lister;
+    SandboxHolderScanner scanner;
+    SandboxCudaToggler toggler;
+    SandboxLister all;
+    SandboxGpuProbe probe;
+    SandboxCommProbe comm;
+    Orchestrator orch;
+  };
+};
+
+}  // namespace
+
+TEST_F(SandboxTools, AgentRunsThroughRunscExecWithItsOwnLoader) {
+  SandboxAgent a(runner, target());
+  auto argv = a.argv({"list"});
+  std::vector<std::string> want{stub.string(),
+                                "--root=/run/x",
+                                "exec",
+                                "--user=0:0",
+                                "c1",
+                                "/.nvproxy/ld.so",
+                                "--library-path",
+                                "/.nvproxy/lib:/usr/local/nvidia/lib64",
+                                "/.nvproxy/nvproxy-sandbox-agent",
+                                "list"};
+  EXPECT_EQ(argv, want);
+  SandboxLister l(a);
+  auto pids = l.list();
+  EXPECT_NE(std::find(pids.begin(), pids.end(), ::getpid()), pids.end()) << "the agent lists every process but itself";
+  EXPECT_TRUE(std::is_sorted(pids.begin(), pids.end()));
+  EXPECT_NE(slurp(args_log).find("exec --user=0:0 c1 /.nvproxy/ld.so"), std::string::npos) << slurp(args_log);
+}
+
+TEST_F(SandboxTools, ScanAndTogglesAnswerFromInside) {
+  pid_t app = gpu.start_app({"--map"});
+  pid_t holder = gpu.start_app({"--no-cuda"});
+  SandboxAgent a(runner, target());
+  SandboxHolderScanner s(a, {gpu.glob()});
+  auto holders = s.scan({app, holder});
+  bool app_fd = false, app_map = false, holder_fd = false;
+  for (const auto& h : holders) {
+    EXPECT_EQ(h.path, gpu.device());
+    app_fd |= h.pid == app && h.kind == HolderKind::Fd;
+    app_map |= h.pid == app && h.kind == HolderKind::Mapping;
+    holder_fd |= h.pid == holder && h.kind == HolderKind::Fd;
+  }
+  EXPECT_TRUE(app_fd && app_map && holder_fd) << holders.size() << " holders";
+  auto info = s.info(app);
+  ASSERT_TRUE(info);
+  EXPECT_EQ(info->ppid, ::getpid());
+  EXPECT_EQ(info->name, "fake_cuda_app");
+
+  SandboxCudaToggler t(a, std::chrono::seconds(20));
+  EXPECT_EQ(t.get_state(app), CudaState::Running);
+  t.lock(app, 777);
+  EXPECT_EQ(gpu.state(app), "locked");
+  t.checkpoint(app);
+  EXPECT_EQ(t.get_state(app), CudaState::Checkpointed);
+  t.restore(app);
+  t.unlock(app);
+  EXPECT_EQ(gpu.state(app), "running");
+  ASSERT_EQ(gpu.calls("lock").size(), 1u);
+  EXPECT_NE(gpu.calls("lock")[0].extra.find("timeout=777"), std::string::npos);
+  try {
+    t.get_state(holder);
+    FAIL() << "a process without CUDA has no CUDA state";
+  } catch (const CudaError& e) {
+    EXPECT_EQ(e.pid(), holder);
+    EXPECT_EQ(e.driver_code(), 3);
+    EXPECT_EQ(e.driver_name(), "CUDA_ERROR_NOT_INITIALIZED");
+  }
+  gpu.fail("lock " + std::to_string(app) + " 801");
+  try {
+    t.lock(app, 100);
+    FAIL() << "the injected lock failure was not reported";
+  } catch (const CudaError& e) {
+    EXPECT_EQ(e.driver_name(), "CUDA_ERROR_NOT_SUPPORTED");
+    EXPECT_EQ(e.op(), "lock");
+  }
+}
+
+// The same orchestrator as under runc: a non-CUDA holder is refused before anything is toggled,
+// and the refusal names its (sandbox) pid and device.
+TEST_F(SandboxTools, KitRefusesANonCudaHolderBeforeAnyToggle) {
+  pid_t app = gpu.start_app();
+  pid_t holder = gpu.start_app({"--no-cuda"});
+  Seams k(*this, {app, holder});
+  bool snapshot = false;
+  try {
+    k.orch.checkpoint({.container_id = "c1"}, [&] { snapshot = true; });
+    FAIL() << "checkpoint with a non-CUDA holder went ahead";
+  } catch (const Error& e) {
+    std::string m = e.what();
+    EXPECT_EQ(e.code(), Code::FailedPrecondition);
+    EXPECT_NE(m.find(std::to_string(holder)), std::string::npos) << m;
+    EXPECT_NE(m.find(gpu.device()), std::string::npos) << m;
+  }
+  EXPECT_FALSE(snapshot);
+  EXPECT_TRUE(gpu.calls("lock").empty());
+  EXPECT_EQ(gpu.state(app), "running");
+}
+
+TEST_F(SandboxTools, KitCheckpointsAndRestoresThroughTheAgent) {
+  pid_t app = gpu.start_app({"--map", "--children", "1"});
+  pid_t child = gpu.children(app).at(0);
+  Seams k(*this, {app, child});
+  bool snapshot = false;
+  auto out = k.orch.checkpoint({.container_id = "c1", .keep_running = false}, [&] {
+    snapshot = true;
+    EXPECT_EQ(gpu.state(app), "checkpointed");
+    EXPECT_EQ(gpu.state(child), "checkpointed");
+  });
+  EXPECT_TRUE(snapshot);
+  EXPECT_EQ(out.toggled, (std::vector<pid_t>{app, child}));
+  auto back = k.orch.restore_after_runtime_restore("c1");
+  EXPECT_EQ(back.resumed, (std::vector<pid_t>{app, child}));
+  EXPECT_EQ(gpu.state(app), "running");
+  EXPECT_EQ(gpu.state(child), "running");
+}
+
+TEST_F(SandboxTools, AHungExecIsKilledAtItsDeadline) {
+  write_stub("sleep 30");
+  SandboxAgent a(runner, target(std::chrono::milliseconds(300)));
+  auto t0 = std::chrono::steady_clock::now();
+  try {
+    a.call({"list"});
+    FAIL() << "a hung runsc exec returned";
+  } catch (const DeadlineError& e) {
+    EXPECT_EQ(e.code(), Code::DeadlineExceeded);
+    EXPECT_NE(std::string(e.what()).find("container \"c1\""), std::string::npos) << e.what();
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10));
+}
+
+TEST_F(SandboxTools, ARunscFailureNamesContainerAndCause) {
+  write_stub("echo 'container \"c1\" not found' >&2; exit 1");
+  SandboxAgent a(runner, target());
+  try {
+    a.call({"list"});
+    FAIL() << "a failed runsc exec returned";
+  } catch (const Error& e) {
+    std::string m = e.what();
+    EXPECT_NE(m.find("in container \"c1\" (runsc exec)"), std::string::npos) << m;
+    EXPECT_NE(m.find("not found"), std::string::npos) << m;
+  }
+}
