@@ -67,7 +67,8 @@ json scan(const std::vector<std::string>& args) {
                       {"cmdline", pi->cmdline},
                       {"exe", pi->exe},
                       {"maps_libcuda", pi->maps_libcuda},
-                      {"maps_libnvml", pi->maps_libnvml}});
+                      {"maps_libnvml", pi->maps_libnvml},
+                      {"cuda_ipc_file", pi->cuda_ipc_file}});
   ProcCommProbe probe;
   for (const auto& [pid, f] : probe.scan(pids))
     comm.push_back({{"pid", pid}, {"evidence", f.evidence}, {"tcp_peers", f.tcp_peers}, {"nccl", f.nccl}});

@@ -145,7 +145,8 @@ json SandboxHolderScanner::scan_json(const std::vector<pid_t>& pids) {
                                                 .cmdline = i.value("cmdline", ""),
                                                 .exe = i.value("exe", ""),
                                                 .maps_libcuda = i.value("maps_libcuda", false),
-                                                .maps_libnvml = i.value("maps_libnvml", false)};
+                                                .maps_libnvml = i.value("maps_libnvml", false),
+                                                .cuda_ipc_file = i.value("cuda_ipc_file", "")};
   return j;
 }
 

@@ -12,6 +12,10 @@
 //   SandboxGpuProbe        GPU device files held     /dev/nvidiaN per process: NVML inside gVisor
 //                                                    cannot tell sandbox pids apart
 //   SandboxCommProbe       `agent scan`              NCCL / IPC signals from the sandbox's /proc
+// The scan's process facts carry the CUDA IPC file (/dev/shm/cuda.shm.*) too, so the IPC refusal
+// decides on the sandbox's view. Not the managed-memory size: how gVisor lays out /dev/nvidia-uvm
+// ranges in its maps is not measured, and a wrong size would refuse plain CUDA processes; a managed
+// allocation under runsc fails its toggle instead (rolled back, named).
 #pragma once
 
 #include <sys/types.h>

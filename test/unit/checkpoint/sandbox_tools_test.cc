@@ -2,7 +2,9 @@
 // driver. A stub "runsc" stands in for `runsc exec`: it records its arguments and runs the agent
 // here, with libcuda.so.1 resolving to the fake libcuda, so the whole chain (argv, JSON answers,
 // driver refusals, deadlines) runs without gVisor.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 
 #include <chrono>
@@ -208,4 +210,23 @@ TEST_F(SandboxTools, ARunscFailureNamesContainerAndCause) {
     EXPECT_NE(m.find("in container \"c1\" (runsc exec)"), std::string::npos) << m;
     EXPECT_NE(m.find("not found"), std::string::npos) << m;
   }
+}
+
+// The CUDA runtime's IPC file, as the process maps it, reaches the orchestrator's IPC refusal.
+TEST_F(SandboxTools, ScanCarriesTheCudaIpcFile) {
+  fs::path shm = "/dev/shm/cuda.shm.nvproxy-test-" + std::to_string(::getpid());
+  spit(shm, std::string(4096, 'x'));
+  int fd = ::open(shm.c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  void* m = ::mmap(nullptr, 4096, PROT_READ, MAP_SHARED, fd, 0);
+  ::close(fd);
+  ASSERT_NE(m, MAP_FAILED);
+  SandboxAgent a(runner, target());
+  SandboxHolderScanner s(a, {gpu.glob()});
+  s.scan({::getpid()});
+  auto info = s.info(::getpid());
+  ::munmap(m, 4096);
+  fs::remove(shm);
+  ASSERT_TRUE(info);
+  EXPECT_EQ(info->cuda_ipc_file, shm.string());
 }
