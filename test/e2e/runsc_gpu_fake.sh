@@ -9,7 +9,7 @@
 # `runsc exec` from /.nvproxy, which loads the container's libcuda.so.1 by its soname. Cases:
 #   layer    the soname links exist in the sandbox and the agent's tools are mounted
 #   refuse   a child holds the device without CUDA: refused naming its SANDBOX pid and the device,
-#            checkpoint-diagnostic.json in the bundle, the container keeps running
+#            checkpoint-diagnostic.json in the bundle, `diagnose` says the same, the container keeps running
 #   cuda     a CUDA parent and child: all locked before any checkpoint, runsc checkpoint, resumed;
 #            the restored container gets CUDA back in both and their work continues; on the restored
 #            container exec, pause/resume, a checkpoint whose toggle fails (rolled back, both keep
@@ -98,6 +98,15 @@ diag=$(bundle refuse)/checkpoint-diagnostic.json
 jq -e --argjson p "$holder" '.processes[] | select(.pid == $p) | tostring | contains("/dev/fakegpu0")' "$diag" >/dev/null ||
   nv_fail "diagnostic JSON lacks sandbox pid $holder holding /dev/fakegpu0: $(cat "$diag")"
 nv_assert_eq RUNNING "$(nv_task_status refuse)" "container state after the refused checkpoint"
+# diagnose (read-only) sees the same from inside the sandbox.
+set +e
+dg=$(timeout 60 "$NVPROXY_SHIM_DIR/containerd-shim-nvproxy-v1" diagnose --id refuse --namespace "$NV_NAMESPACE" \
+  --bundle "$(bundle refuse)" --device-glob '/dev/fakegpu*' 2>&1)
+rc=$?
+set -e
+echo "$dg" >&2
+nv_assert_eq 3 "$rc" "diagnose's exit status (3: a checkpoint would be refused)"
+grep -Eq "^$holder +sleep +\(no CUDA\) .*/dev/fakegpu0" <<<"$dg" || nv_fail "diagnose does not name sandbox pid $holder holding /dev/fakegpu0"
 nv_assert_eq ok "$(ctr_t task exec --exec-id after refuse echo ok)" "container works after the refusal"
 ctr_t task kill -s KILL refuse
 stopped refuse
