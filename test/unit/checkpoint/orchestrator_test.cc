@@ -239,6 +239,19 @@ TEST_F(OrchestratorTest, SnapshotFailureRollsBackAndKeepsItsCode) {
   EXPECT_EQ(holders().size(), 2u);
 }
 
+TEST_F(OrchestratorTest, RestoreOntoOtherGpusRestoresEveryProcessWithTheMap) {
+  pid_t a = gpu.start_app(), b = gpu.start_app();
+  pids = {a, b};
+  make().checkpoint(req(false), counting_snapshot());
+  const DeviceMap map{{"GPU-00000000-0000-0000-0000-000000000000", "GPU-00000000-0000-0000-0000-000000000001"}};
+  auto out = make().restore_after_runtime_restore("c1", diag_path, {}, map);
+  EXPECT_EQ(out.resumed.size(), 2u);
+  auto restores = gpu.calls("restore");
+  ASSERT_EQ(restores.size(), 2u);
+  for (const auto& r : restores)
+    EXPECT_EQ(r.extra, "pairs=00000000000000000000000000000000>00000000000000000000000000000001") << "pid " << r.pid;
+}
+
 TEST_F(OrchestratorTest, RestoreAfterRuntimeRestoreRelistsAndResumesCheckpointedOnes) {
   pid_t a = gpu.start_app(), b = gpu.start_app();
   pids = {a, b};
