@@ -498,7 +498,21 @@ void Container::run_restore() {
                               .stdio = stdio});
   });
   watch_oom();
-  env_.checkpoints.after_restore(*this, s_.checkpoint);
+  try {
+    env_.checkpoints.after_restore(*this, s_.checkpoint);
+  } catch (const Error& e) {
+    // The runtime restored the processes but CUDA did not come back in all of them: the task's
+    // start fails, so nothing of it may keep running behind containerd's back (Delete would not
+    // remove a running container).
+    std::string aftermath;
+    try {
+      runtime_->remove(s_.id, true);
+      aftermath = "removed the restored container (" + std::string(oci::runtime_kind_name(runtime_->kind())) + " delete --force)";
+    } catch (const std::exception& de) {
+      aftermath = "could not remove the restored container: " + std::string(de.what());
+    }
+    throw Error(e.code(), std::string(e.what()) + "; " + aftermath);
+  }
 }
 
 void Container::run_kill(int signal, bool all) {

@@ -118,4 +118,9 @@ echo "$err" >&2
 ((rc != 0)) || nv_fail "the restore reported success while the recorded CUDA process is missing"
 nv_assert_contains "$err" "the checkpoint recorded 1 process with CUDA state, 1 of them is missing" "the restore says why"
 nv_assert_contains "$err" "container pids $init_cpid (fake_cuda_app)" "the restore names the missing process"
+# The task did not start, so nothing of it may keep running: the restored container is removed.
+nv_assert_contains "$err" "removed the restored container" "the restore says what became of the container"
+in_cgroup() { grep -l "/$NV_NAMESPACE/ex2\$" /proc/[0-9]*/cgroup 2>/dev/null | grep -v self || true; }
+no_process_left() { [[ -z $(in_cgroup) ]]; }
+nv_wait_for -t 10 no_process_left || nv_fail "processes of the failed restore are still running: $(in_cgroup)"
 echo "PASS exec_cuda_fake ($NV_RUNTIME, containerd $NV_CONTAINERD_VERSION)"

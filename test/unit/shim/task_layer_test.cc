@@ -115,8 +115,12 @@ class StubCheckpoints final : public CheckpointHooks {
  public:
   void checkpoint(Container& c, const oci::CheckpointFlags& f, bool) override { c.runtime().checkpoint(c.id(), f); }
   void before_restore(Container&, const fs::path&) override {}
-  void after_restore(Container&, const fs::path& image) override { restored_from = image.string(); }
+  void after_restore(Container&, const fs::path& image) override {
+    restored_from = image.string();
+    if (fail_after_restore) throw Error(Code::FailedPrecondition, "CUDA could not be restored in pid 42");
+  }
   std::string restored_from;
+  bool fail_after_restore = false;
 };
 
 class TaskLayer : public ::testing::Test {
@@ -191,10 +195,11 @@ class TaskLayer : public ::testing::Test {
   static int status_exited(int code) { return code << 8; }  // a wait(2) status
 
   template <typename Fn>
-  static Code code_of(Fn fn) {
+  static Code code_of(Fn fn, std::string* msg = nullptr) {
     try {
       fn();
     } catch (const Error& e) {
+      if (msg) *msg = e.what();
       return e.code();
     }
     return Code::Ok;
@@ -264,6 +269,19 @@ TEST_F(TaskLayer, KillWhileARestoreIsPendingIsRefusedWithoutTouchingTheRuntime) 
   EXPECT_EQ(state("c1").status(), containerd::v1::types::RUNNING);
   kill("c1", SIGTERM);
   EXPECT_TRUE(rt_->called("kill 15"));
+}
+
+// The runtime restored the processes, CUDA did not come back: the start fails and the restored
+// container is removed (nothing keeps running behind containerd's back).
+TEST_F(TaskLayer, ARestoreWhoseCudaFailsRemovesTheRestoredContainer) {
+  EXPECT_EQ(create("c1", true, "/images/ckpt"), 0);
+  hooks_.fail_after_restore = true;
+  std::string msg;
+  EXPECT_EQ(code_of([&] { start("c1"); }, &msg), Code::FailedPrecondition);
+  EXPECT_NE(msg.find("CUDA could not be restored in pid 42; removed the restored container (runc delete --force)"),
+            std::string::npos)
+      << msg;
+  EXPECT_TRUE(rt_->called("delete"));
 }
 
 TEST_F(TaskLayer, ExecExitsGoOutBeforeTheInitExitOfTheSameContainer) {
