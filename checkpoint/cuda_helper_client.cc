@@ -100,13 +100,21 @@ std::string CudaHelper::call(const std::string& method, const std::string& reque
     return inst->client->call(helper_wire::kService, method, request, {}, timeout);
   } catch (const ttrpc::StatusError& e) {
     if (e.code() != Code::Unavailable) helper_wire::rethrow(e);
-    // The connection broke: the helper died or is dying. Say how it ended, once it has.
-    std::unique_lock lk(inst->m);
-    if (inst->cv.wait_for(lk, std::chrono::seconds(5), [&] { return inst->ended; })) {
-      throw Error(Code::Unavailable, method + ": " + inst->end_reason);
-    }
+    throw_ended(inst, method);
+    throw;
+  } catch (const Error& e) {  // the request could not be written
+    if (e.code() != Code::Unavailable) throw;
+    throw_ended(inst, method);
     throw;
   }
+}
+
+void CudaHelper::throw_ended(const std::shared_ptr<Instance>& inst, const std::string& method) {
+  // The connection broke: the helper died or is dying. Once it has been reaped, say how it ended;
+  // the next call then starts a fresh one.
+  std::unique_lock lk(inst->m);
+  if (inst->cv.wait_for(lk, std::chrono::seconds(5), [&] { return inst->ended; }))
+    throw Error(Code::Unavailable, method + ": " + inst->end_reason);
 }
 
 namespace {

@@ -54,6 +54,9 @@ class CudaHelper {
   struct Instance;
   std::shared_ptr<Instance> running();  // starts one if none runs
   static void stop(const std::shared_ptr<Instance>& inst);
+  // After a broken connection: throws Error(Unavailable) with how the helper ended once it has
+  // (within seconds); returns if it has not.
+  static void throw_ended(const std::shared_ptr<Instance>& inst, const std::string& method);
 
   ProcessRunner& runner_;
   std::vector<std::string> argv_;
