@@ -77,7 +77,7 @@ for s in preinst postinst prerm postrm; do
 done
 contents=$(dpkg-deb -c "$deb" | awk '{print $1, $6}')
 for f in ./usr/bin/containerd-shim-nvproxy-v1 ./usr/libexec/containerd-shim-nvproxy/nvproxy-cuda-helper \
-  ./etc/containerd-shim-nvproxy/config.yaml \
+  ./usr/libexec/containerd-shim-nvproxy/nvproxy-sandbox-agent ./etc/containerd-shim-nvproxy/config.yaml \
   ./usr/share/containerd-shim-nvproxy/containerd-config.toml ./usr/share/containerd-shim-nvproxy/docker-daemon.json \
   ./usr/share/man/man1/containerd-shim-nvproxy-v1.1.gz ./usr/share/doc/containerd-shim-nvproxy/copyright \
   ./usr/share/doc/containerd-shim-nvproxy/changelog.Debian.gz ./usr/share/doc/containerd-shim-nvproxy/LICENSE; do
@@ -90,6 +90,8 @@ done
 grep -qE '^-rwxr-xr-x \./usr/bin/containerd-shim-nvproxy-v1$' <<<"$contents" || nv_fail "the binary is not 0755"
 grep -qE '^-rwxr-xr-x \./usr/libexec/containerd-shim-nvproxy/nvproxy-cuda-helper$' <<<"$contents" \
   || nv_fail "the CUDA helper is not 0755"
+grep -qE '^-rwxr-xr-x \./usr/libexec/containerd-shim-nvproxy/nvproxy-sandbox-agent$' <<<"$contents" \
+  || nv_fail "the sandbox agent (runsc) is not 0755"
 if grep -vE '^(d|-)' <<<"$contents" | grep -q .; then nv_fail "links or specials in the .deb: $contents"; fi
 
 # ---------- install ----------

@@ -55,6 +55,7 @@ expected="/etc/containerd-shim-nvproxy
 /usr/bin/containerd-shim-nvproxy-v1
 /usr/libexec/containerd-shim-nvproxy
 /usr/libexec/containerd-shim-nvproxy/nvproxy-cuda-helper
+/usr/libexec/containerd-shim-nvproxy/nvproxy-sandbox-agent
 /usr/share/containerd-shim-nvproxy
 /usr/share/containerd-shim-nvproxy/containerd-config.toml
 /usr/share/containerd-shim-nvproxy/docker-daemon.json
@@ -113,7 +114,8 @@ verify=$(rpm --root "$root" -V --nodeps --nosignature "$PKG" 2>&1) || fail "rpm 
 # library the helper links.
 bin=$root/usr/bin/containerd-shim-nvproxy-v1
 helper=$root/usr/libexec/containerd-shim-nvproxy/nvproxy-cuda-helper
-for b in "$bin" "$helper"; do
+agent=$root/usr/libexec/containerd-shim-nvproxy/nvproxy-sandbox-agent
+for b in "$bin" "$helper" "$agent"; do
   if file -b "$b" | grep -q 'not stripped'; then fail "the packaged $b is not stripped"; fi
 done
 file -b "$bin" | grep -q 'statically linked' || fail "the shim is not static: $(file -b "$bin")"
