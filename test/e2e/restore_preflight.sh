@@ -15,15 +15,8 @@
 # Usage: restore_preflight.sh [1.6|1.7|2]
 set -euo pipefail
 source "$(dirname "$0")/lib/shim-env.sh"
-FIX=${NVPROXY_FIXTURES_DIR:?NVPROXY_FIXTURES_DIR (build/test/fixtures) is not set}
-[[ -x $FIX/fake_cuda_app && -f $FIX/libcuda.so && -f $FIX/libnvidia-ml.so ]] || nv_fail "fixtures missing in $FIX"
-
-FAKE=$(mktemp -d /tmp/nvproxy-fakecuda.XXXXXX)
-nv_defer rm -rf "$FAKE"
-mkdir -p "$FAKE/cuda" "$FAKE/bin"
-touch "$FAKE/fakegpu0"
-cp "$FIX/fake_cuda_app" "$FAKE/bin/"
-export NVPROXY_FAKE_CUDA_DIR=$FAKE/cuda  # read by the fake libcuda and NVML in nvproxy-cuda-helper
+source "$(dirname "$0")/lib/fake-cuda.sh"
+nv_fake_cuda
 NV_SHIM_EXTRA="checkpoint:
   libcuda: $FIX/libcuda.so
   libnvml: $FIX/libnvidia-ml.so
