@@ -12,7 +12,7 @@
 #include "checkpoint/cuda_checkpoint_bin.h"
 #include "checkpoint/cuda_helper_wire.h"
 #include "common/error.h"
-#include "shim/kit/ttrpc/client.h"
+#include "common/ttrpc/client.h"
 
 namespace nvproxy::checkpoint {
 

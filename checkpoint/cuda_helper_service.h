@@ -6,7 +6,7 @@
 
 #include "checkpoint/cuda_toggler.h"
 #include "checkpoint/gpu_usage.h"
-#include "shim/kit/ttrpc/server.h"
+#include "common/ttrpc/server.h"
 
 namespace nvproxy::checkpoint {
 

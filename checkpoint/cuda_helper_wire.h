@@ -7,7 +7,7 @@
 #include "checkpoint/cuda_toggler.h"
 #include "checkpoint/gpu_facts.h"
 #include "proto/cuda_helper.pb.h"
-#include "shim/kit/ttrpc/status_error.h"
+#include "common/ttrpc/status_error.h"
 
 namespace nvproxy::checkpoint::helper_wire {
 

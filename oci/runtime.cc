@@ -6,7 +6,7 @@
 #include "common/error.h"
 #include "common/fs.h"
 #include "common/log.h"
-#include "oci/cgroup_stats.h"
+#include "oci/cgroup_paths.h"
 
 namespace nvproxy::oci {
 
@@ -263,7 +263,9 @@ std::string criu_errors(const std::filesystem::path& log, size_t max_lines) {
 }
 
 nlohmann::json Runtime::stats(const std::string& id) {
-  if (!has_events_stats(kind_)) return stats_from_cgroup(state(id).pid);
+  if (!has_events_stats(kind_))
+    throw Error(Code::Unimplemented, std::string("statistics of container \"") + id + "\": " + runtime_kind_name(kind_) +
+                                         " has no events command; they are read from the container's cgroup instead");
   auto a = base_args();
   a.insert(a.end(), {"events", "--stats", id});
   RunResult r = run_checked(id, "events --stats", {.argv = a});

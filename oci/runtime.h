@@ -127,7 +127,8 @@ class Runtime {
   // there). On expiry of config().checkpoint_timeout: throws DeadlineError naming the killed process group;
   // the container is left as the runtime left it (frozen, if CRIU froze it).
   virtual void checkpoint(const std::string& id, const CheckpointFlags& flags);
-  // `events --stats`: the runtime's resource statistics ("data" object of its stats event).
+  // `events --stats`: the runtime's resource statistics ("data" object of its stats event). crun
+  // has no such command (Unimplemented): its containers' statistics come from their cgroup.
   virtual nlohmann::json stats(const std::string& id);
   // On expiry of config().restore_timeout: kills the runtime's process group, removes the half-
   // restored container (`delete --force`) and throws DeadlineError saying so.

@@ -32,7 +32,7 @@ std::vector<std::string> checkpoint_args(RuntimeKind k, const CheckpointFlags& f
 
 // Whether the runtime understands `--log-format json` (runc and crun do; runsc logs text).
 bool supports_json_log(RuntimeKind k);
-// crun has no `events` command: its statistics are read from the cgroup instead.
+// crun has no `events` command: the task layer reads its statistics from the cgroup.
 bool has_events_stats(RuntimeKind k);
 // runsc has no `update` command: resources cannot change while a sandbox runs.
 bool has_update(RuntimeKind k);

@@ -17,7 +17,7 @@
 #include "checkpoint/gpu_usage.h"
 #include "common/log.h"
 #include "common/unique_fd.h"
-#include "shim/kit/ttrpc/server.h"
+#include "common/ttrpc/server.h"
 
 int main(int argc, char** argv) {
   std::string libcuda = "libcuda.so.1", libnvml = "libnvidia-ml.so.1";

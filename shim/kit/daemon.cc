@@ -16,7 +16,7 @@
 #include "shim/kit/cli.h"
 #include "shim/kit/events.h"
 #include "shim/kit/reaper.h"
-#include "shim/kit/ttrpc/server.h"
+#include "common/ttrpc/server.h"
 #include "shim/kit/version.h"
 
 namespace nvproxy::shim {

@@ -13,7 +13,7 @@
 #include "common/process.h"
 #include "shim/kit/cli.h"
 #include "shim/kit/events.h"
-#include "shim/kit/ttrpc/server.h"
+#include "common/ttrpc/server.h"
 
 namespace nvproxy::shim {
 

@@ -5,7 +5,7 @@
 #include "common/error.h"
 #include "proto/events_service.pb.h"
 #include "shim/kit/timestamp.h"
-#include "shim/kit/ttrpc/client.h"
+#include "common/ttrpc/client.h"
 
 namespace nvproxy::shim {
 

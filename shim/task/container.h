@@ -23,7 +23,7 @@
 
 #include "common/log.h"
 #include "common/process.h"
-#include "oci/cgroup_stats.h"
+#include "oci/cgroup_paths.h"
 #include "oci/runtime.h"
 #include "proto/wkt.pb.h"
 #include "shim/kit/event_sink.h"

@@ -3,7 +3,7 @@
 #include "proto/wkt.pb.h"
 
 #include "common/error.h"
-#include "shim/kit/ttrpc/server.h"
+#include "common/ttrpc/server.h"
 #include "shim/task/task_service.h"
 
 namespace nvproxy::shim {

@@ -4,13 +4,13 @@
 
 #include "common/error.h"
 #include "common/validate.h"
+#include "oci/cgroup_metrics.h"
 #include "oci/spec.h"
 #include "proto/runc_options.pb.h"
 #include "shim/kit/timestamp.h"
 #include "shim/kit/version.h"
 #include "shim/task/gpu_setup.h"
 #include "shim/task/runtime_locator.h"
-#include "shim/task/stats.h"
 #include "shim/task/task_options.h"
 
 namespace nvproxy::shim {
@@ -229,14 +229,14 @@ task::StatsResponse TaskService::stats(const task::StatsRequest& r) {
   task::StatsResponse resp;
   // runsc's processes live in its sandbox's cgroup: the runtime reports for the container.
   if (c->runtime().kind() == oci::RuntimeKind::Runsc) {
-    *resp.mutable_stats() = metrics_from_runtime_stats(c->runtime().stats(c->id()), host_uses_cgroup_v2());
+    *resp.mutable_stats() = oci::metrics_from_runtime_stats(c->runtime().stats(c->id()), oci::host_uses_cgroup_v2());
     return resp;
   }
   // As containerd's runc shim: the cgroup the init was in, read directly, so a stopped task
   // (its cgroup stays until Delete) answers too.
   auto cg = c->init_cgroup();
   if (!cg) throw Error(Code::NotFound, "container \"" + c->id() + "\": cgroup does not exist");
-  *resp.mutable_stats() = metrics_from_cgroup(*cg, host_uses_cgroup_v2());
+  *resp.mutable_stats() = oci::metrics_from_cgroup(*cg, oci::host_uses_cgroup_v2());
   return resp;
 }
 

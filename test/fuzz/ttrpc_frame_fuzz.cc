@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "common/error.h"
-#include "shim/kit/ttrpc/frame.h"
+#include "common/ttrpc/frame.h"
 #include "ttrpc.pb.h"
 
 using namespace nvproxy::ttrpc;

@@ -23,7 +23,7 @@
 
 #include "common/error.h"
 #include "common/log.h"
-#include "shim/kit/ttrpc/server.h"
+#include "common/ttrpc/server.h"
 
 using namespace nvproxy;
 

@@ -7,7 +7,7 @@
 #include "common/error.h"
 #include "proto/shim_task.pb.h"
 #include "shim/kit/address.h"
-#include "shim/kit/ttrpc/client.h"
+#include "common/ttrpc/client.h"
 
 int main(int argc, char** argv) {
   using namespace nvproxy;

@@ -12,7 +12,7 @@
 #include "checkpoint/cuda_helper_service.h"
 #include "checkpoint/cuda_helper_wire.h"
 #include "fake_gpu.h"
-#include "shim/kit/ttrpc/client.h"
+#include "common/ttrpc/client.h"
 
 using namespace nvproxy;
 using namespace nvproxy::checkpoint;

@@ -14,7 +14,7 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "shim/kit/address.h"
-#include "shim/kit/ttrpc/server.h"
+#include "common/ttrpc/server.h"
 
 namespace nvproxy::shim {
 namespace {

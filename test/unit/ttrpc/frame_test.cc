@@ -1,4 +1,4 @@
-#include "shim/kit/ttrpc/frame.h"
+#include "common/ttrpc/frame.h"
 
 #include <gtest/gtest.h>
 

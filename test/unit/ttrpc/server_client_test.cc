@@ -16,9 +16,9 @@
 
 #include "common/error.h"
 #include "common/log.h"
-#include "shim/kit/ttrpc/client.h"
-#include "shim/kit/ttrpc/frame.h"
-#include "shim/kit/ttrpc/server.h"
+#include "common/ttrpc/client.h"
+#include "common/ttrpc/frame.h"
+#include "common/ttrpc/server.h"
 #include "ttrpc.pb.h"
 
 namespace nvproxy::ttrpc {

@@ -4,8 +4,8 @@
 
 #include "common/error.h"
 #include "common/log.h"
-#include "shim/kit/ttrpc/client.h"
-#include "shim/kit/ttrpc/server.h"
+#include "common/ttrpc/client.h"
+#include "common/ttrpc/server.h"
 
 using namespace nvproxy;
 using namespace nvproxy::ttrpc;

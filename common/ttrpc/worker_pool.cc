@@ -1,4 +1,4 @@
-#include "shim/kit/ttrpc/worker_pool.h"
+#include "common/ttrpc/worker_pool.h"
 
 #include <utility>
 

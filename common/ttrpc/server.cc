@@ -1,4 +1,4 @@
-#include "shim/kit/ttrpc/server.h"
+#include "common/ttrpc/server.h"
 
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -12,7 +12,7 @@
 #include <boost/asio/post.hpp>
 
 #include "common/error.h"
-#include "shim/kit/ttrpc/server_connection.h"
+#include "common/ttrpc/server_connection.h"
 
 namespace nvproxy::ttrpc {
 

@@ -1,4 +1,4 @@
-#include "shim/task/stats.h"
+#include "oci/cgroup_metrics.h"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -10,7 +10,7 @@
 #include "proto/cgroups_v1.pb.h"
 #include "proto/cgroups_v2.pb.h"
 
-using namespace nvproxy::shim;
+using namespace nvproxy::oci;
 
 static const char* kRuncStats = R"({
   "cpu": {"usage": {"total": 5000000, "percpu": [3000000, 2000000], "kernel": 1000000, "user": 4000000},

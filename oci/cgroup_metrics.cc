@@ -1,4 +1,4 @@
-#include "shim/task/stats.h"
+#include "oci/cgroup_metrics.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -19,7 +19,7 @@
 #include "proto/cgroups_v1.pb.h"
 #include "proto/cgroups_v2.pb.h"
 
-namespace nvproxy::shim {
+namespace nvproxy::oci {
 
 namespace fs = std::filesystem;
 namespace cg1 = io::containerd::cgroups::v1;
@@ -371,7 +371,7 @@ void v1_hugetlb(const fs::path& d, const CgroupHost& host, cg1::Metrics& m) {
   }
 }
 
-cg1::Metrics v1_metrics(const oci::CgroupPaths& paths, const CgroupHost& host) {
+cg1::Metrics v1_metrics(const CgroupPaths& paths, const CgroupHost& host) {
   cg1::Metrics m;
   m.mutable_cpu()->mutable_usage();
   m.mutable_cpu()->mutable_throttling();
@@ -477,7 +477,7 @@ void v2_hugetlb(const fs::path& d, cg2::Metrics& m) {
   for (auto& [size, h] : by_size) *m.add_hugetlb() = std::move(h);
 }
 
-cg2::Metrics v2_metrics(const oci::CgroupPaths& paths, const CgroupHost& host) {
+cg2::Metrics v2_metrics(const CgroupPaths& paths, const CgroupHost& host) {
   if (!paths.unified) throw Error(Code::NotFound, "the container's process is in no cgroup v2 group");
   fs::path d = host.cgroup_root / fs::path(*paths.unified).relative_path();
   auto controllers = read_if_exists(d / "cgroup.controllers");
@@ -573,7 +573,7 @@ void fill_entry(io::containerd::cgroups::v1::MemoryEntry* e, const nlohmann::jso
 
 }  // namespace
 
-wkt::Any metrics_from_cgroup(const oci::CgroupPaths& paths, bool cgroup_v2, const CgroupHost& host) {
+wkt::Any metrics_from_cgroup(const CgroupPaths& paths, bool cgroup_v2, const CgroupHost& host) {
   wkt::Any any;
   if (cgroup_v2) {
     any.set_type_url("io.containerd.cgroups.v2.Metrics");
@@ -636,4 +636,4 @@ wkt::Any metrics_from_runtime_stats(const nlohmann::json& d, bool cgroup_v2) {
   return any;
 }
 
-}  // namespace nvproxy::shim
+}  // namespace nvproxy::oci

@@ -1,4 +1,4 @@
-#include "shim/kit/ttrpc/server_connection.h"
+#include "common/ttrpc/server_connection.h"
 
 #include <algorithm>
 
@@ -6,7 +6,7 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/write.hpp>
 
-#include "shim/kit/ttrpc/server.h"
+#include "common/ttrpc/server.h"
 #include "ttrpc.pb.h"
 
 namespace nvproxy::ttrpc {

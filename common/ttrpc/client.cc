@@ -1,4 +1,4 @@
-#include "shim/kit/ttrpc/client.h"
+#include "common/ttrpc/client.h"
 
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -8,7 +8,7 @@
 #include <cstring>
 #include <vector>
 
-#include "shim/kit/ttrpc/frame.h"
+#include "common/ttrpc/frame.h"
 #include "ttrpc.pb.h"
 
 namespace nvproxy::ttrpc {

@@ -24,9 +24,9 @@
 
 #include "common/log.h"
 #include "common/unique_fd.h"
-#include "shim/kit/ttrpc/call_context.h"
-#include "shim/kit/ttrpc/status_error.h"
-#include "shim/kit/ttrpc/worker_pool.h"
+#include "common/ttrpc/call_context.h"
+#include "common/ttrpc/status_error.h"
+#include "common/ttrpc/worker_pool.h"
 
 namespace nvproxy::ttrpc {
 

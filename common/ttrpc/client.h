@@ -18,8 +18,8 @@
 
 #include "common/error.h"
 #include "common/unique_fd.h"
-#include "shim/kit/ttrpc/call_context.h"
-#include "shim/kit/ttrpc/status_error.h"
+#include "common/ttrpc/call_context.h"
+#include "common/ttrpc/status_error.h"
 
 namespace nvproxy::ttrpc {
 

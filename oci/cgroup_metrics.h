@@ -5,10 +5,10 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
-#include "oci/cgroup_stats.h"
+#include "oci/cgroup_paths.h"
 #include "proto/wkt.pb.h"
 
-namespace nvproxy::shim {
+namespace nvproxy::oci {
 
 // Where the host keeps what the statistics read: the cgroup mount, /proc (partitions: the device
 // names of v1 blkio entries) and the huge page sizes (v1 hugetlb).
@@ -23,7 +23,7 @@ struct CgroupHost {
 // in, where a missing file ends that controller's part and keeps the rest (IgnoreNotExist); on
 // v2 the unified cgroup's files. Throws NotFound without a unified path on v2, Unknown on a file
 // that does not parse.
-wkt::Any metrics_from_cgroup(const oci::CgroupPaths& paths, bool cgroup_v2, const CgroupHost& host = {});
+wkt::Any metrics_from_cgroup(const CgroupPaths& paths, bool cgroup_v2, const CgroupHost& host = {});
 
 // `data` is the "data" object of `RUNTIME events --stats` (runc's libcontainer shape), for a
 // runtime whose cgroups are not the container's own (runsc: the sandbox's).
@@ -31,4 +31,4 @@ wkt::Any metrics_from_runtime_stats(const nlohmann::json& data, bool cgroup_v2);
 // True when /sys/fs/cgroup is the unified (v2) hierarchy.
 bool host_uses_cgroup_v2();
 
-}  // namespace nvproxy::shim
+}  // namespace nvproxy::oci

@@ -1,13 +1,11 @@
-// Where a process's cgroups are (from /proc/PID/cgroup), and resource statistics read straight
-// from them in the shape of runc's `events --stats` "data" object, for runtimes without that
-// command (crun).
+// Where a process's cgroups are (from /proc/PID/cgroup) and where a controller's directory is;
+// oci/cgroup_metrics.h reads the statistics from there.
 #pragma once
 
 #include <sys/types.h>
 
 #include <filesystem>
 #include <map>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -36,9 +34,5 @@ std::optional<CgroupPaths> cgroup_paths_of(pid_t pid, const std::filesystem::pat
 // process is in no cgroup of that controller.
 std::optional<std::filesystem::path> v1_cgroup_dir(const CgroupPaths& paths, const std::string& controller,
                                                    const std::filesystem::path& cgroup_root = "/sys/fs/cgroup");
-
-// cgroup v1 (per-controller hierarchies) and v2 (unified). Missing files read as absent fields.
-nlohmann::json stats_from_cgroup(pid_t pid, const std::filesystem::path& proc_root = "/proc",
-                                 const std::filesystem::path& cgroup_root = "/sys/fs/cgroup");
 
 }  // namespace nvproxy::oci

@@ -13,8 +13,8 @@
 #include <boost/asio/strand.hpp>
 
 #include "common/error.h"
-#include "shim/kit/ttrpc/frame.h"
-#include "shim/kit/ttrpc/status_error.h"
+#include "common/ttrpc/frame.h"
+#include "common/ttrpc/status_error.h"
 
 namespace nvproxy::ttrpc {
 
