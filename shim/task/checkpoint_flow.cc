@@ -8,6 +8,7 @@
 #include "checkpoint/comm_probe.h"
 #include "checkpoint/cuda_helper_client.h"
 #include "checkpoint/holder_scan.h"
+#include "checkpoint/image_record.h"
 #include "checkpoint/orchestrator_kit.h"
 #include "checkpoint/process_list.h"
 #include "checkpoint/restore_preflight.h"
@@ -24,7 +25,6 @@ namespace {
 
 // Written into the checkpoint image so that a restore (maybe on another host, by another shim)
 // knows whether CUDA state has to be brought back, without touching libcuda otherwise.
-constexpr const char* kCudaRecord = "nvproxy-cuda.json";
 // BUNDLE/nvproxy-device-map.json: the GPU pairs the restore preflight chose, for the CUDA restore.
 constexpr const char* kDeviceMapFile = "nvproxy-device-map.json";
 
@@ -170,38 +170,30 @@ struct GpuFactsAtCheckpoint {
     for (pid_t p : pids) who[p] = checkpoint::identify_process(p);
   }
 
-  // nvproxy-cuda.json: "cuda_processes" (restore brings CUDA back when > 0), "cuda_pids" (each
-  // one's pid in the container and name: after the restore, each must be there) and, when there
-  // are some, "gpu" (checkpoint/restore_preflight.h) or "gpu_error". Toggled processes that the
-  // restore will not bring back (outside the init's tree, allowed by configuration) are listed in
-  // "cuda_not_restored" and left out of the rest.
-  nlohmann::json record(const std::string& id, const std::vector<pid_t>& all_toggled, const std::vector<pid_t>& lost) const {
-    std::vector<pid_t> toggled;
-    nlohmann::json cuda_pids = nlohmann::json::array(), not_restored = nlohmann::json::array();
+  // The image's record: the toggled processes the restore brings back (each by its pid in the
+  // container and name) and what they used; those outside the init's tree (allowed by
+  // configuration) are listed as not restored and left out of the rest.
+  checkpoint::ImageRecord record(const std::string& id, const std::vector<pid_t>& all_toggled,
+                                 const std::vector<pid_t>& lost) const {
+    checkpoint::ImageRecord rec{.container = id};
+    std::vector<checkpoint::ProcessIdentity> ids;
     for (pid_t p : all_toggled) {
       auto it = who.find(p);
       checkpoint::ProcessIdentity pi = it != who.end() ? it->second : checkpoint::identify_process(p);
-      nlohmann::json j{{"pid", pi.pid}, {"name", pi.name}};
+      checkpoint::ImageProcess ip{.pid = pi.pid, .name = pi.name};
       if (std::find(lost.begin(), lost.end(), p) != lost.end()) {
-        not_restored.push_back(j);
+        rec.cuda_not_restored.push_back(ip);
         continue;
       }
-      toggled.push_back(p);
-      cuda_pids.push_back(j);
+      rec.cuda_pids.push_back(ip);
+      ids.push_back(pi);
     }
-    nlohmann::json rec{{"container", id}, {"cuda_processes", toggled.size()}, {"cuda_pids", cuda_pids}};
-    if (!not_restored.empty()) rec["cuda_not_restored"] = not_restored;
-    if (toggled.empty()) return rec;
-    if (!facts) {
-      rec["gpu_error"] = error.empty() ? "no GPU facts were taken" : error;
-      return rec;
-    }
-    std::vector<checkpoint::ProcessIdentity> ids;
-    for (pid_t p : toggled) {
-      auto it = who.find(p);
-      ids.push_back(it != who.end() ? it->second : checkpoint::identify_process(p));
-    }
-    rec["gpu"] = checkpoint::to_json(checkpoint::make_gpu_record(*facts, ids));
+    rec.cuda_processes = static_cast<int>(rec.cuda_pids.size());
+    if (!rec.has_cuda()) return rec;
+    if (!facts)
+      rec.gpu_error = error.empty() ? "no GPU facts were taken" : error;
+    else
+      rec.gpu = checkpoint::make_gpu_record(*facts, ids);
     return rec;
   }
 };
@@ -240,12 +232,11 @@ void run_checkpoint(CheckpointTarget& c, const oci::CheckpointFlags& flags, bool
   });
   // The image exists now; note whether its processes carry checkpointed CUDA state, and what
   // they need from a host that restores them.
-  nlohmann::json rec = gpu.record(c.id, outcome.toggled, outcome.lost);
-  if (rec.contains("gpu_error"))
-    env.log.warn("checkpoint of \"" + c.id +
-                 "\": the image records no GPU facts for the restore preflight: " + rec["gpu_error"].get<std::string>());
+  checkpoint::ImageRecord rec = gpu.record(c.id, outcome.toggled, outcome.lost);
+  if (!rec.gpu_error.empty())
+    env.log.warn("checkpoint of \"" + c.id + "\": the image records no GPU facts for the restore preflight: " + rec.gpu_error);
   try {
-    write_file_atomic(std::filesystem::path(flags.image_path) / kCudaRecord, rec.dump());
+    checkpoint::write_image_record(flags.image_path, rec);
   } catch (const Error& e) {
     env.log.warn("checkpoint of \"" + c.id + "\": " + e.what());
   }
@@ -256,24 +247,22 @@ void run_checkpoint(CheckpointTarget& c, const oci::CheckpointFlags& flags, bool
 }
 
 void check_restore_host(CheckpointTarget& c, const CheckpointEnv& env) {
-  auto rec_path = std::filesystem::path(c.restore_from) / kCudaRecord;
-  if (!std::filesystem::exists(rec_path)) return;  // not our image, or no CUDA in it: nothing to check
-  auto rec = nlohmann::json::parse(read_file(rec_path), nullptr, false);
-  if (rec.is_discarded() || !rec.is_object() || rec.value("cuda_processes", 0) == 0) return;
   const std::string who = "restore of \"" + c.id + "\": ";
-  if (!rec.contains("gpu")) {
+  std::optional<checkpoint::ImageRecord> rec;
+  try {
+    rec = checkpoint::read_image_record(c.restore_from);
+  } catch (const Error& e) {
+    throw Error(e.code(), who + e.what());
+  }
+  if (!rec || !rec->has_cuda()) return;  // not our image, or no CUDA in it: nothing to check
+  if (!rec->gpu) {
     env.log.info(who + "the image records no GPU facts (" +
-                 (rec.contains("gpu_error") ? "not taken at checkpoint: " + rec["gpu_error"].dump()
-                                            : std::string("written by shim 0.2.0 or earlier")) +
+                 (!rec->gpu_error.empty() ? "not taken at checkpoint: " + rec->gpu_error
+                                          : std::string("written by shim 0.2.0 or earlier")) +
                  "); restoring without checking this host's GPUs");
     return;
   }
-  checkpoint::GpuRecord gpu;
-  try {
-    gpu = checkpoint::gpu_record_from_json(rec["gpu"]);
-  } catch (const Error& e) {
-    throw Error(Code::InvalidArgument, who + rec_path.string() + ": " + e.what());
-  }
+  const checkpoint::GpuRecord& gpu = *rec->gpu;
   if (gpu.processes.empty()) return;
 
   std::error_code rm_ec;
@@ -321,14 +310,15 @@ void check_restore_host(CheckpointTarget& c, const CheckpointEnv& env) {
 }
 
 void restore_cuda_after_runtime_restore(CheckpointTarget& c, const CheckpointEnv& env) {
-  auto rec_path = std::filesystem::path(c.restore_from) / kCudaRecord;
-  if (!std::filesystem::exists(rec_path)) return;
-  auto rec = nlohmann::json::parse(read_file(rec_path), nullptr, false);
-  if (rec.is_discarded() || rec.value("cuda_processes", 0) == 0) return;
+  std::optional<checkpoint::ImageRecord> rec;
+  try {
+    rec = checkpoint::read_image_record(c.restore_from);
+  } catch (const Error& e) {
+    throw Error(e.code(), "restore of \"" + c.id + "\": " + e.what());
+  }
+  if (!rec || !rec->has_cuda()) return;
   std::vector<checkpoint::ExpectedProcess> expected;
-  if (rec.contains("cuda_pids") && rec["cuda_pids"].is_array())
-    for (const auto& p : rec["cuda_pids"])
-      if (p.is_object()) expected.push_back({.pid = p.value("pid", 0), .name = p.value("name", "")});
+  for (const auto& p : rec->cuda_pids) expected.push_back({.pid = p.pid, .name = p.name});
   checkpoint::DeviceMap map;
   if (auto mtext = std::filesystem::path(c.bundle / kDeviceMapFile); std::filesystem::exists(mtext)) {
     auto m = nlohmann::json::parse(read_file(mtext), nullptr, false);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "checkpoint/image_record.h"
 #include "checkpoint/sandbox_tools.h"
 #include "common/error.h"
 #include "common/fs.h"
@@ -11,8 +12,6 @@
 namespace nvproxy::shim {
 
 namespace {
-
-constexpr const char* kCudaRecord = "nvproxy-cuda.json";  // the same record the runc path writes
 
 checkpoint::SandboxTarget sandbox_of(CheckpointTarget& c) {
   const oci::RuntimeConfig& rc = c.runtime->config();
@@ -72,18 +71,15 @@ void run_sandbox_checkpoint(CheckpointTarget& c, const oci::CheckpointFlags& fla
   checkpoint::CheckpointRequest req{
       .container_id = c.id, .keep_running = flags.leave_running, .diagnostic_path = c.bundle / "checkpoint-diagnostic.json"};
   auto outcome = kit.orch.checkpoint(req, [&] { c.runtime->checkpoint(c.id, flags); });
-  // "cuda_pids": the sandbox's pids (a runsc restore keeps them) and names, each looked for after the restore.
-  nlohmann::json cuda_pids = nlohmann::json::array();
+  // The sandbox's pids (a runsc restore keeps them) and names, each looked for after the restore.
+  checkpoint::ImageRecord rec{.container = c.id, .sandbox = "runsc", .cuda_processes = static_cast<int>(outcome.toggled.size())};
   for (pid_t p : outcome.toggled) {
     auto pi = kit.scanner.info(p);
-    cuda_pids.push_back({{"pid", p}, {"name", pi ? pi->name : std::string()}});
+    rec.cuda_pids.push_back({.pid = p, .name = pi ? pi->name : std::string()});
   }
-  nlohmann::json rec{
-      {"container", c.id}, {"cuda_processes", outcome.toggled.size()}, {"sandbox", "runsc"}, {"cuda_pids", cuda_pids}};
-  if (!outcome.toggled.empty())
-    rec["gpu_error"] = "taken inside a gVisor sandbox: NVML there cannot tell the sandbox's processes apart";
+  if (rec.has_cuda()) rec.gpu_error = "taken inside a gVisor sandbox: NVML there cannot tell the sandbox's processes apart";
   try {
-    write_file_atomic(std::filesystem::path(flags.image_path) / kCudaRecord, rec.dump());
+    checkpoint::write_image_record(flags.image_path, rec);
   } catch (const Error& e) {
     env.log.warn("checkpoint of \"" + c.id + "\": " + e.what());
   }
@@ -93,24 +89,24 @@ void run_sandbox_checkpoint(CheckpointTarget& c, const oci::CheckpointFlags& fla
 }
 
 void restore_sandbox_cuda(CheckpointTarget& c, const CheckpointEnv& env) {
-  auto rec_path = std::filesystem::path(c.restore_from) / kCudaRecord;
-  if (!std::filesystem::exists(rec_path)) return;
-  auto rec = nlohmann::json::parse(read_file(rec_path), nullptr, false);
-  if (rec.is_discarded() || !rec.is_object() || rec.value("cuda_processes", 0) == 0) return;
+  std::optional<checkpoint::ImageRecord> rec;
+  try {
+    rec = checkpoint::read_image_record(c.restore_from);
+  } catch (const Error& e) {
+    throw Error(e.code(), "restore of \"" + c.id + "\" (runsc sandbox): " + e.what());
+  }
+  if (!rec || !rec->has_cuda()) return;
   checkpoint::SandboxKit kit(c.config.checkpoint, sandbox_of(c), env.runner, env.log);
   auto outcome = kit.orch.restore_after_runtime_restore(c.id, c.bundle / "checkpoint-diagnostic.json");
   std::string pids, missing;
   for (pid_t p : outcome.resumed) pids += " " + std::to_string(p);
   // Every process the checkpoint toggled must have come back CUDA-checkpointed and been resumed.
-  for (const auto& e : rec.value("cuda_pids", nlohmann::json::array())) {
-    if (!e.is_object()) continue;
-    pid_t p = e.value("pid", 0);
-    if (std::find(outcome.resumed.begin(), outcome.resumed.end(), p) == outcome.resumed.end())
-      missing += (missing.empty() ? "" : ", ") + std::to_string(p) + " (" + e.value("name", "") + ")";
-  }
+  for (const auto& e : rec->cuda_pids)
+    if (std::find(outcome.resumed.begin(), outcome.resumed.end(), e.pid) == outcome.resumed.end())
+      missing += (missing.empty() ? "" : ", ") + std::to_string(e.pid) + " (" + e.name + ")";
   if (!missing.empty())
     throw Error(Code::FailedPrecondition, "restore of \"" + c.id + "\" (runsc sandbox): the checkpoint recorded " +
-                                              std::to_string(rec.value("cuda_processes", 0)) +
+                                              std::to_string(rec->cuda_processes) +
                                               " CUDA processes; not brought back (sandbox pid, name): " + missing);
   env.log.info("restore of \"" + c.id + "\" (runsc sandbox): CUDA resumed in " + std::to_string(outcome.resumed.size()) +
                " processes (sandbox pids" + pids + ");" + phases_text(outcome.phases));

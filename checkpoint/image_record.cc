@@ -1,0 +1,92 @@
+#include "checkpoint/image_record.h"
+
+#include "common/error.h"
+#include "common/fs.h"
+
+namespace nvproxy::checkpoint {
+
+using nlohmann::json;
+
+namespace {
+
+json processes_json(const std::vector<ImageProcess>& ps) {
+  json a = json::array();
+  for (const auto& p : ps) a.push_back({{"pid", p.pid}, {"name", p.name}});
+  return a;
+}
+
+std::vector<ImageProcess> processes_from(const json& j, const char* key) {
+  std::vector<ImageProcess> out;
+  if (!j.contains(key)) return out;
+  const json& a = j.at(key);
+  if (!a.is_array()) throw Error(Code::InvalidArgument, std::string("\"") + key + "\" is not a list");
+  for (const auto& p : a) {
+    if (!p.is_object() || !p.contains("pid") || !p.at("pid").is_number_integer())
+      throw Error(Code::InvalidArgument, std::string("an entry of \"") + key + "\" has no pid: " + p.dump());
+    out.push_back({.pid = p.at("pid").get<pid_t>(), .name = p.value("name", std::string())});
+  }
+  return out;
+}
+
+}  // namespace
+
+json to_json(const ImageRecord& r) {
+  json j{{"version", r.version},
+         {"container", r.container},
+         {"cuda_processes", r.cuda_processes},
+         {"cuda_pids", processes_json(r.cuda_pids)}};
+  if (!r.sandbox.empty()) j["sandbox"] = r.sandbox;
+  if (!r.cuda_not_restored.empty()) j["cuda_not_restored"] = processes_json(r.cuda_not_restored);
+  if (r.gpu) j["gpu"] = to_json(*r.gpu);
+  if (!r.gpu_error.empty()) j["gpu_error"] = r.gpu_error;
+  return j;
+}
+
+ImageRecord image_record_from_json(const json& j) {
+  if (!j.is_object()) throw Error(Code::InvalidArgument, "the record is not a JSON object");
+  ImageRecord r;
+  try {
+    r.version = j.value("version", 0);
+    if (r.version > ImageRecord::kVersion)
+      throw Error(Code::InvalidArgument, "record version " + std::to_string(r.version) + " is newer than this shim's (" +
+                                             std::to_string(ImageRecord::kVersion) + "): restore with a newer shim");
+    r.container = j.value("container", std::string());
+    r.sandbox = j.value("sandbox", std::string());
+    r.cuda_processes = j.value("cuda_processes", 0);
+    r.cuda_pids = processes_from(j, "cuda_pids");
+    r.cuda_not_restored = processes_from(j, "cuda_not_restored");
+    if (j.contains("gpu")) r.gpu = gpu_record_from_json(j.at("gpu"));
+    if (j.contains("gpu_error"))
+      r.gpu_error = j.at("gpu_error").is_string() ? j.at("gpu_error").get<std::string>() : j.at("gpu_error").dump();
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw Error(Code::InvalidArgument, std::string("malformed field: ") + e.what());
+  }
+  if (r.cuda_processes < 0) throw Error(Code::InvalidArgument, "\"cuda_processes\" is negative");
+  return r;
+}
+
+std::optional<ImageRecord> read_image_record(const std::filesystem::path& image_dir) {
+  auto path = image_dir / ImageRecord::kFileName;
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return std::nullopt;
+  try {
+    auto j = json::parse(read_file(path), nullptr, false);
+    if (j.is_discarded()) throw Error(Code::InvalidArgument, "not JSON");
+    return image_record_from_json(j);
+  } catch (const std::exception& e) {
+    throw Error(Code::InvalidArgument, "checkpoint record " + path.string() + " cannot be read: " + e.what());
+  }
+}
+
+void write_image_record(const std::filesystem::path& image_dir, const ImageRecord& r) {
+  auto path = image_dir / ImageRecord::kFileName;
+  try {
+    write_file_atomic(path, to_json(r).dump());
+  } catch (const std::exception& e) {
+    throw Error(Code::Internal, "cannot write the checkpoint record " + path.string() + ": " + e.what());
+  }
+}
+
+}  // namespace nvproxy::checkpoint

@@ -1,0 +1,54 @@
+// The shim's own record in a checkpoint image (IMAGE/nvproxy-cuda.json): which processes carry
+// checkpointed CUDA state that the restore must bring back, and what they used (the restore
+// preflight's "gpu" facts). One type, written by the checkpoint of either runtime and read by the
+// restore, the preflight and the tests; versioned so that a later shim still reads what an earlier
+// one wrote (0.3.0 and before wrote no "version": read as version 0, the same fields).
+#pragma once
+
+#include <sys/types.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "checkpoint/restore_preflight.h"
+
+namespace nvproxy::checkpoint {
+
+struct ImageProcess {
+  pid_t pid = 0;     // in the container's pid namespace (runc) or the sandbox's (runsc): the same after a restore
+  std::string name;  // comm at checkpoint, "python3"
+
+  bool operator==(const ImageProcess&) const = default;
+};
+
+struct ImageRecord {
+  static constexpr int kVersion = 1;
+  static constexpr const char* kFileName = "nvproxy-cuda.json";
+
+  int version = kVersion;
+  std::string container;
+  std::string sandbox;                          // "runsc" for a gVisor sandbox's image, else empty
+  int cuda_processes = 0;                       // how many the restore brings back (0: no CUDA in this image)
+  std::vector<ImageProcess> cuda_pids;          // each of them: after the restore, each must be there
+  std::vector<ImageProcess> cuda_not_restored;  // toggled, but outside the init's tree (allowed by configuration)
+  std::optional<GpuRecord> gpu;                 // what they used, for the restore preflight
+  std::string gpu_error;                        // why `gpu` is missing, when there are CUDA processes
+
+  [[nodiscard]] bool has_cuda() const { return cuda_processes > 0; }
+};
+
+nlohmann::json to_json(const ImageRecord& r);
+// Throws Error(InvalidArgument) naming the malformed field.
+ImageRecord image_record_from_json(const nlohmann::json& j);
+
+// IMAGE_DIR/nvproxy-cuda.json; nullopt when there is none (an image of another shim or runtime).
+// Throws Error(InvalidArgument) naming the file when it is unreadable or malformed: a restore that
+// ignored it would leave CUDA processes checkpointed.
+std::optional<ImageRecord> read_image_record(const std::filesystem::path& image_dir);
+// Writes it atomically; throws Error naming the file.
+void write_image_record(const std::filesystem::path& image_dir, const ImageRecord& r);
+
+}  // namespace nvproxy::checkpoint
