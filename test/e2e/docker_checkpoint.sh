@@ -7,7 +7,9 @@
 # Docker 26 sends a checkpoint no options for a runtimeType other than io.containerd.runc.v2: its
 # default (stop) and --leave-running look the same to the shim, which keeps the task running unless
 # the container's shim config sets checkpoint.exit_without_options. The runtime `nvproxy-exit`
-# (daemon.json options.ConfigPath to such a config) gives the stopping one.
+# (daemon.json options.ConfigPath to such a config) gives the stopping one. Docker's own `runc`
+# runtime (io.containerd.runc.v2), served here by our shim through a containerd-shim-runc-v2 link on
+# containerd's PATH, is the one docker sends options to: containerd.runc.v1.CheckpointOptions.
 # Usage: docker_checkpoint.sh [1.7|1.6]
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -18,6 +20,13 @@ nv_docker_prepare
 command -v criu >/dev/null || nv_skip "criu not installed"
 SNIPPET=$NV_REPO_DIR/packaging/docker-daemon.json
 [[ -f $SNIPPET ]] || nv_fail "no $SNIPPET"
+
+shim_bin=${NVPROXY_SHIM_DIR:+$NVPROXY_SHIM_DIR/}containerd-shim-nvproxy-v1
+[[ $shim_bin == */* ]] || shim_bin=$(command -v "$shim_bin") || nv_fail "containerd-shim-nvproxy-v1 not found"
+shims=$(mktemp -d /tmp/nvproxy-docker-shims.XXXXXX)
+nv_defer rm -rf "$shims"
+for name in containerd-shim-nvproxy-v1 containerd-shim-runc-v2; do ln -s "$(readlink -f "$shim_bin")" "$shims/$name"; done
+export NVPROXY_SHIM_DIR=$shims
 
 shim_cfg=$(mktemp /tmp/nvproxy-docker-config.XXXXXX.yaml)
 nv_defer rm -f "$shim_cfg"
@@ -140,14 +149,30 @@ nv_log "cp2 taken at >= $before; the restored counter went on at $back"
 ((back >= before && back <= after + 1)) || nv_fail "restored at $back, not from cp2 (taken between $before and $after)"
 nv_wait_for -t 30 logged_above "$b" $((back + 10)) || nv_fail "restored counter of $b does not advance"
 
+# ---- docker's runc runtime type: exit in containerd.runc.v1.CheckpointOptions ----
+nv_log "runtime runc (io.containerd.runc.v2, our shim): docker sends containerd.runc.v1.CheckpointOptions{exit}"
+c=$(run_counter runc)
+shim_log_has "$c" "created container" || nv_fail "docker's runc runtime did not run our shim"
+nv_wait_for -t 30 count_above "$c" 20 || nv_fail "counter of $c does not advance: $(count "$c")"
+"$DOCKER" checkpoint create "$c" cp4 >/dev/null
+shim_log_has "$c" "requested with options containerd.runc.v1.CheckpointOptions: exit, the task stops" \
+  || nv_fail "docker did not send containerd.runc.v1.CheckpointOptions with exit for $c"
+nv_wait_for -t 30 status_is "$c" exited || nv_fail "container $c still running after docker checkpoint create"
+at_checkpoint=$(last_logged "$c")
+nv_wait_for -t 30 start_from_checkpoint "$c" cp4 || nv_fail "docker start --checkpoint cp4 kept failing"
+nv_wait_for -t 30 status_is "$c" running || nv_fail "container $c not running after docker start --checkpoint"
+nv_wait_for -t 30 logged_above "$c" $((at_checkpoint + 10)) || nv_fail "restored counter of $c does not advance"
+consecutive "$c" || nv_fail "log of $c is not 1..N after the restore (stopped at $at_checkpoint)"
+
 # ---- checkpoint rm ----
 "$DOCKER" checkpoint rm "$b" cp2
 nv_assert_eq "cp3 " "$(checkpoints "$b")" "docker checkpoint ls after rm cp2"
 [[ ! -e $NV_DD/data/containers/$b/checkpoints/cp2 ]] || nv_fail "checkpoint dir of cp2 left after docker checkpoint rm"
 "$DOCKER" checkpoint rm "$b" cp3
 "$DOCKER" checkpoint rm "$a" cp1
-nv_assert_eq "" "$(checkpoints "$b")$(checkpoints "$a")" "docker checkpoint ls after rm of all"
+"$DOCKER" checkpoint rm "$c" cp4
+nv_assert_eq "" "$(checkpoints "$b")$(checkpoints "$a")$(checkpoints "$c")" "docker checkpoint ls after rm of all"
 
-"$DOCKER" rm -f "$a" "$b" >/dev/null
+"$DOCKER" rm -f "$a" "$b" "$c" >/dev/null
 nv_docker_stop
 echo "PASS docker_checkpoint (dockerd $("$DOCKERD" --version | awk '{print $3}' | tr -d ,), containerd $NV_CONTAINERD_VERSION)"
