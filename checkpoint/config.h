@@ -32,6 +32,10 @@ struct CheckpointConfig {
   // the runtime's process group is killed (the shim hands these to oci::RuntimeConfig).
   unsigned snapshot_timeout_ms = 30 * 60 * 1000;
   unsigned restore_timeout_ms = 30 * 60 * 1000;
+  // A checkpoint request without options stops the task (as exit: true would). Docker 26 sends no
+  // options to a runtimeType other than io.containerd.runc.v2, so its default `checkpoint create`
+  // (stop) and `--leave-running` reach the shim alike; this picks which one they mean.
+  bool exit_without_options = false;
 };
 
 }  // namespace nvproxy::checkpoint

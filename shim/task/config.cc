@@ -59,7 +59,7 @@ ShimConfig parse_config_unchecked(const std::string& text, const std::string& or
     check_keys(k,
                {"cuda", "cuda_checkpoint_path", "cuda_helper", "libcuda", "libnvml", "lock_timeout_ms", "toggle_timeout_ms",
                 "parallelism", "device_globs", "allow_unrestorable", "snapshot_timeout_ms", "restore_timeout_ms", "criu_options",
-                "allow_lost_cuda_processes", "check_space", "content_store"},
+                "allow_lost_cuda_processes", "check_space", "content_store", "exit_without_options"},
                origin, "checkpoint");
     get(k, "cuda", c.checkpoint.cuda, origin, "checkpoint");
     get(k, "cuda_checkpoint_path", c.checkpoint.cuda_checkpoint_path, origin, "checkpoint");
@@ -76,6 +76,7 @@ ShimConfig parse_config_unchecked(const std::string& text, const std::string& or
     get(k, "allow_lost_cuda_processes", c.checkpoint.allow_lost_cuda_processes, origin, "checkpoint");
     get(k, "check_space", c.checkpoint.check_space, origin, "checkpoint");
     get(k, "content_store", c.checkpoint.content_store, origin, "checkpoint");
+    get(k, "exit_without_options", c.checkpoint.exit_without_options, origin, "checkpoint");
     // CRIU options travel with the runtime (oci::RuntimeConfig); [] passes none.
     get(k, "criu_options", c.runtime.criu_options, origin, "checkpoint");
     try {

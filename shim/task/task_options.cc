@@ -72,10 +72,11 @@ void apply_task_options(const TaskOptions& o, oci::RuntimeConfig& rc) {
   if (!o.criu_path.empty()) rc.criu_path = o.criu_path;
 }
 
-oci::CheckpointFlags decode_checkpoint_options(const wkt::Any* any, const std::string& path, const std::string& id) {
+oci::CheckpointFlags decode_checkpoint_options(const wkt::Any* any, const std::string& path, const std::string& id,
+                                               bool exit_without_options) {
   oci::CheckpointFlags f;
   f.image_path = path;
-  f.leave_running = true;
+  f.leave_running = !exit_without_options;
   std::string what = "checkpoint of container \"" + id + "\"";
   if (any) {
     std::string name = type_name(any->type_url());
@@ -88,6 +89,12 @@ oci::CheckpointFlags decode_checkpoint_options(const wkt::Any* any, const std::s
   }
   if (f.image_path.empty()) throw Error(Code::InvalidArgument, what + ": no image path");
   return f;
+}
+
+std::string describe_checkpoint_request(const wkt::Any* any, const oci::CheckpointFlags& f) {
+  std::string what = any ? "options " + type_name(any->type_url())
+                         : std::string("no options") + (f.leave_running ? "" : " (checkpoint.exit_without_options)");
+  return what + (f.leave_running ? ": the task keeps running" : ": exit, the task stops");
 }
 
 }  // namespace nvproxy::shim

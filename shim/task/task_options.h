@@ -34,7 +34,12 @@ TaskOptions decode_task_options(const wkt::Any& any, const std::string& what);
 void apply_task_options(const TaskOptions& o, oci::RuntimeConfig& rc);
 
 // containerd's checkpoint options; `path` is the request's image directory. No options: the task
-// keeps running (what containerd's client asks for by default).
-oci::CheckpointFlags decode_checkpoint_options(const wkt::Any* any, const std::string& path, const std::string& container_id);
+// keeps running (what containerd's client asks for by default), or stops with `exit_without_options`
+// (checkpoint.exit_without_options).
+oci::CheckpointFlags decode_checkpoint_options(const wkt::Any* any, const std::string& path, const std::string& container_id,
+                                               bool exit_without_options);
+// What a checkpoint request asked for, for the log: its options' type (or none) and whether the
+// task stops. Clients differ here (docker 26 sends none to a runtime other than runc's).
+std::string describe_checkpoint_request(const wkt::Any* any, const oci::CheckpointFlags& f);
 
 }  // namespace nvproxy::shim

@@ -221,7 +221,11 @@ void TaskService::update(const task::UpdateTaskRequest& r) {
 
 void TaskService::checkpoint(const task::CheckpointTaskRequest& r) {
   auto c = find(r.id());
-  c->checkpoint(decode_checkpoint_options(r.has_options() ? &r.options() : nullptr, r.path(), c->id()));
+  const wkt::Any* options = r.has_options() ? &r.options() : nullptr;
+  auto flags = decode_checkpoint_options(options, r.path(), c->id(), c->config().checkpoint.exit_without_options);
+  deps_.log.info("checkpoint of container \"" + c->id() + "\" requested with " + describe_checkpoint_request(options, flags) +
+                 " (image " + flags.image_path + ")");
+  c->checkpoint(flags);
 }
 
 task::StatsResponse TaskService::stats(const task::StatsRequest& r) {

@@ -18,6 +18,12 @@ TEST(Config, EmptyMeansDefaults) {
   EXPECT_FALSE(c.checkpoint.allow_lost_cuda_processes);
   EXPECT_TRUE(c.checkpoint.check_space);
   EXPECT_EQ(c.checkpoint.content_store, "/var/lib/containerd");
+  EXPECT_FALSE(c.checkpoint.exit_without_options);
+}
+
+TEST(Config, ExitWithoutOptions) {
+  EXPECT_TRUE(parse_config("checkpoint: {exit_without_options: true}", "c.yaml").checkpoint.exit_without_options);
+  EXPECT_THROW(parse_config("checkpoint: {exit_without_options: maybe}", "c.yaml"), Error);
 }
 
 TEST(Config, CheckpointKeysOfIssue16) {

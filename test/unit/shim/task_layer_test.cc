@@ -22,6 +22,8 @@
 #include "common/log.h"
 #include "common/unique_fd.h"
 #include "proto/events.pb.h"
+#include "proto/runc_options.pb.h"
+#include "proto/runctypes.pb.h"
 #include "shim/kit/timestamp.h"
 #include "shim/task/task_service.h"
 
@@ -69,8 +71,8 @@ class StubRuntime final : public oci::Runtime {
   void remove(const std::string&, bool) override { s_->record("delete"); }
   void pause(const std::string&) override { s_->record("pause"); }
   void resume(const std::string&) override { s_->record("resume"); }
-  void checkpoint(const std::string&, const oci::CheckpointFlags&) override {
-    s_->record("checkpoint");
+  void checkpoint(const std::string&, const oci::CheckpointFlags& f) override {
+    s_->record(f.leave_running ? "checkpoint --leave-running" : "checkpoint");
     if (s_->during_checkpoint) s_->during_checkpoint();
   }
   std::vector<int> ps(const std::string&) override { return {}; }
@@ -137,7 +139,7 @@ class TaskLayer : public ::testing::Test {
                     .checkpoints = hooks_,
                     .make_runtime = [this](const oci::RuntimeConfig&,
                                            const fs::path&) { return std::make_unique<StubRuntime>(rt_, runner_, log_); },
-                    .load_config = [](const std::string&) { return ShimConfig{}; },
+                    .load_config = [this](const std::string&) { return config_; },
                     .shutdown = [] {}});
   }
   void TearDown() override { fs::remove_all(dir_); }
@@ -193,6 +195,28 @@ class TaskLayer : public ::testing::Test {
     svc_->kill(r);
   }
   static int status_exited(int code) { return code << 8; }  // a wait(2) status
+  // Checkpoint as containerd's client does it: pause, checkpoint (options packed as `type_url`,
+  // none when empty), resume (refused once the task stopped; the client ignores that).
+  void client_checkpoint(const std::string& id, const google::protobuf::MessageLite* o, const std::string& type_url) {
+    task::PauseRequest p;
+    p.set_id(id);
+    svc_->pause(p);
+    task::CheckpointTaskRequest r;
+    r.set_id(id);
+    r.set_path((dir_ / "image").string());
+    if (o) {
+      r.mutable_options()->set_type_url(type_url);
+      r.mutable_options()->set_value(o->SerializeAsString());
+    }
+    svc_->checkpoint(r);
+    task::ResumeRequest rr;
+    rr.set_id(id);
+    code_of([&] { svc_->resume(rr); });
+  }
+  bool exit_published(const std::string& id) {
+    auto t = events_.topics();
+    return std::find(t.begin(), t.end(), "/tasks/exit " + id) != t.end();
+  }
 
   template <typename Fn>
   static Code code_of(Fn fn, std::string* msg = nullptr) {
@@ -212,6 +236,7 @@ class TaskLayer : public ::testing::Test {
   RecordingEvents events_;
   StubCheckpoints hooks_;
   std::shared_ptr<StubRuntime::Shared> rt_ = std::make_shared<StubRuntime::Shared>();
+  ShimConfig config_;  // what load_config gives a Create
   std::unique_ptr<TaskService> svc_;
 };
 
@@ -432,6 +457,66 @@ TEST_F(TaskLayer, ASecondCreateOfTheSameIdFailsAndLeavesTheFirst) {
   create("c1");
   EXPECT_EQ(code_of([&] { create("c1"); }), Code::AlreadyExists);
   EXPECT_EQ(state("c1").status(), containerd::v1::types::CREATED);
+}
+
+// exit: true under both option types (containerd.runc.v1 is what docker sends for a runc v2
+// runtime, containerd.linux.runc what containerd's client picks for other runtime names): the
+// runtime checkpoints without --leave-running, the init's end stops the task, and a Create from the
+// image restores it. Without exit the task keeps running.
+TEST_F(TaskLayer, CheckpointWithExitStopsTheTaskUnderBothOptionTypesAndRestores) {
+  containerd::runc::v1::CheckpointOptions v1;
+  v1.set_exit(true);
+  containerd::linux::runc::CheckpointOptions legacy;
+  legacy.set_exit(true);
+  struct Case {
+    std::string id, type_url;
+    const google::protobuf::MessageLite* options;
+  };
+  std::vector<Case> cases{{"runc-v1", "types.containerd.io/containerd.runc.v1.CheckpointOptions", &v1},
+                          {"legacy", "types.containerd.io/containerd.linux.runc.CheckpointOptions", &legacy}};
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.id);
+    rt_->calls.clear();
+    pid_t init = create(c.id);
+    start(c.id);
+    client_checkpoint(c.id, c.options, c.type_url);
+    EXPECT_TRUE(rt_->called("checkpoint"));
+    EXPECT_FALSE(rt_->called("checkpoint --leave-running"));
+    svc_->on_exit(init, SIGKILL);  // runc ends the container after the dump
+    EXPECT_EQ(state(c.id).status(), containerd::v1::types::STOPPED);
+    EXPECT_TRUE(exit_published(c.id));
+    remove(c.id);
+    EXPECT_EQ(create(c.id, true, (dir_ / "image").string()), 0);  // the restore runs at Start
+    pid_t restored = start(c.id);
+    EXPECT_TRUE(rt_->called("restore " + std::to_string(restored)));
+    EXPECT_EQ(state(c.id).status(), containerd::v1::types::RUNNING);
+    EXPECT_EQ(hooks_.restored_from, (dir_ / "image").string());
+    svc_->on_exit(restored, SIGKILL);
+    remove(c.id);
+  }
+}
+
+TEST_F(TaskLayer, CheckpointWithoutOptionsKeepsRunningUnlessExitWithoutOptionsIsSet) {
+  create("c1");
+  start("c1");
+  client_checkpoint("c1", nullptr, "");
+  EXPECT_TRUE(rt_->called("checkpoint --leave-running"));
+  EXPECT_EQ(state("c1").status(), containerd::v1::types::RUNNING) << "resumed after the checkpoint";
+
+  config_.checkpoint.exit_without_options = true;  // read at Create
+  create("c2");
+  start("c2");
+  rt_->calls.clear();
+  client_checkpoint("c2", nullptr, "");
+  EXPECT_TRUE(rt_->called("checkpoint"));
+  EXPECT_FALSE(rt_->called("checkpoint --leave-running"));
+  // Options that came still rule: exit unset keeps it running.
+  create("c3");
+  start("c3");
+  rt_->calls.clear();
+  containerd::linux::runc::CheckpointOptions keep;
+  client_checkpoint("c3", &keep, "containerd.linux.runc.CheckpointOptions");
+  EXPECT_TRUE(rt_->called("checkpoint --leave-running"));
 }
 
 }  // namespace

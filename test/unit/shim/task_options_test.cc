@@ -27,7 +27,7 @@ TEST(TaskOptions, LegacyCheckpointOptionsKeepImageAndWorkPathApart) {
   o.set_image_path("/img");
   o.set_work_path("/work");
   auto a = pack(o, "containerd.linux.runc.CheckpointOptions");
-  auto f = decode_checkpoint_options(&a, "/req", "c1");
+  auto f = decode_checkpoint_options(&a, "/req", "c1", false);
   EXPECT_FALSE(f.leave_running);
   EXPECT_TRUE(f.file_locks);
   EXPECT_EQ(f.image_path, "/img");
@@ -38,26 +38,41 @@ TEST(TaskOptions, RuncV1CheckpointOptionsAndNoOptions) {
   containerd::runc::v1::CheckpointOptions o;
   o.set_open_tcp(true);
   auto a = pack(o, "types.containerd.io/containerd.runc.v1.CheckpointOptions");
-  auto f = decode_checkpoint_options(&a, "/req", "c1");
+  auto f = decode_checkpoint_options(&a, "/req", "c1", false);
   EXPECT_TRUE(f.leave_running);
   EXPECT_TRUE(f.open_tcp);
   EXPECT_EQ(f.image_path, "/req");
-  auto none = decode_checkpoint_options(nullptr, "/req", "c1");
+  auto none = decode_checkpoint_options(nullptr, "/req", "c1", false);
   EXPECT_TRUE(none.leave_running);
   EXPECT_EQ(none.image_path, "/req");
+}
+
+// Docker 26 sends no options to our runtime type, for `checkpoint create` and `--leave-running` alike:
+// checkpoint.exit_without_options makes such a request stop the task; options that came still rule.
+TEST(TaskOptions, ExitWithoutOptionsStopsOnlyRequestsWithoutOptions) {
+  auto none = decode_checkpoint_options(nullptr, "/req", "c1", true);
+  EXPECT_FALSE(none.leave_running);
+  EXPECT_EQ(none.image_path, "/req");
+  EXPECT_NE(describe_checkpoint_request(nullptr, none).find("no options (checkpoint.exit_without_options): exit"),
+            std::string::npos);
+  containerd::linux::runc::CheckpointOptions o;
+  auto a = pack(o, "containerd.linux.runc.CheckpointOptions");
+  auto f = decode_checkpoint_options(&a, "/req", "c1", true);
+  EXPECT_TRUE(f.leave_running);
+  EXPECT_EQ(describe_checkpoint_request(&a, f), "options containerd.linux.runc.CheckpointOptions: the task keeps running");
 }
 
 TEST(TaskOptions, CheckpointRefusesUnknownTypesAndMissingPath) {
   wkt::Any a;
   a.set_type_url("x.y.Other");
   try {
-    decode_checkpoint_options(&a, "/req", "c1");
+    decode_checkpoint_options(&a, "/req", "c1", false);
     FAIL() << "accepted an unknown type";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), Code::InvalidArgument);
     EXPECT_NE(std::string(e.what()).find("x.y.Other"), std::string::npos);
   }
-  EXPECT_THROW(decode_checkpoint_options(nullptr, "", "c1"), Error);
+  EXPECT_THROW(decode_checkpoint_options(nullptr, "", "c1", false), Error);
 }
 
 TEST(TaskOptions, LegacyCreateOptionsCarryTheRestorePath) {
