@@ -1,8 +1,8 @@
 // What a runtime binary (runc, crun, runsc) and a CRIU binary say about themselves: their
 // `--version` (and runc's `features`) outputs, parsed. The shim speaks each version's dialect from
-// this: runc before 1.2 names CRIU with its global --criu flag; runc 1.2 and 1.3 ignore that flag
-// (with a warning) and 1.4 rejects it ("flag provided but not defined: -criu"), so there CRIU is
-// found through PATH.
+// this: runc before 1.2 names CRIU with its global --criu flag; runc 1.2 ignores that flag (with a
+// warning, its changelog says) and 1.4.3 rejects it ("flag provided but not defined: -criu"), so
+// from 1.2 on CRIU is found through PATH.
 #pragma once
 
 #include <optional>

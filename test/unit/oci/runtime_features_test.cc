@@ -34,7 +34,7 @@ TEST(RuntimeFeatures, Runc1115HasTheCriuFlag) {
   EXPECT_EQ(f.checkpoint, std::optional<bool>(true));
 }
 
-// runc 1.2 and 1.3 ignore --criu (with a warning); 1.4 rejects it: CRIU comes through PATH.
+// runc 1.2 ignores --criu (with a warning); 1.4.3 rejects it: CRIU comes through PATH.
 TEST(RuntimeFeatures, Runc143FindsCriuThroughPath) {
   auto f = parse_runtime_features(RuntimeKind::Runc, data("runc-1.4.3.version"), data("runc-1.4.3.features"));
   EXPECT_EQ(f.version, "1.4.3");
