@@ -68,6 +68,8 @@ echo "$err" >&2
 nv_assert_contains "$err" "CRIU 4.1.1 cannot checkpoint inet sockets on kernel $kernel" "error names both versions"
 nv_assert_contains "$err" "install CRIU >= 4.2" "error gives the fix"
 nv_assert_contains "$err" ":8080 (listening)" "error names the socket"
+# containerd's client appends the class word; it completes the last line "status", not a sentence.
+nv_assert_contains "$err" $'\nstatus: failed precondition' "the report ends as sentences"
 diag=$(nv_bundle web)/checkpoint-diagnostic.json
 jq -e '.verdict == "refused" and .criu.version == "4.1.1" and .criu.kernel == "'"$kernel"'"
        and (.criu.inet_sockets | length) >= 1 and (.criu.fix | test("CRIU >= 4.2"))' "$diag" >/dev/null ||
