@@ -353,8 +353,26 @@ CheckpointOutcome Orchestrator::checkpoint(const CheckpointRequest& req, const S
     }
   };
 
+  // Can the runtime's snapshot work here at all? Asked before anything is toggled.
+  auto refuse_unsnapshottable = [&](const std::vector<pid_t>& pids) {
+    if (!snapshot_check_) return;
+    Phase ph(out.phases, log_, id, "runtime");
+    std::optional<SnapshotProblem> p = snapshot_check_->check(pids);
+    ph.done(p ? "refused" : "ok");
+    if (!p) return;
+    if (!p->key.empty()) diag.details[p->key] = p->details;
+    for (const auto& [pid, hint] : p->hints) {
+      ProcessReport r = report_for(pid, {});
+      r.cuda_state = "(not toggled)";
+      r.hint = hint;
+      diag.processes.push_back(std::move(r));
+    }
+    throw fail(Code::FailedPrecondition, "refused", p->reason);
+  };
+
   if (!toggler_) {
     log_.info("checkpoint " + id + ": CUDA toggling is off (checkpoint.cuda: none)");
+    if (snapshot_check_) refuse_unsnapshottable(lister_.list());
     snapshot_only();
     write_done(req, diag, out);
     return out;
@@ -364,6 +382,7 @@ CheckpointOutcome Orchestrator::checkpoint(const CheckpointRequest& req, const S
   std::vector<pid_t> pids = lister_.list();
   std::vector<Holder> holders = scanner_.scan(pids);
   scan.done(count_processes(pids.size()) + ", " + std::to_string(holders.size()) + " device holders");
+  refuse_unsnapshottable(pids);
   if (holders.empty()) {
     snapshot_only();
     write_done(req, diag, out);

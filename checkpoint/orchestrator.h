@@ -30,6 +30,7 @@
 #include "checkpoint/gpu_usage.h"
 #include "checkpoint/holder_scan.h"
 #include "checkpoint/process_list.h"
+#include "checkpoint/snapshot_check.h"
 #include "checkpoint/space_check.h"
 #include "common/log.h"
 
@@ -113,6 +114,9 @@ class Orchestrator {
   // Optional: with it (and checkpoint.check_space) the checkpoint is refused before any toggle
   // when its image cannot fit (space_check.h).
   void set_space_probe(SpaceProbe* space) { space_ = space; }
+  // Optional: with it the checkpoint is refused before any toggle when the runtime's snapshot
+  // cannot work on this host (snapshot_check.h), whether or not GPU processes are there.
+  void set_snapshot_check(SnapshotCheck* check) { snapshot_check_ = check; }
 
   struct Classified;  // internal, shared by checkpoint() and inspect()
 
@@ -160,6 +164,7 @@ class Orchestrator {
   GpuUsageProbe* probe_;
   CommProbe* comm_ = nullptr;
   SpaceProbe* space_ = nullptr;
+  SnapshotCheck* snapshot_check_ = nullptr;
   Logger& log_;
 };
 

@@ -27,6 +27,12 @@ std::string_view code_name(Code c) {
   return "Unknown";
 }
 
+std::string status_message(std::string message) {
+  while (!message.empty() && message.back() == '\n') message.pop_back();
+  if (message.find('\n') == std::string::npos) return message;
+  return message + "\nstatus";
+}
+
 Error sys_error(std::string_view context, int err) {
   Code code = Code::Internal;
   switch (err) {

@@ -34,6 +34,13 @@ enum class Code : int {
 
 std::string_view code_name(Code c);
 
+// The message a status carries to containerd. Its client appends the status's class word to it
+// (errdefs.FromGRPC: "<message>: <class>", e.g. ": unknown", ": failed precondition"), which would
+// complete the last sentence of a multi-line report ("...; the container keeps running: unknown").
+// A multi-line message therefore ends with a line "status", which the word completes instead
+// ("status: unknown"); a one-line message is left as it is (the usual "<what> failed: <cause>: <class>").
+std::string status_message(std::string message);
+
 class Error : public std::runtime_error {
  public:
   Error(Code code, const std::string& message) : std::runtime_error(message), code_(code) {}

@@ -1,5 +1,6 @@
 #include "oci/runtime.h"
 
+#include <cstdlib>
 #include <deque>
 #include <fstream>
 
@@ -12,12 +13,69 @@ namespace nvproxy::oci {
 
 using nlohmann::json;
 
-Runtime::Runtime(RuntimeConfig cfg, ProcessRunner& runner, Logger& log, std::filesystem::path log_file)
+Runtime::Runtime(RuntimeConfig cfg, ProcessRunner& runner, Logger& log, std::filesystem::path log_file, RuntimeProbe* probe)
     : cfg_(std::move(cfg)),
       kind_(runtime_kind_from_binary(cfg_.binary)),
       runner_(runner),
       log_(log),
-      log_file_(std::move(log_file)) {}
+      log_file_(std::move(log_file)),
+      own_probe_(probe ? nullptr : std::make_unique<RuntimeProbe>(runner, log)),
+      probe_(probe ? probe : own_probe_.get()) {}
+
+RuntimeFeatures Runtime::features() {
+  return probe_->runtime(cfg_.binary);
+}
+
+std::optional<CriuInfo> Runtime::criu() {
+  if (kind_ == RuntimeKind::Runsc) return std::nullopt;
+  return probe_->criu(cfg_.criu_path);
+}
+
+namespace {
+
+// CRIU's decisive lines of `log` and what to do about them, appended to a runtime's error.
+Error with_criu_log(const Error& e, const std::filesystem::path& log) {
+  std::string criu = criu_errors(log);
+  if (criu.empty()) return e;
+  std::string hint = criu_option_hint(criu);
+  return Error(e.code(), std::string(e.what()) + "\nCRIU (" + log.string() + "):\n" + criu + (hint.empty() ? "" : "\n" + hint));
+}
+
+}  // namespace
+
+void Runtime::hand_over_criu(const std::string& id, const std::string& what, const std::filesystem::path& work,
+                             std::vector<std::string>& argv, std::vector<std::string>& env) {
+  if (cfg_.criu_path.empty() || kind_ == RuntimeKind::Runsc) return;
+  RuntimeFeatures f = features();
+  if (f.criu_flag) {
+    argv.push_back("--criu=" + cfg_.criu_path);  // a global flag: runc 1.1 rejects it after the command
+    return;
+  }
+  // PATH finds it: a private directory whose only entry is `criu` (a link to criu_path) comes
+  // first, so nothing else the runtime looks up in PATH changes.
+  std::filesystem::path dir;
+  if (!work.empty()) {
+    dir = work / "nvproxy-criu-bin";
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    std::filesystem::remove(dir / "criu", ec);
+    std::filesystem::create_symlink(cfg_.criu_path, dir / "criu", ec);
+    if (ec)
+      throw Error(Code::Internal, std::string(runtime_kind_name(kind_)) + " " + what + " of container \"" + id +
+                                      "\": cannot link " + (dir / "criu").string() + " to runtime.criu_path " + cfg_.criu_path +
+                                      ": " + ec.message());
+  } else {
+    dir = std::filesystem::path(cfg_.criu_path).parent_path();
+    if (std::filesystem::path(cfg_.criu_path).filename() != "criu")
+      log_.warn(what + " of \"" + id + "\": no work directory for a link named criu, and runtime.criu_path " + cfg_.criu_path +
+                " is not named criu: " + runtime_kind_name(kind_) + " will not find it in PATH");
+  }
+  const char* path = std::getenv("PATH");
+  env.push_back("PATH=" + dir.string() + ":" +
+                (path && *path ? path : "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"));
+  log_.debug(what + " of \"" + id + "\": " + runtime_kind_name(kind_) + " " + f.version + " finds CRIU " + cfg_.criu_path +
+             " through PATH (" + dir.string() + " first)");
+}
 
 std::vector<std::string> Runtime::base_args(const std::vector<std::string>& extra_global) const {
   std::vector<std::string> a{cfg_.binary};
@@ -227,24 +285,20 @@ std::vector<std::string> Runtime::criu_env(const std::string& id, const std::str
 void Runtime::checkpoint(const std::string& id, const CheckpointFlags& f) {
   std::vector<std::string> dropped;
   auto a = base_args();
-  // runc's --criu is a global flag (runc 1.1 rejects it after the subcommand).
-  if (!cfg_.criu_path.empty() && kind_ == RuntimeKind::Runc) a.push_back("--criu=" + cfg_.criu_path);
+  std::vector<std::string> env = criu_env(id, "checkpoint", f.work_path);
+  hand_over_criu(id, "checkpoint", f.work_path, a, env);
   a.push_back("checkpoint");
   auto ca = checkpoint_args(kind_, f, dropped);
   a.insert(a.end(), ca.begin(), ca.end());
   a.push_back(id);
   for (const auto& d : dropped)
     log_.info("checkpoint of \"" + id + "\": " + runtime_kind_name(kind_) + " does not take " + d + ", dropped");
-  std::vector<std::string> env = criu_env(id, "checkpoint", f.work_path);
   try {
     run_checked(id, "checkpoint", {.argv = a, .env_add = env, .timeout = cfg_.checkpoint_timeout});
   } catch (const Error& e) {
     // runc only says "criu failed ... log file: dump.log": the cause is in CRIU's own log.
-    std::string criu = f.work_path.empty() ? "" : criu_errors(std::filesystem::path(f.work_path) / "dump.log");
-    if (criu.empty() || e.code() == Code::DeadlineExceeded) throw;
-    std::string hint = criu_option_hint(criu);
-    throw Error(e.code(),
-                std::string(e.what()) + "\nCRIU (" + f.work_path + "/dump.log):\n" + criu + (hint.empty() ? "" : "\n" + hint));
+    if (f.work_path.empty() || e.code() == Code::DeadlineExceeded || kind_ == RuntimeKind::Runsc) throw;
+    throw with_criu_log(e, std::filesystem::path(f.work_path) / "dump.log");
   }
 }
 
@@ -277,7 +331,8 @@ nlohmann::json Runtime::stats(const std::string& id) {
 
 void Runtime::restore(const std::string& id, const RestoreOptions& o) {
   auto a = base_args(o.extra_global);
-  if (!cfg_.criu_path.empty() && kind_ == RuntimeKind::Runc) a.push_back("--criu=" + cfg_.criu_path);  // global flag
+  std::vector<std::string> env = criu_env(id, "restore", o.work_path);
+  hand_over_criu(id, "restore", o.work_path, a, env);
   a.insert(a.end(), {"restore", "--detach", "--bundle", o.bundle.string(), "--image-path", o.image_path.string(), "--pid-file",
                      o.pid_file.string()});
   if (kind_ != RuntimeKind::Runsc) {
@@ -297,16 +352,24 @@ void Runtime::restore(const std::string& id, const RestoreOptions& o) {
       return "could not remove the half-restored container (" + del + "): " + e.what();
     }
   };
-  std::vector<std::string> env = criu_env(id, "restore", o.work_path);
-  run_checked(id, "restore",
-              {.argv = a,
-               .env_add = env,
-               .cwd = o.bundle.string(),
-               .stdin_fd = o.stdio.in,
-               .stdout_fd = o.stdio.out,
-               .stderr_fd = o.stdio.err,
-               .timeout = cfg_.restore_timeout},
-              remove_half_restored);
+  // A stale restore.log (an earlier attempt's) must not be quoted for this one.
+  std::error_code ec;
+  if (!o.work_path.empty()) std::filesystem::remove(o.work_path / "restore.log", ec);
+  try {
+    run_checked(id, "restore",
+                {.argv = a,
+                 .env_add = env,
+                 .cwd = o.bundle.string(),
+                 .stdin_fd = o.stdio.in,
+                 .stdout_fd = o.stdio.out,
+                 .stderr_fd = o.stdio.err,
+                 .timeout = cfg_.restore_timeout},
+                remove_half_restored);
+  } catch (const Error& e) {
+    // runc only says "criu failed: type RESTORE errno 0": the cause is in CRIU's restore.log.
+    if (o.work_path.empty() || e.code() == Code::DeadlineExceeded || kind_ == RuntimeKind::Runsc) throw;
+    throw with_criu_log(e, o.work_path / "restore.log");
+  }
 }
 
 }  // namespace nvproxy::oci

@@ -7,12 +7,15 @@
 #include <chrono>
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "common/process.h"
 #include "oci/runtime_flavor.h"
+#include "oci/runtime_probe.h"
 
 namespace nvproxy {
 class Logger;
@@ -25,7 +28,11 @@ struct RuntimeConfig {
   std::string root;                     // --root; empty: the runtime's default
   std::vector<std::string> extra_args;  // global flags placed before the command (e.g. runsc --network=none)
   bool systemd_cgroup = false;
-  std::string criu_path;  // runc --criu
+  // The CRIU binary for checkpoint and restore (runtime.criu_path); empty: "criu" in PATH. Handed
+  // over as the runtime's version takes it (runtime_features.h): runc < 1.2 gets its global
+  // --criu flag; newer runc and crun find it through PATH, where a private directory holding a
+  // `criu` link to it comes first. runsc has no CRIU.
+  std::string criu_path;
   // CRIU options for runc's and crun's checkpoint and restore, as lines of a CRIU configuration
   // file ("link-remap", "ghost-limit 1G"). They are written to WORK_PATH/nvproxy-criu.conf and handed
   // to CRIU through $CRIU_CONFIG_FILE, which `criu swrk` (started by runc and by crun's libcriu)
@@ -106,11 +113,18 @@ std::string criu_config_text(const std::vector<std::string>& options);
 
 class Runtime {
  public:
-  Runtime(RuntimeConfig cfg, ProcessRunner& runner, Logger& log, std::filesystem::path log_file);
+  // probe: what the binaries are, learnt once by its owner (the shim); null: this Runtime asks
+  // for itself, once.
+  Runtime(RuntimeConfig cfg, ProcessRunner& runner, Logger& log, std::filesystem::path log_file, RuntimeProbe* probe = nullptr);
   virtual ~Runtime() = default;
 
   [[nodiscard]] RuntimeKind kind() const { return kind_; }
   [[nodiscard]] const RuntimeConfig& config() const { return cfg_; }
+  // The runtime binary's version and what it supports (asked on first use, then cached).
+  RuntimeFeatures features();
+  // The CRIU this runtime's checkpoint and restore run (criu_path, else "criu" in PATH) and its
+  // version; runsc: nullopt (it has no CRIU).
+  std::optional<CriuInfo> criu();
 
   // Runs `create`; the container's init inherits opts.stdio and stays behind (detached).
   virtual void create(const std::string& id, const CreateOptions& opts);
@@ -130,8 +144,9 @@ class Runtime {
   // `events --stats`: the runtime's resource statistics ("data" object of its stats event). crun
   // has no such command (Unimplemented): its containers' statistics come from their cgroup.
   virtual nlohmann::json stats(const std::string& id);
-  // On expiry of config().restore_timeout: kills the runtime's process group, removes the half-
-  // restored container (`delete --force`) and throws DeadlineError saying so.
+  // A failure carries CRIU's own error lines from opts.work_path/restore.log (and a hint when an
+  // option would help). On expiry of config().restore_timeout: kills the runtime's process group,
+  // removes the half-restored container (`delete --force`) and throws DeadlineError saying so.
   virtual void restore(const std::string& id, const RestoreOptions& opts);
 
  private:
@@ -144,12 +159,18 @@ class Runtime {
   // runc/crun: writes config().criu_options to WORK/nvproxy-criu.conf and returns the environment
   // that points CRIU at it; nothing for runsc, no options or no work path.
   std::vector<std::string> criu_env(const std::string& id, const std::string& what, const std::filesystem::path& work);
+  // criu_path as this runtime's version takes it: the global flag (appended to `argv`, before the
+  // command) or PATH (appended to `env`).
+  void hand_over_criu(const std::string& id, const std::string& what, const std::filesystem::path& work,
+                      std::vector<std::string>& argv, std::vector<std::string>& env);
 
   RuntimeConfig cfg_;
   RuntimeKind kind_;
   ProcessRunner& runner_;
   Logger& log_;
   std::filesystem::path log_file_;
+  std::unique_ptr<RuntimeProbe> own_probe_;  // when none was given
+  RuntimeProbe* probe_;
 };
 
 }  // namespace nvproxy::oci

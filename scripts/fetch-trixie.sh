@@ -1,6 +1,8 @@
 #!/bin/bash
-# Why: e2e tests need containerd 1.7, gVisor's runsc and docker 26, which Debian 12 lacks. Debian 13
-# (trixie) ships them, and their binaries need only glibc 2.34, so they run on Debian 12 as they are.
+# Why: e2e tests need containerd 1.7, gVisor's runsc, docker 26 and runc 1.1.15, which Debian 12 lacks. Debian 13
+# (trixie) ships them, and their binaries need only glibc 2.34, so they run on Debian 12 as they are;
+# runc needs glibc 2.38, so it gets Debian 13's libc6 and libseccomp2 beside it (patchelf sets its
+# interpreter and library path; its `runc init` re-exec runs the same patched binary).
 # This fetches the .debs through a PRIVATE apt setup (own sources list, lists and cache dirs; the
 # system's apt config is untouched) and unpacks each with `dpkg -x` into $NV_TRIXIE_DEST/<pkg>/,
 # then writes $NV_TRIXIE_DEST/env.sh (NVPROXY_* paths) and checks each binary runs (`--version`).
@@ -11,7 +13,7 @@ set -euo pipefail
 
 NV_TRIXIE_APT=${NV_TRIXIE_APT:-/var/tmp/nvproxy-apt-trixie}
 NV_TRIXIE_DEST=${NV_TRIXIE_DEST:-/opt/nvproxy-deps/trixie}
-NV_TRIXIE_PKGS=(containerd runsc docker.io docker-cli)
+NV_TRIXIE_PKGS=(containerd runsc docker.io docker-cli runc libc6 libseccomp2)
 NV_TRIXIE_OPTS=()
 
 # The Debian mirror the machine's own apt sources use: the first non-security URI of a deb822
@@ -93,15 +95,25 @@ containerd/usr/bin/containerd-shim-runc-v2 -v
 runsc/usr/bin/runsc --version
 docker.io/usr/sbin/dockerd --version
 docker-cli/usr/bin/docker --version
+runc/usr/sbin/runc --version
 EOF
 }
 
 unpacked() { [[ -s $NV_TRIXIE_DEST/$1/.nvproxy-deb ]]; }
 
+# runc from Debian 13 against Debian 13's ld.so, libc and libseccomp (unpacked beside it).
+relink_runc() {
+  local d=$NV_TRIXIE_DEST lib=usr/lib/x86_64-linux-gnu bin=$NV_TRIXIE_DEST/runc/usr/sbin/runc
+  [[ -s $d/runc/.nvproxy-relinked ]] && return 0
+  command -v patchelf >/dev/null || { echo "fetch-trixie: patchelf is missing (apt-get install patchelf)" >&2; return 1; }
+  patchelf --set-interpreter "$d/libc6/$lib/ld-linux-x86-64.so.2" --set-rpath "$d/libc6/$lib:$d/libseccomp2/$lib" "$bin"
+  echo "$d/libc6 $d/libseccomp2" >"$d/runc/.nvproxy-relinked"
+}
+
 all_in_place() {
   local p bin flag
   for p in "${NV_TRIXIE_PKGS[@]}"; do unpacked "$p" || return 1; done
-  [[ -s $NV_TRIXIE_DEST/env.sh ]] || return 1
+  [[ -s $NV_TRIXIE_DEST/env.sh && -s $NV_TRIXIE_DEST/runc/.nvproxy-relinked ]] || return 1
   while read -r bin flag; do
     "$NV_TRIXIE_DEST/$bin" "$flag" >/dev/null 2>&1 || return 1
   done < <(verify_list)
@@ -145,6 +157,7 @@ write_env() {
     echo "export NVPROXY_DOCKERD_DIR=$d/docker.io/usr/sbin"
     echo "export NVPROXY_DOCKERD=$d/docker.io/usr/sbin/dockerd"
     echo "export NVPROXY_DOCKER=$d/docker-cli/usr/bin/docker"
+    echo "export NVPROXY_RUNC_TRIXIE=$d/runc/usr/sbin/runc"
   } >"$d/env.sh.tmp"
   mv "$d/env.sh.tmp" "$d/env.sh"
 }
@@ -175,6 +188,7 @@ main() {
   local p
   nv_trixie_update
   for p in "${NV_TRIXIE_PKGS[@]}"; do unpacked "$p" || unpack "$p"; done
+  relink_runc
   write_env
   verify
   echo "fetch-trixie: done; source $NV_TRIXIE_DEST/env.sh"

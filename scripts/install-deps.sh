@@ -13,6 +13,7 @@ BUILD_PKGS=(build-essential cmake pkg-config libboost-dev libboost-program-optio
   protobuf-compiler libprotobuf-dev nlohmann-json3-dev libyaml-cpp-dev libgtest-dev libgmock-dev
   clang clang-tidy clang-format libclang-rt-14-dev)
 TEST_PKGS=(containerd runc crun busybox-static iptables jq rpm util-linux procps psmisc file man-db gdb
+  patchelf  # points Debian 13's runc at Debian 13's libc (scripts/fetch-trixie.sh)
   python3  # the Python multiprocessing checkpoint (e2e python_mp)
   golang-go golang-github-containerd-ttrpc-dev  # the ttrpc interop test against Go's ttrpc
   golang-github-containerd-containerd-dev)  # containerd's Go client for test/conformance

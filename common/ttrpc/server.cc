@@ -185,7 +185,7 @@ void Server::dispatch(const std::shared_ptr<ServerConnection>& conn, std::uint32
       log_.debug("ttrpc: " + ctx.service + "/" + ctx.method + " failed: " + std::string(code_name(code)) + ": " + message);
     }
     try {
-      conn->send_response(stream_id, code, message, out, details);
+      conn->send_response(stream_id, code, code == Code::Ok ? message : status_message(message), out, details);
     } catch (const std::exception& e) {
       log_.error("ttrpc: answering " + ctx.service + "/" + ctx.method + ": " + e.what());
     }

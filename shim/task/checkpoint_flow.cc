@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "checkpoint/comm_probe.h"
+#include "checkpoint/criu_kernel_check.h"
 #include "checkpoint/cuda_helper_client.h"
 #include "checkpoint/holder_scan.h"
 #include "checkpoint/image_record.h"
@@ -222,6 +223,12 @@ void run_checkpoint(CheckpointTarget& c, const oci::CheckpointFlags& flags, bool
   }
   checkpoint::HostSpaceProbe space;
   t.orch.set_space_probe(&space);
+  // The CRIU the runtime will run, against this kernel (runsc has no CRIU: nothing to check).
+  std::optional<checkpoint::CriuKernelCheck> criu_check;
+  if (auto criu = c.runtime->criu()) {
+    criu_check.emplace(criu->binary, criu->version, checkpoint::kernel_release());
+    t.orch.set_snapshot_check(&*criu_check);
+  }
   auto outcome = t.orch.checkpoint(req, [&] {
     try {
       c.runtime->checkpoint(c.id, flags);

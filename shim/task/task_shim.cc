@@ -23,6 +23,7 @@ class TaskShim final : public ShimService {
                ev.set_container_id(id);
                events.publish("/tasks/oom", ev);
              }),
+        probe_(ctx.runner, ctx.log),
         checkpoints_(ctx.log, ctx.runner),
         svc_(ServiceDeps{.ns = ctx.args.ns,
                          .self_binary = ctx.self_exe,
@@ -32,8 +33,8 @@ class TaskShim final : public ShimService {
                          .checkpoints = checkpoints_,
                          .oom = &oom_,
                          .make_runtime =
-                             [&ctx](const oci::RuntimeConfig& rc, const std::filesystem::path& log_file) {
-                               return std::make_unique<oci::Runtime>(rc, ctx.runner, ctx.log, log_file);
+                             [&ctx, this](const oci::RuntimeConfig& rc, const std::filesystem::path& log_file) {
+                               return std::make_unique<oci::Runtime>(rc, ctx.runner, ctx.log, log_file, &probe_);
                              },
                          .load_config = [](const std::string& path) { return load_config(path); },
                          .shutdown = ctx.shutdown}) {
@@ -43,6 +44,7 @@ class TaskShim final : public ShimService {
 
  private:
   OomWatcher oom_;
+  oci::RuntimeProbe probe_;  // what the runtime and CRIU binaries are, learnt once per shim
   GpuCheckpointHooks checkpoints_;
   TaskService svc_;
 };

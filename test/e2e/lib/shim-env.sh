@@ -3,6 +3,8 @@
 # and writes the shim config that containerd's shims inherit through NVPROXY_SHIM_CONFIG.
 #   NV_RUNTIME       runc (default), crun or runsc
 #   NV_SHIM_EXTRA    extra YAML appended to the config (e.g. a checkpoint: section)
+#   NV_RUNTIME_EXTRA extra YAML lines of the runtime: section (e.g. "  criu_path: /x/criu")
+#   NV_RUNC_BIN      the runc to run (default: runc in PATH)
 source "$(dirname "${BASH_SOURCE[0]}")/harness.sh"
 
 NV_RUNTIME=${NV_RUNTIME:-runc}
@@ -12,7 +14,7 @@ NV_RT=io.containerd.nvproxy.v1
 nv_shim_config_write() {
   local bin root extra=""
   case $NV_RUNTIME in
-    runc) bin=$(command -v runc) ;;
+    runc) bin=${NV_RUNC_BIN:-$(command -v runc)} ;;
     crun) bin=$(command -v crun) ;;
     runsc)
       [[ -r /opt/nvproxy-deps/trixie/env.sh ]] && source /opt/nvproxy-deps/trixie/env.sh
@@ -31,6 +33,7 @@ nv_shim_config_write() {
     echo "  binary: $bin"
     echo "  root: $root"
     if [[ -n $extra ]]; then echo "$extra"; fi
+    if [[ -n ${NV_RUNTIME_EXTRA:-} ]]; then echo "$NV_RUNTIME_EXTRA"; fi
     echo "log_level: debug"
     if [[ -n ${NV_SHIM_EXTRA:-} ]]; then echo "$NV_SHIM_EXTRA"; fi
   } >"$1"

@@ -162,4 +162,50 @@ TEST(RuntimeCriuLog, AFailedCheckpointCarriesCriusErrorLines) {
   std::filesystem::remove_all(dir);
 }
 
+// A failed restore quotes CRIU's restore.log from the work path, and a hint; a stale restore.log of
+// an earlier attempt is not quoted.
+TEST(RuntimeCriuLog, AFailedRestoreCarriesCriusErrorLines) {
+  auto dir = std::filesystem::temp_directory_path() / ("nvproxy-criulog-r-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir / "work");
+  auto script = dir / "fake-runc";
+  std::ofstream(script) << "#!/bin/sh\n"
+                           "w=; prev=; for a in \"$@\"; do [ \"$prev\" = --work-path ] && w=$a; prev=$a; done\n"
+                           "[ -e "
+                        << (dir / "quiet").string()
+                        << " ] && exit 1\n"
+                           "printf '(00.01) Restoring\\n(00.20) Error (criu/files-reg.c:2120): Can\\047t open file "
+                           "dev/shm/sem.y: No such file or directory. Use link-remap option.\\n(00.21) Error "
+                           "(criu/cr-restore.c:2530): Restoring FAILED.\\n' > \"$w/restore.log\"\n"
+                           "echo 'criu failed: type RESTORE errno 0' >&2\nexit 1\n";
+  ::chmod(script.c_str(), 0755);
+  Logger log(-1);
+  DirectWaiter waiter;
+  ProcessRunner runner(waiter);
+  Runtime rt({.binary = script.string()}, runner, log, dir / "log.json");
+  RestoreOptions o{.bundle = dir, .image_path = dir / "img", .work_path = dir / "work", .pid_file = dir / "pid"};
+  std::string m;
+  try {
+    rt.restore("b2", o);
+    FAIL() << "the restore did not fail";
+  } catch (const Error& e) {
+    m = e.what();
+  }
+  EXPECT_NE(m.find("restore of container \"b2\" failed: "), std::string::npos) << m;
+  EXPECT_NE(m.find("CRIU (" + (dir / "work" / "restore.log").string() + "):\n"), std::string::npos) << m;
+  EXPECT_NE(m.find("Can't open file dev/shm/sem.y"), std::string::npos) << m;
+  EXPECT_NE(m.find("Restoring FAILED"), std::string::npos) << m;
+  EXPECT_EQ(m.find("(00.01) Restoring"), std::string::npos) << "only the Error lines: " << m;
+  EXPECT_NE(m.find("hint: "), std::string::npos) << m;
+
+  std::ofstream(dir / "quiet") << "";  // fails without writing a log: the previous one is not this restore's
+  try {
+    rt.restore("b2", o);
+    FAIL() << "the restore did not fail";
+  } catch (const Error& e) {
+    m = e.what();
+  }
+  EXPECT_EQ(m.find("Restoring FAILED"), std::string::npos) << m;
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace

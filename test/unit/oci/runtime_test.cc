@@ -22,6 +22,9 @@ class RuntimeTest : public ::testing::Test {
     script_ = dir_ / "fake-runc";
     std::ofstream(script_)
         << "#!/bin/sh\n"
+           "case $1 in --version) cat "
+        << (dir_ / "version").string()
+        << " 2>/dev/null; exit 0;; features) exit 1;; esac\n"
            "echo \"$@\" >> "
         << (dir_ / "argv").string()
         << "\n"
@@ -67,6 +70,7 @@ TEST_F(RuntimeTest, FailureCarriesRuntimeLogAndContainer) {
 // runc 1.1 takes --criu only as a global flag: `runc checkpoint --criu=...` fails with "flag provided
 // but not defined" (seen on the GPU machine with runc 1.1.15 and here with 1.1.5).
 TEST_F(RuntimeTest, CriuPathIsAGlobalFlag) {
+  std::ofstream(dir_ / "version") << "runc version 1.1.5+ds1\ncommit: 1.1.5+ds1-1+deb12u1\n";
   Runtime rt({.binary = script_.string(), .criu_path = "/opt/kit/bin/criu"}, runner_, log_, dir_ / "log.json");
   rt.checkpoint("c1", {.leave_running = true, .image_path = "/img", .work_path = (dir_ / "work").string()});
   std::string a = argv();
@@ -75,6 +79,67 @@ TEST_F(RuntimeTest, CriuPathIsAGlobalFlag) {
   rt.restore("c1", {.bundle = dir_, .image_path = "/img", .pid_file = dir_ / "pid"});
   a = argv();
   EXPECT_LT(a.find("--criu=/opt/kit/bin/criu"), a.find(" restore ")) << a;
+}
+
+// runc >= 1.2 has no working --criu (1.4 rejects it): criu_path reaches it through PATH, as a
+// private directory's `criu` link to it, first in PATH; so does an unknown version's.
+TEST_F(RuntimeTest, CriuPathThroughPathWhereTheFlagIsGone) {
+  auto kit = dir_ / "kit";
+  std::filesystem::create_directories(kit);
+  std::ofstream(kit / "criu-4.2") << "#!/bin/sh\necho kit-criu\n";
+  ::chmod((kit / "criu-4.2").c_str(), 0755);
+  auto probe = dir_ / "probe-runc";
+  std::ofstream(probe) << "#!/bin/sh\ncase $1 in --version) echo 'runc version 1.4.3'; exit 0;; features) exit 0;; esac\n"
+                          "echo \"$@\" >> "
+                       << (dir_ / "argv").string() << "\ncriu >> " << (dir_ / "found").string() << "\n";
+  ::chmod(probe.c_str(), 0755);
+  auto work = dir_ / "w";
+  RuntimeProbe shared(runner_, log_);
+  Runtime rt({.binary = probe.string(), .criu_path = (kit / "criu-4.2").string()}, runner_, log_, dir_ / "log.json", &shared);
+  EXPECT_FALSE(rt.features().criu_flag);
+  rt.checkpoint("c1", {.leave_running = true, .image_path = "/img", .work_path = work.string()});
+  EXPECT_EQ(argv().find("--criu"), std::string::npos) << argv();
+  EXPECT_EQ(read_file(dir_ / "found"), "kit-criu\n") << "the runtime's PATH finds criu_path as `criu`";
+  EXPECT_EQ(std::filesystem::read_symlink(work / "nvproxy-criu-bin" / "criu"), kit / "criu-4.2");
+  std::filesystem::remove(dir_ / "found");
+  rt.restore("c1", {.bundle = dir_, .image_path = "/img", .work_path = work, .pid_file = dir_ / "pid"});
+  EXPECT_EQ(read_file(dir_ / "found"), "kit-criu\n");
+
+  // The script answers as an unknown runc: PATH too.
+  std::filesystem::remove(dir_ / "argv");
+  std::filesystem::remove(dir_ / "found");
+  Runtime unknown({.binary = script_.string(), .criu_path = (kit / "criu-4.2").string()}, runner_, log_, dir_ / "log.json");
+  EXPECT_NE(unknown.features().error, "");
+  unknown.checkpoint("c1", {.image_path = "/img", .work_path = work.string()});
+  EXPECT_EQ(argv().find("--criu"), std::string::npos) << argv();
+}
+
+// The shim's probe asks each binary once.
+TEST_F(RuntimeTest, ProbedOncePerBinary) {
+  auto counted = dir_ / "counted-runc";
+  std::ofstream(counted) << "#!/bin/sh\necho \"$1\" >> " << (dir_ / "probes").string()
+                         << "\ncase $1 in --version) echo 'runc version 1.1.15+ds1'; exit 0;; esac\necho '{}'\n";
+  ::chmod(counted.c_str(), 0755);
+  RuntimeProbe shared(runner_, log_);
+  Runtime a({.binary = counted.string()}, runner_, log_, "", &shared);
+  Runtime b({.binary = counted.string()}, runner_, log_, "", &shared);
+  EXPECT_TRUE(a.features().criu_flag);
+  EXPECT_TRUE(b.features().criu_flag);
+  EXPECT_EQ(read_file(dir_ / "probes"), "--version\nfeatures\n");
+}
+
+// A probe that does not answer in time is cut off; the version is unknown.
+TEST_F(RuntimeTest, ProbeHasADeadline) {
+  auto hung = dir_ / "hung-runc";
+  std::ofstream(hung) << "#!/bin/sh\nexec sleep 30\n";
+  ::chmod(hung.c_str(), 0755);
+  RuntimeProbe quick(runner_, log_, std::chrono::milliseconds(200));
+  auto t0 = std::chrono::steady_clock::now();
+  auto f = quick.runtime(hung.string());
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
+  EXPECT_NE(f.error.find("did not answer within 200 ms"), std::string::npos) << f.error;
+  auto c = quick.criu(hung.string());
+  EXPECT_NE(c.error.find("did not answer within 200 ms"), std::string::npos) << c.error;
 }
 
 // CRIU gets checkpoint.criu_options through $CRIU_CONFIG_FILE (read by `criu swrk` as runc and

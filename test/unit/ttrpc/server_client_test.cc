@@ -192,6 +192,10 @@ TEST_F(TtrpcTest, StatusErrorsKeepCodeAndMessage) {
   EXPECT_EQ(call_code(*c, "test.Svc", "Boom", "", &msg), Code::Unknown);
   EXPECT_EQ(msg, "kaboom");
   EXPECT_EQ(c->call("test.Svc", "Echo", "still fine"), "still fine");
+  // A multi-line report ends with "status", which containerd's appended class word completes.
+  EXPECT_EQ(call_code(*c, "test.Svc", "Fail", "a\nrolled back: pid 7 CUDA-running again; the container keeps running\n", &msg),
+            Code::NotFound);
+  EXPECT_EQ(msg, "container \"a\nrolled back: pid 7 CUDA-running again; the container keeps running\n\" not found\nstatus");
 }
 
 TEST_F(TtrpcTest, UnknownServiceOrMethodIsUnimplemented) {

@@ -1,0 +1,80 @@
+#include "checkpoint/criu_kernel_check.h"
+
+#include <sys/utsname.h>
+
+#include <cctype>
+
+#include "checkpoint/inet_sockets.h"
+
+namespace nvproxy::checkpoint {
+
+namespace {
+
+struct Numbers {
+  int major = 0, minor = 0;
+  bool ok = false;
+};
+
+// The leading "N.N" of a version or kernel release.
+Numbers leading(const std::string& s) {
+  Numbers n;
+  size_t i = 0;
+  auto number = [&](int& out) {
+    size_t b = i;
+    long v = 0;
+    while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i])) && v < 100000) v = v * 10 + (s[i++] - '0');
+    out = static_cast<int>(v);
+    return i > b;
+  };
+  if (!number(n.major)) return n;
+  if (i >= s.size() || s[i] != '.') return n;
+  ++i;
+  n.ok = number(n.minor);
+  return n;
+}
+
+bool before(const Numbers& a, int major, int minor) {
+  return a.major < major || (a.major == major && a.minor < minor);
+}
+
+}  // namespace
+
+std::optional<std::string> criu_kernel_conflict(const std::string& criu_version, const std::string& kernel_release) {
+  Numbers criu = leading(criu_version), kernel = leading(kernel_release);
+  if (!criu.ok || !kernel.ok) return std::nullopt;
+  if (!before(criu, 4, 2) || before(kernel, 6, 16)) return std::nullopt;
+  return "CRIU " + criu_version + " cannot checkpoint inet sockets on kernel " + kernel_release +
+         " (kernels >= 6.16 refuse SO_PASSCRED on them, which CRIU < 4.2 reads): install CRIU >= 4.2";
+}
+
+std::string kernel_release() {
+  struct utsname u {};
+  if (::uname(&u) != 0) return "";
+  return u.release;
+}
+
+std::optional<SnapshotProblem> CriuKernelCheck::check(const std::vector<pid_t>& pids) {
+  auto conflict = criu_kernel_conflict(version_, kernel_);
+  if (!conflict) return std::nullopt;
+  auto sockets = inet_sockets(pids, proc_);
+  if (sockets.empty()) return std::nullopt;  // nothing CRIU would trip over
+  SnapshotProblem p;
+  p.key = "criu";
+  nlohmann::json js = nlohmann::json::array();
+  for (const auto& s : sockets) {
+    js.push_back({{"pid", s.pid}, {"fd", s.fd}, {"proto", s.proto}, {"local", s.local}, {"listening", s.listening}});
+    std::string& h = p.hints[s.pid];
+    std::string what = s.proto + " " + s.local + (s.listening ? " (listening)" : "") + " on fd " + std::to_string(s.fd);
+    h = h.empty() ? "pid " + std::to_string(s.pid) + " holds an inet socket: " + what : h + ", " + what;
+  }
+  p.reason = "the runtime's snapshot would fail: " + *conflict + " (the container holds " + std::to_string(sockets.size()) +
+             (sockets.size() == 1 ? " inet socket)" : " inet sockets)");
+  p.details = {{"binary", binary_},
+               {"version", version_},
+               {"kernel", kernel_},
+               {"inet_sockets", js},
+               {"fix", "install CRIU >= 4.2 (or name it with runtime.criu_path)"}};
+  return p;
+}
+
+}  // namespace nvproxy::checkpoint

@@ -1,0 +1,104 @@
+#include "oci/runtime_features.h"
+
+#include <cctype>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+namespace nvproxy::oci {
+
+namespace {
+
+// The line of `out` that starts with `prefix`, without it; empty when there is none.
+std::string line_after(const std::string& out, const std::string& prefix) {
+  std::istringstream in(out);
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind(prefix, 0) == 0) return line.substr(prefix.size());
+  return "";
+}
+
+std::string trim(std::string s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.pop_back();
+  size_t b = 0;
+  while (b < s.size() && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
+  return s.substr(b);
+}
+
+}  // namespace
+
+std::string Version::text() const {
+  return std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(patch);
+}
+
+std::optional<Version> parse_version(const std::string& s) {
+  for (size_t i = 0; i < s.size(); ++i) {
+    // A number starts after neither a letter, a digit nor a dot ("v1.4.3" is a commit name).
+    if (!std::isdigit(static_cast<unsigned char>(s[i])) ||
+        (i > 0 && (std::isalnum(static_cast<unsigned char>(s[i - 1])) || s[i - 1] == '.')))
+      continue;
+    int parts[3] = {0, 0, 0};
+    size_t j = i;
+    int n = 0;
+    while (n < 3) {
+      size_t k = j;
+      long v = 0;
+      while (k < s.size() && std::isdigit(static_cast<unsigned char>(s[k])) && v < 1000000) v = v * 10 + (s[k++] - '0');
+      if (k == j) break;
+      parts[n++] = static_cast<int>(v);
+      j = k;
+      if (j + 1 < s.size() && s[j] == '.' && std::isdigit(static_cast<unsigned char>(s[j + 1])))
+        ++j;
+      else
+        break;
+    }
+    if (n >= 2) return Version{parts[0], parts[1], parts[2]};
+  }
+  return std::nullopt;
+}
+
+RuntimeFeatures parse_runtime_features(RuntimeKind kind, const std::string& version_out, const std::string& features_out) {
+  RuntimeFeatures f{.kind = kind};
+  // "runc version 1.1.5+ds1", "crun version 1.8.1", "runsc version release-20260817.0-70-g3c5eee17d-go-d53e01b47280"
+  f.version = trim(line_after(version_out, std::string(runtime_kind_name(kind)) + " version "));
+  if (f.version.empty()) {
+    f.error = "no \"" + std::string(runtime_kind_name(kind)) + " version\" line in its --version output";
+    return f;
+  }
+  if (kind == RuntimeKind::Runsc) {
+    // runsc: a dated release, "release-20260817.0-70-g..." (Debian: "0.0~20240729.0"); not a semantic version.
+    if (auto g = f.version.find("-go-"); g != std::string::npos) f.version.erase(g);
+    return f;
+  }
+  f.numbers = parse_version(f.version);
+  if (kind == RuntimeKind::Runc) {
+    f.criu_flag = f.numbers && *f.numbers < Version{1, 2, 0};
+    auto j = nlohmann::json::parse(features_out, nullptr, false);
+    if (j.is_object() && j.contains("annotations") && j["annotations"].is_object()) {
+      const auto& a = j["annotations"];
+      auto it = a.find("org.opencontainers.runc.checkpoint.enabled");
+      if (it != a.end() && it->is_string()) f.checkpoint = *it == "true";
+    }
+  } else if (kind == RuntimeKind::Crun) {
+    // The feature line: "+SYSTEMD +SELINUX +APPARMOR +CAP +SECCOMP +EBPF +CRIU +YAJL".
+    std::istringstream in(version_out);
+    for (std::string line; std::getline(in, line);) {
+      if (line.rfind("+", 0) != 0) continue;
+      f.checkpoint = (" " + line + " ").find(" +CRIU ") != std::string::npos;
+    }
+  }
+  return f;
+}
+
+CriuInfo parse_criu_version(const std::string& out) {
+  CriuInfo c;
+  c.version = trim(line_after(out, "Version: "));
+  if (c.version.empty()) {
+    c.error = "no \"Version:\" line in its --version output";
+    return c;
+  }
+  c.numbers = parse_version(c.version);
+  // CRIU prints "Version: 4.1" for x.y releases.
+  if (!c.numbers) c.error = "unparsable version \"" + c.version + "\"";
+  return c;
+}
+
+}  // namespace nvproxy::oci

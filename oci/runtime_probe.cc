@@ -1,0 +1,69 @@
+#include "oci/runtime_probe.h"
+
+#include "common/error.h"
+#include "common/log.h"
+
+namespace nvproxy::oci {
+
+std::string RuntimeProbe::output_of(const std::vector<std::string>& argv) {
+  std::string cmd;
+  for (const auto& a : argv) cmd += (cmd.empty() ? "" : " ") + a;
+  RunResult r = runner_.run({.argv = argv, .new_process_group = true, .timeout = deadline_});
+  if (r.timed_out)
+    throw Error(Code::DeadlineExceeded, "`" + cmd + "` did not answer within " + std::to_string(deadline_.count()) + " ms");
+  if (!r.ok()) throw Error(Code::Unknown, "`" + cmd + "` failed: " + r.describe());
+  return r.out;
+}
+
+RuntimeFeatures RuntimeProbe::runtime(const std::string& binary) {
+  std::lock_guard lk(mu_);
+  if (auto it = runtimes_.find(binary); it != runtimes_.end()) return it->second;
+  RuntimeKind kind = runtime_kind_from_binary(binary);
+  RuntimeFeatures f{.kind = kind};
+  try {
+    std::string version = output_of({binary, "--version"});
+    std::string features;
+    if (kind == RuntimeKind::Runc) {
+      try {
+        features = output_of({binary, "features"});
+      } catch (const Error& e) {
+        log_.debug(std::string("runtime probe: ") + e.what());  // a runc without `features` (1.0): the version decides
+      }
+    }
+    f = parse_runtime_features(kind, version, features);
+  } catch (const Error& e) {
+    f.error = e.what();
+  }
+  if (f.error.empty())
+    log_.info(std::string("runtime ") + binary + ": " + runtime_kind_name(kind) + " " + f.version +
+              (kind == RuntimeKind::Runsc ? ""
+               : f.criu_flag              ? ", CRIU named with --criu"
+                                          : ", CRIU found through PATH"));
+  else
+    log_.warn("runtime " + binary + ": version unknown (" + f.error + "); CRIU is found through PATH");
+  return runtimes_[binary] = f;
+}
+
+CriuInfo RuntimeProbe::criu(const std::string& criu_path) {
+  std::lock_guard lk(mu_);
+  if (auto it = criu_.find(criu_path); it != criu_.end()) return it->second;
+  CriuInfo c;
+  std::string binary = criu_path.empty() ? find_program("criu") : criu_path;
+  if (binary.empty()) {
+    c.error = "no criu in PATH";
+  } else {
+    try {
+      c = parse_criu_version(output_of({binary, "--version"}));
+    } catch (const Error& e) {
+      c.error = e.what();
+    }
+  }
+  c.binary = binary.empty() ? "criu" : binary;
+  if (c.error.empty())
+    log_.info("CRIU " + c.binary + ": version " + c.version);
+  else
+    log_.warn("CRIU " + c.binary + ": version unknown (" + c.error + ")");
+  return criu_[criu_path] = c;
+}
+
+}  // namespace nvproxy::oci

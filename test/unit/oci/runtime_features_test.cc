@@ -1,0 +1,91 @@
+// The parsing of what runtime and CRIU binaries print about themselves: outputs captured from the
+// real binaries (test/unit/oci/data: Debian 12's runc 1.1.5 and crun 1.8.1, Debian 13's runc
+// 1.1.15 and runsc 20240729, upstream runc 1.4.3 and runsc 20260817).
+#include "oci/runtime_features.h"
+
+#include <gtest/gtest.h>
+
+#include "common/fs.h"
+
+using namespace nvproxy;
+using namespace nvproxy::oci;
+
+namespace {
+std::string data(const std::string& name) {
+  return read_file(std::filesystem::path(NVPROXY_OCI_DATA) / name);
+}
+}  // namespace
+
+TEST(RuntimeFeatures, Runc115HasTheCriuFlag) {
+  auto f = parse_runtime_features(RuntimeKind::Runc, data("runc-1.1.5.version"), data("runc-1.1.5.features"));
+  EXPECT_EQ(f.error, "");
+  EXPECT_EQ(f.version, "1.1.5+ds1");
+  ASSERT_TRUE(f.numbers);
+  EXPECT_EQ(f.numbers->text(), "1.1.5");
+  EXPECT_TRUE(f.criu_flag);
+  EXPECT_EQ(f.checkpoint, std::optional<bool>(true));
+}
+
+TEST(RuntimeFeatures, Runc1115HasTheCriuFlag) {
+  auto f = parse_runtime_features(RuntimeKind::Runc, data("runc-1.1.15.version"), data("runc-1.1.15.features"));
+  EXPECT_EQ(f.version, "1.1.15+ds1");
+  EXPECT_EQ(f.numbers, (Version{1, 1, 15}));
+  EXPECT_TRUE(f.criu_flag);
+  EXPECT_EQ(f.checkpoint, std::optional<bool>(true));
+}
+
+// runc 1.2 ignores --criu (with a warning); 1.4.3 rejects it: CRIU comes through PATH.
+TEST(RuntimeFeatures, Runc143FindsCriuThroughPath) {
+  auto f = parse_runtime_features(RuntimeKind::Runc, data("runc-1.4.3.version"), data("runc-1.4.3.features"));
+  EXPECT_EQ(f.version, "1.4.3");
+  EXPECT_EQ(f.numbers, (Version{1, 4, 3}));
+  EXPECT_FALSE(f.criu_flag);
+  EXPECT_EQ(f.checkpoint, std::optional<bool>(true));
+  EXPECT_FALSE(parse_runtime_features(RuntimeKind::Runc, "runc version 1.2.0\n", "").criu_flag);
+  EXPECT_TRUE(parse_runtime_features(RuntimeKind::Runc, "runc version 1.1.99\n", "").criu_flag);
+  auto no_features = parse_runtime_features(RuntimeKind::Runc, data("runc-1.1.5.version"), "");
+  EXPECT_FALSE(no_features.checkpoint) << "runc 1.0 has no `features`: not told";
+}
+
+TEST(RuntimeFeatures, CrunSaysWhetherItHasCriu) {
+  auto f = parse_runtime_features(RuntimeKind::Crun, data("crun-1.8.1.version"), "");
+  EXPECT_EQ(f.version, "1.8.1");
+  EXPECT_EQ(f.numbers, (Version{1, 8, 1}));
+  EXPECT_FALSE(f.criu_flag);
+  EXPECT_EQ(f.checkpoint, std::optional<bool>(false)) << "Debian 12's crun is built without CRIU";
+  auto with = parse_runtime_features(RuntimeKind::Crun, "crun version 1.19\n+SYSTEMD +SELINUX +CRIU +YAJL\n", "");
+  EXPECT_EQ(with.checkpoint, std::optional<bool>(true));
+}
+
+TEST(RuntimeFeatures, RunscIsADatedRelease) {
+  auto f = parse_runtime_features(RuntimeKind::Runsc, data("runsc-20260817.version"), "");
+  EXPECT_EQ(f.error, "");
+  EXPECT_EQ(f.version, "release-20260817.0-70-g3c5eee17d");
+  EXPECT_FALSE(f.numbers);
+  EXPECT_FALSE(f.criu_flag);
+  EXPECT_EQ(parse_runtime_features(RuntimeKind::Runsc, data("runsc-20240729.version"), "").version, "0.0~20240729.0");
+}
+
+TEST(RuntimeFeatures, UnknownOutputIsAnError) {
+  auto f = parse_runtime_features(RuntimeKind::Runc, "", "");
+  EXPECT_NE(f.error, "");
+  EXPECT_FALSE(f.criu_flag) << "an unknown runc gets CRIU through PATH, which every version reads";
+}
+
+TEST(CriuVersion, Parsed) {
+  auto c = parse_criu_version("Version: 4.2.1\n");
+  EXPECT_EQ(c.version, "4.2.1");
+  EXPECT_EQ(c.numbers, (Version{4, 2, 1}));
+  EXPECT_EQ(parse_criu_version("Version: 4.1\nGitID: v4.1-12-gabc\n").numbers, (Version{4, 1, 0}));
+  EXPECT_EQ(parse_criu_version("Version: 3.17.1\n").numbers, (Version{3, 17, 1}));
+  EXPECT_NE(parse_criu_version("criu: unknown option\n").error, "");
+}
+
+TEST(Version, FirstDottedNumber) {
+  EXPECT_EQ(parse_version("6.18.44-fc-v1045"), (Version{6, 18, 44}));
+  EXPECT_EQ(parse_version("6.1.0-28-amd64"), (Version{6, 1, 0}));
+  EXPECT_EQ(parse_version("v1.4.3-0-gbb14dabeb"), std::nullopt) << "not after a letter";
+  EXPECT_EQ(parse_version("runc 1.4.3"), (Version{1, 4, 3}));
+  EXPECT_FALSE(parse_version("none"));
+  EXPECT_LT((Version{4, 1, 1}), (Version{4, 2, 0}));
+}
