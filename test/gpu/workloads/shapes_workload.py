@@ -1,6 +1,8 @@
 # Container workloads of issue 16, shaped like what people run. Every CUDA process writes
 # "ITER S0 S OK" to /out/ROLE.txt every ~0.5 s (S0: its tensor's checksum at start, S: now, OK: S == S0).
-#   sglang   CUDA parent + 2 CUDA workers (spawn, busy matmuls) + a CPU tokenizer, fed through mp.Queue
+#   sglang   CUDA parent + 2 CUDA workers (spawn, busy matmuls) + a CPU tokenizer, fed through mp.Queue;
+#            with HTTP_PORT set, the parent also serves GET / (its iteration and checksum) on that TCP
+#            port, as an inference server's HTTP front end does
 #   ipc      a CUDA tensor shared parent -> child through torch.multiprocessing (CUDA IPC)
 #   managed  cudaMallocManaged-style memory (cuMemAllocManaged, 1 GiB) beside an ordinary tensor
 #   single   one CUDA process (ROLE, MiB): the init of the exec case, or the exec'd one
@@ -59,6 +61,25 @@ def tokenizer(inq, outqs):
             f.write(f'{n} 0 0 True\n')
 
 
+def http_front_end(port, state):
+    import http.server
+    import threading
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            body = f'{state["i"]} {state["s0"]} {state["s"]}\n'.encode()
+            self.send_response(200)
+            self.send_header('Content-Length', str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    srv = http.server.ThreadingHTTPServer(('127.0.0.1', port), Handler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+
+
 def sglang():
     mp.set_start_method('spawn')
     inq = mp.Queue()
@@ -69,9 +90,13 @@ def sglang():
         p.start()
     import torch
     x, s0 = tensor(2048, 1)
+    state = {'i': 0, 's0': s0, 's': s0}
+    if os.environ.get('HTTP_PORT'):
+        http_front_end(int(os.environ['HTTP_PORT']), state)
     i = 0
     while True:
         i += 1
+        state['i'], state['s'] = i, int(x.sum())
         inq.put(f'request {i}')
         inq.put(f'request {i}b')
         progress('parent', i, s0, int(x.sum()))
