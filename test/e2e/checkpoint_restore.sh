@@ -16,12 +16,10 @@ nv_wait_for -t 20 counter_positive ck || nv_fail "counter never started"
 # Far from where a loop started afresh would be.
 nv_wait_for -t 30 counter_above ck 29 || nv_fail "counter does not advance: $(counter ck)"
 
-# runsc keeps the container's writes in its own overlay file inside the checkpoint; restoring the rw
-# layer too would put a second copy of that file into the rootfs, which runsc refuses.
-rw=(--rw)
-[[ $NV_RUNTIME == runsc ]] && rw=()
-nv_log "checkpoint (container keeps running)"
-nv_ctr c checkpoint --task "${rw[@]}" ck ckref
+# --rw: the rw layer goes with the checkpoint. Under runsc that layer holds runsc's own overlay file
+# (.gvisor.filestore.ck, the container's writes), which the shim removes before runsc restores.
+nv_log "checkpoint with the rw layer (container keeps running)"
+nv_ctr c checkpoint --task --rw ck ckref
 before=$(counter ck)
 nv_log "counter after checkpoint: $before"
 st=$(nv_ctr task ls | awk '$1=="ck"{print $3}')
@@ -32,7 +30,11 @@ nv_ctr task kill -s KILL ck
 nv_wait_for -t 10 bash -c "ctr -a $NV_SOCK -n $NV_NAMESPACE task ls | awk '\$1==\"ck\"{print \$3}' | grep -qx STOPPED"
 nv_ctr task rm ck >/dev/null
 nv_ctr c rm ck
-nv_ctr c restore --live "${rw[@]}" ck ckref </dev/null
+nv_ctr c restore --live --rw ck ckref </dev/null
+if [[ $NV_RUNTIME == runsc ]]; then
+  grep -qF 'removed the stale runsc filestore' "$NV_DIR/containerd.log" \
+    || nv_fail "the restored rw layer brought no runsc filestore, or the shim did not remove it (containerd.log)"
+fi
 st=$(nv_ctr task ls | awk '$1=="ck"{print $3}')
 nv_assert_eq RUNNING "$st" "restored container state"
 after=$(counter ck)
