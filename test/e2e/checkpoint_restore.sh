@@ -7,10 +7,21 @@ set -euo pipefail
 source "$(dirname "$0")/lib/shim-env.sh"
 nv_start_with_shim --containerd "${1:-1.6}"
 
-counter() { nv_ctr task exec --exec-id "c$RANDOM" "$1" cat /tmp/counter; }
+# The loop replaces the counter file by a rename: `echo $i >/tmp/counter` truncates it before it
+# writes, and a read in between (more likely under runsc, and right after its restore) saw nothing.
+# The reader's "." shows that the exec's whole output arrived.
+counter() {
+  local out
+  out=$(nv_ctr task exec --exec-id "c$RANDOM" "$1" sh -c 'cat /tmp/counter; echo .') || return
+  [[ $out == *. ]] || nv_fail "exec output of container $1 is incomplete: [$out]"
+  out=${out%.}
+  [[ $out =~ ^[0-9]+$'\n'?$ ]] || nv_fail "container $1's counter reads [$out]"
+  echo "${out%$'\n'}"
+}
 counter_positive() { [[ $(counter "$1" 2>/dev/null || echo 0) -gt 0 ]]; }
 
-nv_ctr run -d --runtime $NV_RT "$NV_IMAGE" ck sh -c 'i=0; while :; do i=$((i+1)); echo $i >/tmp/counter; sleep 0.1; done'
+nv_ctr run -d --runtime $NV_RT "$NV_IMAGE" ck \
+  sh -c 'i=0; while :; do i=$((i+1)); echo $i >/tmp/counter.new; mv /tmp/counter.new /tmp/counter; sleep 0.1; done'
 counter_above() { [[ $(counter "$1" 2>/dev/null || echo 0) -gt $2 ]]; }
 nv_wait_for -t 20 counter_positive ck || nv_fail "counter never started"
 # Far from where a loop started afresh would be.
