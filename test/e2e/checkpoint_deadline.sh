@@ -118,4 +118,15 @@ done
 for c in "${cp[@]}"; do nv_assert_eq running "$(state_of "$c")" "CUDA state of $c after the rollback"; done
 nv_assert_eq ok "$(nv_ctr task exec --exec-id after $ID echo ok)" "the container still works"
 if pgrep -f "^[^ ]*nvproxy-cuda-helper( |$)" >/dev/null; then nv_fail "nvproxy-cuda-helper still runs: $(pgrep -af "^[^ ]*nvproxy-cuda-helper( |$)")"; fi
+
+nv_log "delete: nothing of the container may be left"
+nv_ctr task kill -s KILL $ID
+nv_wait_for -t 20 bash -c "[[ \$(ctr -a $NV_SOCK -n $NV_NAMESPACE task ls | awk '\$1==\"$ID\"{print \$3}') == STOPPED ]]" ||
+  nv_fail "the container did not stop after SIGKILL"
+nv_ctr task rm $ID >/dev/null
+nv_ctr c rm $ID
+nv_assert_eq "" "$("$NV_HANG_REAL_RUNTIME" --root "$ROOT" list -q)" "containers left in the runtime root $ROOT"
+# A runsc sandbox and gofer carry --root=ROOT (this test's own root: its namespace is in the path).
+mapfile -t left < <(nv_pids_with_arg "--root=$ROOT")
+((${#left[@]} == 0)) || nv_fail "processes of container $ID left after its delete: $(ps -o pid,args -p "${left[*]}")"
 echo "PASS checkpoint_deadline ($NV_RUNTIME, containerd $NV_CONTAINERD_VERSION)"

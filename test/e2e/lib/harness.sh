@@ -370,7 +370,11 @@ _nv_sweep_root() {
     nv_log "killing runtime processes left in $root: ${pids[*]}"
     kill -KILL "${pids[@]}" 2>/dev/null
   fi
-  rm -rf "$root"
+  # runsc binds a network namespace file there (null-netns).
+  findmnt -rn -o TARGET | awk -v p="$root/" 'index($0, p) == 1' | sort -r | while read -r m; do
+    umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null
+  done
+  rm -rf --one-file-system "$root"
 }
 
 # nv_pids_with_arg ARG: pids of processes one of whose arguments is exactly ARG.
