@@ -2,6 +2,8 @@
 
 #include <signal.h>
 
+#include <cerrno>
+#include <cstring>
 #include <thread>
 
 #include "common/error.h"
@@ -534,7 +536,19 @@ void Container::run_restore() {
 }
 
 void Container::run_kill(int signal, bool all) {
-  runtime_->kill(s_.id, signal, all);
+  try {
+    runtime_->kill(s_.id, signal, all);
+  } catch (const Error& e) {
+    // The runtime cannot kill it (its binary gone, its state unreadable): a SIGKILL still ends the
+    // container, through its init's pid (under runsc the sandbox process), so that nothing of it
+    // outlives its Delete. Not for a pid that other containers share.
+    pid_t pid = init_->pid();
+    if (signal != SIGKILL || e.code() == Code::NotFound || s_.shares_sandbox_pid || pid <= 0 || init_->exit()) throw;
+    if (::kill(pid, SIGKILL) < 0)
+      throw Error(e.code(), std::string(e.what()) + "; killing its init (pid " + std::to_string(pid) +
+                                ") failed too: " + std::strerror(errno));
+    env_.log.warn(std::string(e.what()) + "; killed its init (pid " + std::to_string(pid) + ") instead");
+  }
 }
 void Container::run_pause() {
   runtime_->pause(s_.id);

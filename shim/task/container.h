@@ -73,6 +73,9 @@ struct ContainerSetup {
   bool own_pid_ns = true;
   bool gpu = false;
   std::vector<std::string> runtime_global;  // per-container runtime flags (runsc --nvproxy)
+  // The init's pid is not this container's alone: a runsc container of a CRI pod reports its
+  // pod's sandbox process.
+  bool shares_sandbox_pid = false;
 };
 
 class Container final : public std::enable_shared_from_this<Container>, private InitOps {

@@ -107,6 +107,8 @@ task::CreateTaskResponse TaskService::create(const task::CreateTaskRequest& r) {
   if (!s.checkpoint.empty() && oci::runtime_kind_from_binary(s.config.runtime.binary) == oci::RuntimeKind::Runsc)
     refuse_runsc_container_restore(spec, s.id);
   s.own_pid_ns = spec.own_pid_namespace();
+  s.shares_sandbox_pid = oci::runtime_kind_from_binary(s.config.runtime.binary) == oci::RuntimeKind::Runsc &&
+                         spec.annotation("io.kubernetes.cri.container-type").value_or("") == "container";
   GpuSetup g = prepare_gpu(s.id, bundle, s.config, spec, deps_.self_binary, deps_.log);
   s.gpu = g.gpu;
   s.runtime_global = std::move(g.runtime_global);
