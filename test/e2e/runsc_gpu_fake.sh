@@ -122,8 +122,10 @@ mapfile -t cp < <(cuda_cpids)
 nv_assert_eq 2 "${#cp[@]}" "CUDA processes in the sandbox"
 # The counter is in the app's memory (and mirrored to a file outside the image): the restored app
 # goes on from where the snapshot caught it, at least from here; a fresh start would begin at 1.
+# Its .ready comes before its first count: wait for that (a single read raced on a loaded host).
+nv_wait_for -t 10 bash -c "(( \$(cat $FAKE/cuda/${cp[0]}.counter 2>/dev/null || echo 0) > 0 ))" ||
+  nv_fail "the fake CUDA app does not count"
 pre=$(counter_of "${cp[0]}")
-((pre > 0)) || nv_fail "the fake CUDA app does not count"
 ctr_t c checkpoint --task --rw cuda cudaref
 log=$FAKE/cuda/calls.log
 last_lock_end=$(awk '$2=="lock"{print $4}' "$log" | sort -n | tail -1)
