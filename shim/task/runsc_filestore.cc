@@ -1,8 +1,5 @@
 #include "shim/task/runsc_filestore.h"
 
-#include <cerrno>
-#include <cstring>
-
 #include "common/error.h"
 
 namespace nvproxy::shim {
