@@ -115,7 +115,15 @@ RunResult Runtime::run_checked(const std::string& id, const std::string& what, C
     for (auto& a : cmd.argv) s += a + " ";
     return s;
   }());
-  RunResult r = runner_.run(cmd);
+  RunResult r;
+  try {
+    r = runner_.run(cmd);
+  } catch (const Error& e) {
+    // Not NotFound: that answer means "no such container", and containerd would then take a
+    // container the runtime could not even be asked about for gone (a Delete would leave it running).
+    throw Error(Code::FailedPrecondition, std::string(runtime_kind_name(kind_)) + " " + what + " of container \"" + id +
+                                              "\": cannot run the runtime: " + e.what());
+  }
   if (r.timed_out) {
     std::string name = runtime_kind_name(kind_);
     bool criu = kind_ != RuntimeKind::Runsc && (what == "checkpoint" || what == "restore");

@@ -2,6 +2,8 @@
 
 #include <signal.h>
 
+#include <cerrno>
+#include <cstring>
 #include <thread>
 
 #include "common/error.h"
@@ -9,6 +11,7 @@
 #include "proto/events.pb.h"
 #include "shim/kit/timestamp.h"
 #include "shim/task/console.h"
+#include "shim/task/runsc_filestore.h"
 
 namespace nvproxy::shim {
 
@@ -84,6 +87,7 @@ std::shared_ptr<Container> Container::create(ContainerSetup setup, std::unique_p
   if (!c->s_.checkpoint.empty()) {
     c->state_ = &InitState::created_checkpoint();
   } else {
+    c->remove_stale_runsc_filestores();
     auto pid_file = c->s_.bundle / "init.pid";
     c->launch(c->init_, pid_file, [&](const std::string& console, const oci::Stdio& stdio) {
       c->runtime_->create(c->id(), {.bundle = c->s_.bundle,
@@ -483,8 +487,24 @@ void Container::run_start() {
   runtime_->start(s_.id);
 }
 
+void Container::remove_stale_runsc_filestores() {
+  // A rootfs the client prepared itself (no mounts from containerd) may be shared: left alone.
+  if (runtime_->kind() != oci::RuntimeKind::Runsc || s_.rootfs.empty()) return;
+  auto rootfs = s_.bundle / "rootfs";
+  std::vector<std::string> removed;
+  try {
+    removed = remove_stale_filestores(rootfs);
+  } catch (const std::exception& e) {
+    throw Error(Code::Internal, "container \"" + s_.id + "\": " + e.what());
+  }
+  for (const auto& name : removed)
+    env_.log.info("container \"" + s_.id + "\": removed the stale runsc filestore " + (rootfs / name).string() +
+                  " (brought by the rootfs diff; runsc creates its own)");
+}
+
 void Container::run_restore() {
   env_.checkpoints.before_restore(*this, s_.checkpoint);
+  remove_stale_runsc_filestores();
   auto pid_file = s_.bundle / "init.pid";
   launch(init_, pid_file, [&](const std::string& console, const oci::Stdio& stdio) {
     runtime_->restore(s_.id, {.bundle = s_.bundle,
@@ -516,7 +536,19 @@ void Container::run_restore() {
 }
 
 void Container::run_kill(int signal, bool all) {
-  runtime_->kill(s_.id, signal, all);
+  try {
+    runtime_->kill(s_.id, signal, all);
+  } catch (const Error& e) {
+    // The runtime cannot kill it (its binary gone, its state unreadable): a SIGKILL still ends the
+    // container, through its init's pid (under runsc the sandbox process), so that nothing of it
+    // outlives its Delete. Not for a pid that other containers share.
+    pid_t pid = init_->pid();
+    if (signal != SIGKILL || e.code() == Code::NotFound || s_.shares_sandbox_pid || pid <= 0 || init_->exit()) throw;
+    if (::kill(pid, SIGKILL) < 0)
+      throw Error(e.code(), std::string(e.what()) + "; killing its init (pid " + std::to_string(pid) +
+                                ") failed too: " + std::strerror(errno));
+    env_.log.warn(std::string(e.what()) + "; killed its init (pid " + std::to_string(pid) + ") instead");
+  }
 }
 void Container::run_pause() {
   runtime_->pause(s_.id);

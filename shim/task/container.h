@@ -73,6 +73,9 @@ struct ContainerSetup {
   bool own_pid_ns = true;
   bool gpu = false;
   std::vector<std::string> runtime_global;  // per-container runtime flags (runsc --nvproxy)
+  // The init's pid is not this container's alone: a runsc container of a CRI pod reports its
+  // pod's sandbox process.
+  bool shares_sandbox_pid = false;
 };
 
 class Container final : public std::enable_shared_from_this<Container>, private InitOps {
@@ -145,6 +148,9 @@ class Container final : public std::enable_shared_from_this<Container>, private 
   void drive_init(const std::function<const InitState&(const InitState&)>& op, const std::function<void()>& publish);
   [[nodiscard]] size_t running_execs_locked() const;
   void watch_oom();
+  // Under runsc, before its create/restore: takes the runsc filestores a checkpoint's rootfs diff
+  // brought along out of the container's own snapshot (shim/task/runsc_filestore.h).
+  void remove_stale_runsc_filestores();
 
   ContainerSetup s_;
   std::unique_ptr<oci::Runtime> runtime_;

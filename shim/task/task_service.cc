@@ -65,6 +65,24 @@ std::shared_ptr<Container> TaskService::find(const std::string& id) {
   return it->second;
 }
 
+namespace {
+
+// runsc restores a checkpoint only as a whole sandbox: its root container first, the others into
+// that sandbox while it is being restored. A container of a pod that CRI restores into the pod's
+// running sandbox would fail inside runsc with "sandbox is not being restored": refused before.
+void refuse_runsc_container_restore(const oci::Spec& spec, const std::string& id) {
+  auto type = spec.annotation("io.kubernetes.cri.container-type");
+  if (!type || *type != "container") return;
+  std::string sandbox = spec.annotation("io.kubernetes.cri.sandbox-id").value_or("");
+  throw Error(Code::FailedPrecondition,
+              "restore of container \"" + id + "\" into the running pod sandbox \"" + sandbox +
+                  "\" is not possible under runsc: runsc restores a checkpoint only as a whole sandbox (the pod's sandbox "
+                  "container first, then its containers), never one container into a running sandbox; restore it under "
+                  "runc, or checkpoint and restore a container that is its own sandbox (ctr)");
+}
+
+}  // namespace
+
 task::CreateTaskResponse TaskService::create(const task::CreateTaskRequest& r) {
   validate_id("container id", r.id());
   std::filesystem::path bundle = r.bundle();
@@ -86,7 +104,11 @@ task::CreateTaskResponse TaskService::create(const task::CreateTaskRequest& r) {
   deps_.log.set_level(s.config.log_level);
 
   oci::Spec spec = oci::Spec::load(bundle);
+  if (!s.checkpoint.empty() && oci::runtime_kind_from_binary(s.config.runtime.binary) == oci::RuntimeKind::Runsc)
+    refuse_runsc_container_restore(spec, s.id);
   s.own_pid_ns = spec.own_pid_namespace();
+  s.shares_sandbox_pid = oci::runtime_kind_from_binary(s.config.runtime.binary) == oci::RuntimeKind::Runsc &&
+                         spec.annotation("io.kubernetes.cri.container-type").value_or("") == "container";
   GpuSetup g = prepare_gpu(s.id, bundle, s.config, spec, deps_.self_binary, deps_.log);
   s.gpu = g.gpu;
   s.runtime_global = std::move(g.runtime_global);

@@ -118,4 +118,34 @@ done
 for c in "${cp[@]}"; do nv_assert_eq running "$(state_of "$c")" "CUDA state of $c after the rollback"; done
 nv_assert_eq ok "$(nv_ctr task exec --exec-id after $ID echo ok)" "the container still works"
 if pgrep -f "^[^ ]*nvproxy-cuda-helper( |$)" >/dev/null; then nv_fail "nvproxy-cuda-helper still runs: $(pgrep -af "^[^ ]*nvproxy-cuda-helper( |$)")"; fi
+
+nv_log "delete: nothing of the container may be left"
+nv_ctr task kill -s KILL $ID
+nv_wait_for -t 20 bash -c "[[ \$(ctr -a $NV_SOCK -n $NV_NAMESPACE task ls | awk '\$1==\"$ID\"{print \$3}') == STOPPED ]]" ||
+  nv_fail "the container did not stop after SIGKILL"
+nv_ctr task rm $ID >/dev/null
+nv_ctr c rm $ID
+nv_assert_eq "" "$("$NV_HANG_REAL_RUNTIME" --root "$ROOT" list -q)" "containers left in the runtime root $ROOT"
+# A runsc sandbox and gofer carry --root=ROOT (this test's own root: its namespace is in the path).
+mapfile -t left < <(nv_pids_with_arg "--root=$ROOT")
+((${#left[@]} == 0)) || nv_fail "processes of container $ID left after its delete: $(ps -o pid,args -p "${left[*]}")"
+
+# The runtime binary goes away under a running container (here: the wrapper; an upgrade or a
+# cleanup that ran first elsewhere): SIGKILL still ends it, through its init's pid, and nothing of
+# it keeps running after its delete (the runtime's state stays in the root: the runtime is gone).
+nv_log "the runtime binary vanishes: SIGKILL still ends the container"
+ID=gone
+nv_ctr run -d --runtime $NV_RT "$NV_IMAGE" $ID sh -c 'while :; do sleep 0.1; done'
+nv_wait_for -t 20 bash -c "[[ \$(ctr -a $NV_SOCK -n $NV_NAMESPACE task ls | awk '\$1==\"$ID\"{print \$3}') == RUNNING ]]" ||
+  nv_fail "container $ID does not run"
+init=$(nv_ctr task ls | awk -v id=$ID '$1==id{print $2}')
+rm "$FAKE/wrap/$NV_RUNTIME"
+nv_ctr task kill -s KILL $ID
+nv_wait_for -t 20 gone "$init" || nv_fail "the init (pid $init) survived SIGKILL without its runtime"
+nv_wait_for -t 20 bash -c "[[ \$(ctr -a $NV_SOCK -n $NV_NAMESPACE task ls | awk '\$1==\"$ID\"{print \$3}') == STOPPED ]]" ||
+  nv_fail "container $ID is not STOPPED after SIGKILL"
+nv_ctr task rm $ID >/dev/null
+nv_ctr c rm $ID
+no_root_procs() { [[ -z $(nv_pids_with_arg "--root=$ROOT") ]]; }
+nv_wait_for -t 20 no_root_procs || nv_fail "processes of $ID left: $(ps -o pid,args -p "$(nv_pids_with_arg "--root=$ROOT" | tr '\n' ' ')")"
 echo "PASS checkpoint_deadline ($NV_RUNTIME, containerd $NV_CONTAINERD_VERSION)"

@@ -7,21 +7,30 @@ set -euo pipefail
 source "$(dirname "$0")/lib/shim-env.sh"
 nv_start_with_shim --containerd "${1:-1.6}"
 
-counter() { nv_ctr task exec --exec-id "c$RANDOM" "$1" cat /tmp/counter; }
+# The loop replaces the counter file by a rename: `echo $i >/tmp/counter` truncates it before it
+# writes, and a read in between (more likely under runsc, and right after its restore) saw nothing.
+# The reader's "." shows that the exec's whole output arrived.
+counter() {
+  local out
+  out=$(nv_ctr task exec --exec-id "c$RANDOM" "$1" sh -c 'cat /tmp/counter; echo .') || return
+  [[ $out == *. ]] || nv_fail "exec output of container $1 is incomplete: [$out]"
+  out=${out%.}
+  [[ $out =~ ^[0-9]+$'\n'?$ ]] || nv_fail "container $1's counter reads [$out]"
+  echo "${out%$'\n'}"
+}
 counter_positive() { [[ $(counter "$1" 2>/dev/null || echo 0) -gt 0 ]]; }
 
-nv_ctr run -d --runtime $NV_RT "$NV_IMAGE" ck sh -c 'i=0; while :; do i=$((i+1)); echo $i >/tmp/counter; sleep 0.1; done'
+nv_ctr run -d --runtime $NV_RT "$NV_IMAGE" ck \
+  sh -c 'i=0; while :; do i=$((i+1)); echo $i >/tmp/counter.new; mv /tmp/counter.new /tmp/counter; sleep 0.1; done'
 counter_above() { [[ $(counter "$1" 2>/dev/null || echo 0) -gt $2 ]]; }
 nv_wait_for -t 20 counter_positive ck || nv_fail "counter never started"
 # Far from where a loop started afresh would be.
 nv_wait_for -t 30 counter_above ck 29 || nv_fail "counter does not advance: $(counter ck)"
 
-# runsc keeps the container's writes in its own overlay file inside the checkpoint; restoring the rw
-# layer too would put a second copy of that file into the rootfs, which runsc refuses.
-rw=(--rw)
-[[ $NV_RUNTIME == runsc ]] && rw=()
-nv_log "checkpoint (container keeps running)"
-nv_ctr c checkpoint --task "${rw[@]}" ck ckref
+# --rw: the rw layer goes with the checkpoint. Under runsc that layer holds runsc's own overlay file
+# (.gvisor.filestore.ck, the container's writes), which the shim removes before runsc restores.
+nv_log "checkpoint with the rw layer (container keeps running)"
+nv_ctr c checkpoint --task --rw ck ckref
 before=$(counter ck)
 nv_log "counter after checkpoint: $before"
 st=$(nv_ctr task ls | awk '$1=="ck"{print $3}')
@@ -32,7 +41,11 @@ nv_ctr task kill -s KILL ck
 nv_wait_for -t 10 bash -c "ctr -a $NV_SOCK -n $NV_NAMESPACE task ls | awk '\$1==\"ck\"{print \$3}' | grep -qx STOPPED"
 nv_ctr task rm ck >/dev/null
 nv_ctr c rm ck
-nv_ctr c restore --live "${rw[@]}" ck ckref </dev/null
+nv_ctr c restore --live --rw ck ckref </dev/null
+if [[ $NV_RUNTIME == runsc ]]; then
+  grep -qF 'removed the stale runsc filestore' "$NV_DIR/containerd.log" \
+    || nv_fail "the restored rw layer brought no runsc filestore, or the shim did not remove it (containerd.log)"
+fi
 st=$(nv_ctr task ls | awk '$1=="ck"{print $3}')
 nv_assert_eq RUNNING "$st" "restored container state"
 after=$(counter ck)

@@ -10,7 +10,7 @@
 #   layer    the soname links exist in the sandbox and the agent's tools are mounted
 #   refuse   a child holds the device without CUDA: refused naming its SANDBOX pid and the device,
 #            checkpoint-diagnostic.json in the bundle, `diagnose` says the same, the container keeps running
-#   cuda     a CUDA parent and child: all locked before any checkpoint, runsc checkpoint, resumed;
+#   cuda     a CUDA parent and child: all locked before any checkpoint, runsc checkpoint (--rw), resumed;
 #            the restored container gets CUDA back in both and their work continues; on the restored
 #            container exec, pause/resume, a checkpoint whose toggle fails (rolled back, both keep
 #            working) and a second checkpoint work as on a fresh one; a restore whose CUDA restore
@@ -122,9 +122,11 @@ mapfile -t cp < <(cuda_cpids)
 nv_assert_eq 2 "${#cp[@]}" "CUDA processes in the sandbox"
 # The counter is in the app's memory (and mirrored to a file outside the image): the restored app
 # goes on from where the snapshot caught it, at least from here; a fresh start would begin at 1.
+# Its .ready comes before its first count: wait for that (a single read raced on a loaded host).
+nv_wait_for -t 10 bash -c "(( \$(cat $FAKE/cuda/${cp[0]}.counter 2>/dev/null || echo 0) > 0 ))" ||
+  nv_fail "the fake CUDA app does not count"
 pre=$(counter_of "${cp[0]}")
-((pre > 0)) || nv_fail "the fake CUDA app does not count"
-ctr_t c checkpoint --task cuda cudaref
+ctr_t c checkpoint --task --rw cuda cudaref
 log=$FAKE/cuda/calls.log
 last_lock_end=$(awk '$2=="lock"{print $4}' "$log" | sort -n | tail -1)
 first_ckpt_start=$(awk '$2=="checkpoint"{print $3}' "$log" | sort -n | head -1)
@@ -151,7 +153,7 @@ for c in "${cp[@]}"; do
   rm -f "$FAKE/cuda/$c.counter"  # the next value written comes from the restored app
 done
 : >"$log"
-ctr_t c restore --live cuda cudaref </dev/null
+ctr_t c restore --live --rw cuda cudaref </dev/null
 nv_assert_eq RUNNING "$(nv_task_status cuda)" "restored container state"
 nv_assert_eq 2 "$(awk '$2=="restore" && $5==0' "$log" | wc -l)" "CUDA restores after runsc restore"
 nv_assert_eq 2 "$(awk '$2=="unlock" && $5==0' "$log" | wc -l)" "CUDA unlocks after runsc restore"

@@ -113,11 +113,9 @@ nv_crictl() {
 # Stops and removes every pod while containerd still runs (deferred; the harness does the rest).
 _nv_cri_teardown() {
   timeout 120 "$NV_CRICTL_BIN" --config /dev/null -r "unix://$NV_SOCK" --timeout 60s rmp -fa >/dev/null 2>&1
-  local st
-  for st in "$NV_CRI_RUNTIME_ROOT"/*/*/state.json; do
-    [[ -e $st ]] && "$NV_CRI_RUNC" --root "$(dirname "$(dirname "$st")")" delete --force \
-      "$(basename "$(dirname "$st")")" >/dev/null 2>&1
-  done
+  local bin
+  bin=$(awk '$1=="binary:"{print $2; exit}' "$NV_CRI_SHIM_CONFIG")
+  _nv_sweep_root "${bin:-$NV_CRI_RUNC}" "$NV_CRI_RUNTIME_ROOT/$NV_CRI_NS"
   rm -rf "$NV_CRI_RUNTIME_ROOT"
 }
 

@@ -8,7 +8,8 @@
 #   NVPROXY_SHIM_DIR   dir holding containerd-shim-nvproxy-v1 (prepended to containerd's PATH)
 #   NV_KEEP=1          keep the temp dir after the test;  NV_SNAPSHOTTER=native  force a snapshotter
 # API: nv_harness_start, nv_ctr ARGS..., nv_defer CMD..., nv_fail MSG, nv_assert_eq EXP ACT MSG,
-#      nv_assert_contains HAYSTACK NEEDLE MSG, nv_wait_for [-t SECS] CMD..., nv_log MSG
+#      nv_assert_contains HAYSTACK NEEDLE MSG, nv_wait_for [-t SECS] CMD..., nv_log MSG,
+#      nv_sweep_root BINARY ROOT (teardown also sweeps ROOT/NS), nv_pids_with_arg ARG
 # Exported: NV_REPO_DIR (repo root);  after start: NV_IMAGE NV_DIR NV_SOCK NV_NAMESPACE NV_CTR NV_CONTAINERD_BIN
 #                       NV_CONTAINERD_VERSION NV_SNAPSHOTTER NV_STATE_DIR
 
@@ -338,19 +339,51 @@ _nv_kill_stray_shims() {
   sleep 0.2
 }
 
-# Containers that a killed shim left behind in runc's per-namespace root.
+# Runtime roots besides runc's that this test's shim config names (lib/shim-env.sh): BINARY ROOT pairs.
+# The shim keeps each namespace's containers in ROOT/NAMESPACE.
+_NV_SWEEP_ROOTS=()
+nv_sweep_root() { _NV_SWEEP_ROOTS+=("$1" "$2"); }
+
+# Containers that a killed shim (or a failed delete) left behind in runc's per-namespace root and in
+# the shim's runtime roots, for this test's namespaces only.
 _nv_sweep_runc() {
-  local ns root st
-  command -v runc >/dev/null || return 0
+  local ns i
   for ns in "$@"; do
     [[ $ns == nvtest-* ]] || continue # other names may be the system containerd's
-    root=/run/containerd/runc/$ns
-    [[ -d $root ]] || continue
-    for st in "$root"/*/state.json; do
-      [[ -e $st ]] && runc --root "$root" delete --force "$(basename "$(dirname "$st")")" >/dev/null 2>&1
+    if command -v runc >/dev/null; then _nv_sweep_root runc "/run/containerd/runc/$ns"; fi
+    for ((i = 0; i < ${#_NV_SWEEP_ROOTS[@]}; i += 2)); do
+      _nv_sweep_root "${_NV_SWEEP_ROOTS[i]}" "${_NV_SWEEP_ROOTS[i + 1]}/$ns"
     done
-    rm -rf "$root"
   done
+}
+
+# _nv_sweep_root BINARY ROOT: `delete --force` of every container in ROOT, then SIGKILL to what still
+# names ROOT in its arguments (runsc's sandbox and gofer carry --root=ROOT), then ROOT is removed.
+_nv_sweep_root() {
+  local bin=$1 root=$2 id pids
+  [[ -d $root ]] || return 0
+  while read -r id; do
+    [[ -n $id ]] && timeout 30 "$bin" --root "$root" delete --force "$id" >/dev/null 2>&1
+  done < <(timeout 10 "$bin" --root "$root" list -q 2>/dev/null)
+  mapfile -t pids < <(nv_pids_with_arg "--root=$root")
+  if ((${#pids[@]})); then
+    nv_log "killing runtime processes left in $root: ${pids[*]}"
+    kill -KILL "${pids[@]}" 2>/dev/null
+  fi
+  # runsc binds a network namespace file there (null-netns).
+  findmnt -rn -o TARGET | awk -v p="$root/" 'index($0, p) == 1' | sort -r | while read -r m; do
+    umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null
+  done
+  rm -rf --one-file-system "$root"
+}
+
+# nv_pids_with_arg ARG: pids of processes one of whose arguments is exactly ARG.
+nv_pids_with_arg() {
+  local d
+  for d in /proc/[0-9]*; do
+    tr '\0' '\n' 2>/dev/null <"$d/cmdline" | grep -qxF -- "$1" && echo "${d#/proc/}"
+  done
+  return 0
 }
 
 # Shim sockets live under /run/containerd/s whatever the state dir; bundles name them in `address`.

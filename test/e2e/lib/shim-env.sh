@@ -2,6 +2,7 @@
 # Shared set-up for e2e tests of our shim: picks the backing runtime (NV_RUNTIME=runc|crun|runsc)
 # and writes the shim config that containerd's shims inherit through NVPROXY_SHIM_CONFIG.
 #   NV_RUNTIME       runc (default), crun or runsc
+#   NV_RUNSC         current: runsc from the shared deps instead of Debian's (NV_RUNSC_BIN: a given one)
 #   NV_SHIM_EXTRA    extra YAML appended to the config (e.g. a checkpoint: section)
 #   NV_RUNTIME_EXTRA extra YAML lines of the runtime: section (e.g. "  criu_path: /x/criu")
 #   NV_RUNC_BIN      the runc to run (default: runc in PATH)
@@ -18,6 +19,13 @@ nv_shim_config_write() {
     crun) bin=$(command -v crun) ;;
     runsc)
       [[ -r /opt/nvproxy-deps/trixie/env.sh ]] && source /opt/nvproxy-deps/trixie/env.sh
+      # NV_RUNSC=current: the current runsc from the shared deps (skipped when not unpacked).
+      if [[ ${NV_RUNSC:-} == current && -z ${NV_RUNSC_BIN:-} ]]; then
+        # shellcheck disable=SC1090
+        [[ -r $NV_SHARED_ENV ]] && source "$NV_SHARED_ENV"
+        NV_RUNSC_BIN=${NVPROXY_SHARED_RUNSC_BIN_DIR:-}/runsc
+        [[ -x $NV_RUNSC_BIN ]] || nv_skip "current runsc not unpacked (scripts/fetch-shared-deps.sh)"
+      fi
       # NV_RUNSC_BIN: a given runsc (the current one from the shared deps), else Debian's.
       bin=${NV_RUNSC_BIN:-${NVPROXY_RUNSC:-}}
       [[ -x $bin ]] || nv_fail "runsc not found (run scripts/install-deps.sh)"
@@ -39,6 +47,16 @@ nv_shim_config_write() {
   } >"$1"
 }
 
+# nv_sweep_config_root FILE: the harness's teardown sweeps the runtime root FILE names (for this
+# test's namespaces) with the runtime FILE names.
+nv_sweep_config_root() {
+  local bin root
+  bin=$(awk '$1=="binary:"{print $2; exit}' "$1")
+  root=$(awk '$1=="root:"{print $2; exit}' "$1")
+  [[ -n $bin && -n $root ]] || nv_fail "no runtime binary or root in $1"
+  nv_sweep_root "$bin" "$root"
+}
+
 # nv_start_with_shim [--containerd 1.6|1.7]: config + private containerd with our shim on PATH.
 nv_start_with_shim() {
   [[ -n ${NVPROXY_SHIM_DIR:-} ]] || nv_fail "NVPROXY_SHIM_DIR is not set (ctest sets it)"
@@ -47,6 +65,7 @@ nv_start_with_shim() {
   nv_defer rm -f "$cfg"
   nv_shim_config_write "$cfg"
   export NVPROXY_SHIM_CONFIG=$cfg
+  nv_sweep_config_root "$cfg"
   nv_harness_start "$@"
 }
 

@@ -183,3 +183,19 @@ TEST(CriuOptions, ConfigTextAndHints) {
             std::string::npos);
   EXPECT_EQ(criu_option_hint("Error (criu/cr-dump.c:2000): Dumping FAILED."), "");
 }
+
+// A runtime binary that cannot be run is not "no such container": containerd would take the
+// container for gone and its Delete would leave it running.
+TEST_F(RuntimeTest, AMissingRuntimeBinaryIsNotNotFound) {
+  Runtime rt({.binary = (dir_ / "runsc").string()}, runner_, log_, dir_ / "log.json");
+  try {
+    rt.kill("c1", 9, false);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Code::FailedPrecondition);
+    std::string m = e.what();
+    EXPECT_NE(m.find("runsc kill of container \"c1\": cannot run the runtime: program \"" + (dir_ / "runsc").string()),
+              std::string::npos)
+        << m;
+  }
+}
