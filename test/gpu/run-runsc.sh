@@ -9,7 +9,7 @@
 #   nvml-only      the same shape with an NVML-only process (nvmlInit, nvmlDeviceGetCount each second):
 #                  what the driver answers for it (measured: driver 580 checkpoints it like a CUDA
 #                  process), and whether NVML still answers in it afterwards
-#   ckpt-sglang    the same without the NVML process: checkpoint (toggles inside the sandbox, runsc
+#   ckpt-sglang    the same without the NVML process: checkpoint with --rw (toggles inside the sandbox, runsc
 #                  checkpoint, resume), kill, restore, CUDA back in every process, device data intact
 #                  in every process; exec into the restored container; times per phase
 # Prints "RESULT PASS|FAIL|INFO name: detail"; logs to $OUT (or /tmp/nvgpu-runsc): containerd.log.gz
@@ -183,7 +183,7 @@ result INFO nvml-only "checkpoint rc=$rc in $(dt "$s" "$e") s; NVML-only sandbox
 F=("$H/sg-ok/parent.txt" "$H/sg-ok/worker0.txt" "$H/sg-ok/worker1.txt")
 ok=1
 s=$(now)
-err=$(CTR c checkpoint --task sg-ok ckpt-sg-ok 2>&1); rc=$?
+err=$(CTR c checkpoint --task --rw sg-ok ckpt-sg-ok 2>&1); rc=$?
 e=$(now)
 at_ckpt=$(for f in "${F[@]}"; do iter "$f"; done | paste -sd/)
 log "ckpt-sglang: ctr c checkpoint rc=$rc in $(dt "$s" "$e") s; iterations right after: $at_ckpt"
@@ -197,7 +197,7 @@ TMO=30 CTR task kill -s KILL sg-ok >/dev/null
 for _ in $(seq 100); do [[ $(task_status sg-ok) == STOPPED ]] && break; sleep 0.2; done
 CTR task rm sg-ok >/dev/null; CTR c rm sg-ok >/dev/null
 s=$(now)
-err=$(CTR c restore --live sg-ok ckpt-sg-ok </dev/null 2>&1); rc=$?
+err=$(CTR c restore --live --rw sg-ok ckpt-sg-ok </dev/null 2>&1); rc=$?
 e=$(now)
 log "ckpt-sglang: ctr c restore rc=$rc in $(dt "$s" "$e") s; status $(task_status sg-ok)"
 [[ -n $err ]] && echo "$err" | sed 's/^/  | /'
@@ -221,7 +221,7 @@ else result FAIL ckpt-sglang "after=$after2 flags=$flags"; fi
 ok=1
 TMO=30 CTR task pause sg-ok && [[ $(task_status sg-ok) == PAUSED ]] && TMO=30 CTR task resume sg-ok || ok=0
 s=$(now)
-err=$(CTR c checkpoint --task sg-ok ckpt-sg-ok2 2>&1); rc=$?
+err=$(CTR c checkpoint --task --rw sg-ok ckpt-sg-ok2 2>&1); rc=$?
 e=$(now)
 [[ -n $err ]] && echo "$err" | sed 's/^/  | /'
 report sg-ok checkpoint-of-restored
