@@ -6,8 +6,8 @@
 
 #include "checkpoint/cuda_toggler.h"
 #include "checkpoint/gpu_facts.h"
-#include "proto/cuda_helper.pb.h"
 #include "common/ttrpc/status_error.h"
+#include "proto/cuda_helper.pb.h"
 
 namespace nvproxy::checkpoint::helper_wire {
 

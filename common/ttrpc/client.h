@@ -17,9 +17,9 @@
 #include <vector>
 
 #include "common/error.h"
-#include "common/unique_fd.h"
 #include "common/ttrpc/call_context.h"
 #include "common/ttrpc/status_error.h"
+#include "common/unique_fd.h"
 
 namespace nvproxy::ttrpc {
 

@@ -23,10 +23,10 @@
 #include <boost/asio/strand.hpp>
 
 #include "common/log.h"
-#include "common/unique_fd.h"
 #include "common/ttrpc/call_context.h"
 #include "common/ttrpc/status_error.h"
 #include "common/ttrpc/worker_pool.h"
+#include "common/unique_fd.h"
 
 namespace nvproxy::ttrpc {
 

@@ -16,8 +16,8 @@
 #include "checkpoint/cuda_helper_service.h"
 #include "checkpoint/gpu_usage.h"
 #include "common/log.h"
-#include "common/unique_fd.h"
 #include "common/ttrpc/server.h"
+#include "common/unique_fd.h"
 
 int main(int argc, char** argv) {
   std::string libcuda = "libcuda.so.1", libnvml = "libnvidia-ml.so.1";

@@ -13,10 +13,10 @@
 
 #include "common/error.h"
 #include "common/log.h"
+#include "common/ttrpc/server.h"
 #include "shim/kit/cli.h"
 #include "shim/kit/events.h"
 #include "shim/kit/reaper.h"
-#include "common/ttrpc/server.h"
 #include "shim/kit/version.h"
 
 namespace nvproxy::shim {

@@ -11,9 +11,9 @@
 
 #include "common/log.h"
 #include "common/process.h"
+#include "common/ttrpc/server.h"
 #include "shim/kit/cli.h"
 #include "shim/kit/events.h"
-#include "common/ttrpc/server.h"
 
 namespace nvproxy::shim {
 

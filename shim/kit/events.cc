@@ -3,9 +3,9 @@
 #include <chrono>
 
 #include "common/error.h"
+#include "common/ttrpc/client.h"
 #include "proto/events_service.pb.h"
 #include "shim/kit/timestamp.h"
-#include "common/ttrpc/client.h"
 
 namespace nvproxy::shim {
 

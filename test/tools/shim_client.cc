@@ -5,9 +5,9 @@
 #include <iostream>
 
 #include "common/error.h"
+#include "common/ttrpc/client.h"
 #include "proto/shim_task.pb.h"
 #include "shim/kit/address.h"
-#include "common/ttrpc/client.h"
 
 int main(int argc, char** argv) {
   using namespace nvproxy;

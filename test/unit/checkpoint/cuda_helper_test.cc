@@ -11,8 +11,8 @@
 #include "checkpoint/cuda_helper_client.h"
 #include "checkpoint/cuda_helper_service.h"
 #include "checkpoint/cuda_helper_wire.h"
-#include "fake_gpu.h"
 #include "common/ttrpc/client.h"
+#include "fake_gpu.h"
 
 using namespace nvproxy;
 using namespace nvproxy::checkpoint;

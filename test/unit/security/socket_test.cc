@@ -13,8 +13,8 @@
 
 #include "common/error.h"
 #include "common/log.h"
-#include "shim/kit/address.h"
 #include "common/ttrpc/server.h"
+#include "shim/kit/address.h"
 
 namespace nvproxy::shim {
 namespace {
