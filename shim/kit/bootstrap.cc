@@ -28,22 +28,28 @@ std::string shim_cgroup_as(const wkt::Any& any) {
 StartInput parse_start_input(const std::string& input, const std::string& id, const std::string& ns) {
   StartInput in;
   if (input.empty()) return in;
-  bootapi::BootstrapParams params;
-  if (params.ParseFromString(input) && params.instance_id() == id && params.namespace_() == ns) {
-    in.bootstrap = true;
-    for (const auto& ext : params.extensions())
-      if (ext.has_value()) in.options.push_back(ext.value());
-    if (params.has_socket_dir() && !params.socket_dir().empty()) {
-      if (params.socket_dir().front() != '/')
-        throw Error(Code::InvalidArgument, "start: socket_dir \"" + params.socket_dir() + "\" is not an absolute path");
-      in.socket_dir = params.socket_dir();
-    }
-    in.debug = params.log_level() <= bootapi::LOG_LEVEL_DEBUG;
-    in.grpc_address = params.containerd_grpc_address();
+  // Read as an Any first: BootstrapParams' instance_id and namespace are fields 1 and 2, the Any's
+  // type_url and value (bytes, never checked as UTF-8). Only when they are this shim's -id and
+  // -namespace is the input BootstrapParams; a legacy Any's value (IoUid and IoGid varints, say)
+  // is never parsed as the string `namespace`.
+  wkt::Any any;
+  if (!any.ParseFromString(input)) return in;
+  if (any.type_url() != id || any.value() != ns) {
+    if (!any.type_url().empty()) in.options.push_back(std::move(any));
     return in;
   }
-  wkt::Any any;
-  if (any.ParseFromString(input) && !any.type_url().empty()) in.options.push_back(std::move(any));
+  bootapi::BootstrapParams params;
+  if (!params.ParseFromString(input)) return in;
+  in.bootstrap = true;
+  for (const auto& ext : params.extensions())
+    if (ext.has_value()) in.options.push_back(ext.value());
+  if (params.has_socket_dir() && !params.socket_dir().empty()) {
+    if (params.socket_dir().front() != '/')
+      throw Error(Code::InvalidArgument, "start: socket_dir \"" + params.socket_dir() + "\" is not an absolute path");
+    in.socket_dir = params.socket_dir();
+  }
+  in.debug = params.log_level() <= bootapi::LOG_LEVEL_DEBUG;
+  in.grpc_address = params.containerd_grpc_address();
   return in;
 }
 

@@ -1,8 +1,10 @@
 // What `start` reads on stdin and what it answers. containerd 2.3+ sends a binary BootstrapParams
 // (containerd.runtime.bootstrap.v1) with the runtime options among its extensions, and accepts a
 // binary BootstrapResult; containerd 1.6-2.2 send the runtime options alone (a protobuf Any, or
-// nothing) and read the bare address. A legacy Any can happen to decode as BootstrapParams, so the
-// params are believed only when their instance id and namespace are the -id and -namespace flags.
+// nothing) and read the bare address. Both decode as an Any (BootstrapParams' instance_id and
+// namespace are its type_url and value): the input is BootstrapParams only when those are the -id
+// and -namespace flags; otherwise it is the legacy Any, whose bytes are never read as strings (an
+// IoUid's varint in `namespace` is invalid UTF-8, and libprotobuf would log about it).
 #pragma once
 
 #include <string>

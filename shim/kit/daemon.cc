@@ -16,6 +16,7 @@
 #include "common/ttrpc/server.h"
 #include "shim/kit/cli.h"
 #include "shim/kit/events.h"
+#include "shim/kit/protobuf_log.h"
 #include "shim/kit/reaper.h"
 #include "shim/kit/version.h"
 
@@ -40,6 +41,7 @@ int daemon_main(const ShimArgs& a, const std::string& self_exe, const ServiceFac
   log.set_field("namespace", a.ns);
   log.set_field("id", a.id);
   log.set_field("runtime", kRuntimeType);
+  route_protobuf_log(&log);  // never returns: log outlives every thread that parses
 
   const char* ttrpc_addr = std::getenv("TTRPC_ADDRESS");
   EventPublisher events(ttrpc_addr ? ttrpc_addr : "", a.ns, log);

@@ -16,6 +16,7 @@
 #include "shim/kit/address.h"
 #include "shim/kit/bootstrap.h"
 #include "shim/kit/cli.h"
+#include "shim/kit/protobuf_log.h"
 #include "shim/kit/shim_cgroup.h"
 
 namespace nvproxy::shim {
@@ -38,6 +39,9 @@ std::string grouping_id(const ShimArgs& a) {
 int start_main(const ShimArgs& a, const std::string& self_exe, std::istream& in, std::ostream& out) {
   validate_id("container id", a.id);
   if (a.ns.empty()) throw Error(Code::InvalidArgument, "start: -namespace is required");
+  // containerd 1.6-2.2 read start's stdout and stderr together as the address: nothing of
+  // libprotobuf's may land there.
+  route_protobuf_log(nullptr);
   // The runtime options come on stdin (containerd 2.3+: among BootstrapParams' extensions). The
   // daemon gets them again with Create; only shim_cgroup matters here, since the daemon must be
   // moved before it runs.

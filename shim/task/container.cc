@@ -21,6 +21,9 @@ namespace {
 
 constexpr auto kIoDrainTimeout = std::chrono::seconds(2);
 constexpr auto kConsoleTimeout = std::chrono::seconds(10);
+// The exit status of a task whose restore failed before anything ran: containerd's for a task
+// whose process it cannot account for (it publishes 255 for the tasks of a shim that died).
+constexpr uint32_t kRestoreFailedStatus = 255;
 
 pid_t read_pid_file(const std::filesystem::path& p) {
   std::string s = read_file(p);
@@ -128,7 +131,7 @@ void Container::launch(const std::shared_ptr<Process>& p, const std::filesystem:
   pid_t pid;
   try {
     if (!p->stdio().terminal) {
-      p->set_io(open_process_io(p->stdio(), IoOwner{s_.id, env_.ns, &env_.runner}));
+      p->set_io(open_process_io(p->stdio(), IoOwner{s_.id, env_.ns, &env_.runner, s_.options.io_uid, s_.options.io_gid}));
       runtime_call("", p->io()->child_stdio());
     } else {
       // runc connects to the console socket and sends the pty master while create/exec runs; the
@@ -229,6 +232,7 @@ pid_t Container::start(const std::string& exec_id) {
       apply_init_locked(from, to);
     } catch (...) {
       finish_start(init_, nullptr);
+      if (from == &InitState::created_checkpoint()) end_failed_restore();
       throw;
     }
     finish_start(init_, [&] {
@@ -450,6 +454,23 @@ void Container::on_exit(const std::shared_ptr<Process>& p, int wait_status) {
     held_init_exit_.reset();
     finish_init_exit_locked(held);
   }
+}
+
+void Container::end_failed_restore() {
+  std::lock_guard lk(mu_);
+  if (init_->exit() || state_ != &InitState::created_checkpoint()) return;
+  if (init_->pid() > 0) {
+    // The runtime restored processes (CUDA then failed and they were removed): their exit comes
+    // through the reaper, and until then a kill must reach whatever still runs.
+    state_ = &InitState::running();
+    return;
+  }
+  // Nothing ever ran and nothing will: the task ends as a process that ended, so that Kill answers
+  // as for a stopped task and Wait returns (containerd's force delete, CRI's cleanup after a
+  // failed start and the client's WithProcessKill wait for this exit).
+  state_ = &InitState::stopped();
+  init_->set_exit(ExitInfo{kRestoreFailedStatus, std::chrono::system_clock::now()});
+  publish_exit_locked(*init_);
 }
 
 void Container::finish_init_exit_locked(ExitInfo e) {

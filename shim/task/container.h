@@ -137,6 +137,9 @@ class Container final : public std::enable_shared_from_this<Container>, private 
   // After a start: clears `starting`, publishes via `publish_start` (mu_ held), then records an
   // exit that came meanwhile.
   void finish_start(const std::shared_ptr<Process>& p, const std::function<void()>& publish_start);
+  // After a restore that failed: stopped with an exit event when nothing runs, running when the
+  // runtime had restored processes (their exit comes through the reaper).
+  void end_failed_restore();
   void kill_all_async();
   std::shared_ptr<ExecProcess> find_exec_locked(const std::string& exec_id) const;
   // mu_ held.

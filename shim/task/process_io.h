@@ -40,6 +40,9 @@ struct IoOwner {
   std::string container_id;
   std::string ns;
   ProcessRunner* runner = nullptr;  // starts logging binaries (and reaps them)
+  // The runc options' IoUid/IoGid: the pipes the process gets are theirs, so that a process in a
+  // user namespace can reopen them (/dev/stdout, /proc/self/fd/N). 0 and 0: left as they are.
+  uint32_t uid = 0, gid = 0;
 };
 
 // Throws Error (InvalidArgument for an unknown scheme, or naming the FIFO/file/binary that failed).

@@ -16,6 +16,22 @@ var allowList = []allowance{
 		Runc: ".*", Ours: "\\(not observed\\)",
 		Why: "the steps after a refused Create do not run"},
 
+	// A restore that fails at Start: ours ends the task (stopped, exit 255) so that the force delete
+	// (Kill, then Wait for the exit) finishes; runc's shim leaves it created with no exit to come,
+	// and the delete waits until its deadline (the scenario then deletes the created task plainly).
+	{Scenario: "restore_failed", Key: "c0 status after failed start", Runc: "created", Ours: "stopped code=255 exited_at=set",
+		Why: "ours ends a task whose restore failed as a process that ended; runc's shim leaves it created"},
+	{Scenario: "restore_failed", Key: "c0 force delete", Runc: "error TIMEOUT", Ours: "code=255 exited_at=set",
+		Why: "Delete(WithProcessKill) waits for an exit: ours published one, runc's shim never does (it hangs)"},
+	{Scenario: "restore_failed", Key: "c0 exit", Runc: "none", Ours: "code=255 exited_at=set err=ok",
+		Why: "the client's Wait returns for ours; with runc's shim it never does"},
+	{Scenario: "restore_failed", Key: "c0 /tasks/delete", Runc: "last: delete\\(init,pid=0,code=0,exited_at=zero\\)|missing",
+		Ours: "last: delete\\(init,pid=0,code=255,exited_at=set\\)",
+		Why:  "the delete carries the exit ours published; runc's shim reports none (code 0, no exit time)"},
+	{Scenario: "restore_failed", Key: "c0 events", Runc: "create\\(pid=0,[^)]*\\)",
+		Ours: "create\\(pid=0,[^)]*\\) exit\\(init,pid=0,code=255,exited_at=set\\)",
+		Why:  "ours publishes the /tasks/exit of the task whose restore failed"},
+
 	// Tolerances for the reference: containerd 2.3's runc shim sometimes loses what ours must
 	// deliver. Ours is held to the complete value.
 	{Scenario: ".*", Key: "c[0-9]+ /tasks/delete", Runc: "missing", Ours: "last: .*",

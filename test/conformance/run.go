@@ -154,15 +154,18 @@ func (r *Run) call(key string, fn func(ctx context.Context) error) error {
 }
 
 // do is call without a note.
-func (r *Run) do(fn func(ctx context.Context) error) error {
-	ctx, cancel := context.WithTimeout(r.ctx, r.cfg.Step)
+func (r *Run) do(fn func(ctx context.Context) error) error { return r.doWithin(r.cfg.Step, fn) }
+
+// doWithin is do with deadline d instead of the step's.
+func (r *Run) doWithin(d time.Duration, fn func(ctx context.Context) error) error {
+	ctx, cancel := context.WithTimeout(r.ctx, d)
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- fn(ctx) }()
 	select {
 	case err := <-done:
 		return err
-	case <-time.After(r.cfg.Step + 5*time.Second):
+	case <-time.After(d + 5*time.Second):
 		return errTimeout
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/containerd/containerd/cio"
 	"github.com/containerd/containerd/namespaces"
 	"github.com/containerd/containerd/oci"
+	"github.com/containerd/containerd/runtime/v2/runc/options"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
 
@@ -57,6 +58,8 @@ var scenarios = []scenario{
 	{"shim_cgroup", "runc options ShimCgroup: the shim process joins it", scShimCgroup},
 	{"oom", "a process over its memory limit: exit code and the /tasks/oom event", scOOM},
 	{"gpu_request", "a container asking for a GPU (NVIDIA_VISIBLE_DEVICES=all)", scGPURequest},
+	{"io_owner", "task options IoUid/IoGid (containerd's TestUserNamespaces) with a process of that uid", scIoOwner},
+	{"restore_failed", "a restore from an empty image fails at Start, then the force delete", scRestoreFailed},
 	{"daemon_restart", "containerd restart with a running task: status, stdio, exec, kill, delete", scDaemonRestart},
 }
 
@@ -765,4 +768,112 @@ func scOOM(r *Run) {
 	if r.lifecycle(c, fifoIO(nil, newBuf(), newBuf())) {
 		r.finish(c)
 	}
+}
+
+// The options containerd's TestUserNamespaces gives NewTask: IoUid/IoGid (runc.v1.Options for
+// runc's shim; runctypes.CreateOptions for any other runtime name, ours), which containerd 1.6-2.2
+// hand to the shim's `start` on stdin. Create succeeding is the proof that `start` printed its
+// address alone: containerd 1.6 and 1.7 dial whatever start writes to stdout and stderr. The
+// process runs as that uid and reopens its stdout and stderr, which needs pipes owned by it.
+func scIoOwner(r *Run) {
+	out, errb := newBuf(), newBuf()
+	c := r.container([]string{"sh", "-c",
+		`stat -L -c 'fd1 %u:%g' /proc/self/fd/1; echo reopened >/dev/stdout; echo err >/dev/stderr; id -u; exit 4`},
+		[]oci.SpecOpts{oci.WithUIDGID(1000, 2000)})
+	owner := r.v2Options(options.Options{IoUid: 1000, IoGid: 2000}, containerd.WithUIDOwner(1000), containerd.WithGIDOwner(2000))
+	if r.newTask(c, fifoIO(nil, out, errb), owner...) != nil {
+		return
+	}
+	ch := r.waitCh(c.name, c, c.task)
+	if r.start(c.name, c, c.task, "init") != nil {
+		return
+	}
+	r.exit(c.name+" exit", ch)
+	r.ioWait(c.name+" io", c.task.IO())
+	r.note("stdout", "%q", out.String())
+	r.note("stderr", "%q", errb.String())
+	r.finish(c)
+}
+
+// forceDeleteDeadline bounds the force delete of restore_failed: containerd's runc shim never
+// ends it (allow.go), ours must be done well within it.
+const forceDeleteDeadline = 5 * time.Second
+
+// A restore that fails (WithRestoreImagePath to an empty directory: CRIU finds no image), then what
+// `ctr task rm -f`, CRI's cleanup and other clients do: task.Delete(WithProcessKill), which waits
+// for the exit after its SIGKILL. Ours ends the task with an exit at the failed Start; runc's
+// shim leaves it created with no exit to come, so that delete hangs until its deadline.
+func scRestoreFailed(r *Run) {
+	image := r.scratch("empty-checkpoint")
+	if err := os.MkdirAll(image, 0o755); err != nil {
+		r.abort("mkdir %s: %v", image, err)
+	}
+	c := r.container([]string{"sleep", "30"}, nil)
+	if r.newTask(c, cio.NullIO, r.v2Options(options.Options{CriuImagePath: image}, containerd.WithRestoreImagePath(image))...) != nil {
+		return
+	}
+	r.status(c.name+" status created", c, c.task)
+	ch := r.waitCh(c.name, c, c.task)
+	if r.start(c.name, c, c.task, "init") == nil {
+		r.abort("the restore from an empty image succeeded")
+	}
+	r.status(c.name+" status after failed start", c, c.task)
+	key := c.name + " force delete"
+	var st *containerd.ExitStatus
+	t := c.task
+	err := r.doWithin(forceDeleteDeadline, func(ctx context.Context) error {
+		var err error
+		st, err = t.Delete(namespaces.WithNamespace(ctx, c.ns), containerd.WithProcessKill)
+		return err
+	})
+	if err != nil {
+		r.note(key, "error %s", class(err))
+		r.msgs[key] = err.Error()
+	} else {
+		r.note(key, "code=%d exited_at=%s", st.ExitCode(), zeroness(st.ExitTime()))
+		c.task = nil
+	}
+	select {
+	case s := <-ch:
+		code, at, err := s.Result()
+		r.note(c.name+" exit", "code=%d exited_at=%s err=%s", code, zeroness(at), class(err))
+	default:
+		r.note(c.name+" exit", "none")
+	}
+	if c.task != nil {
+		// A created task with pid 0 deletes without a kill: what is left to do by hand.
+		_ = r.do(func(ctx context.Context) error {
+			_, err := c.task.Delete(namespaces.WithNamespace(ctx, c.ns))
+			return err
+		})
+	}
+}
+
+// daemonMajor is the major version of the containerd the client talks to (0 if unknown).
+func (r *Run) daemonMajor() int {
+	var v containerd.Version
+	if err := r.do(func(ctx context.Context) error {
+		var err error
+		v, err = r.client.Version(ctx)
+		return err
+	}); err != nil {
+		return 0
+	}
+	var major int
+	fmt.Sscanf(strings.TrimPrefix(v.Version, "v"), "%d", &major)
+	return major
+}
+
+// v2Options is `opts` (what containerd 1.6's client sends: runctypes.CreateOptions for a runtime
+// not named io.containerd.runc*) against containerd 1.x, and `o` as the task options against
+// containerd 2: it no longer knows runctypes.CreateOptions (it refuses the Any), and its client
+// sends runc.v1.Options whatever the runtime's name.
+func (r *Run) v2Options(o options.Options, opts ...containerd.NewTaskOpts) []containerd.NewTaskOpts {
+	if r.daemonMajor() < 2 {
+		return opts
+	}
+	return []containerd.NewTaskOpts{func(_ context.Context, _ *containerd.Client, ti *containerd.TaskInfo) error {
+		ti.Options = runcOptions(o)
+		return nil
+	}}
 }

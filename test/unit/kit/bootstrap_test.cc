@@ -2,6 +2,7 @@
 // runtime-options Any of containerd 1.6-2.2.
 #include "shim/kit/bootstrap.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -11,11 +12,14 @@
 
 #include "common/error.h"
 #include "common/fs.h"
+#include "common/log.h"
+#include "common/unique_fd.h"
 #include "proto/bootstrap.pb.h"
 #include "proto/runc_options.pb.h"
 #include "proto/runctypes.pb.h"
 #include "shim/kit/address.h"
 #include "shim/kit/cli.h"
+#include "shim/kit/protobuf_log.h"
 
 using namespace nvproxy;
 using namespace nvproxy::shim;
@@ -74,6 +78,47 @@ constexpr char kGoBytes[] =
     "\112\007/nvshim"                                //       9 shim_cgroup
     "\112\021/run/containerd/s";                     // 9 socket_dir
 const std::string kGoParams(kGoBytes, sizeof kGoBytes - 1);
+
+// What containerd 1.6's client and daemon put on start's stdin for a task with
+// WithUIDOwner(1000) and WithGIDOwner(2000) (containerd's TestUserNamespaces): gogo's proto.Marshal
+// of typeurl.MarshalAny of the options, for a runtime not named io.containerd.runc* (CreateOptions
+// io_uid 10, io_gid 11) and for one that is (runc.v1.Options io_uid 4, io_gid 5). Printed by a Go
+// program against Debian's containerd 1.6 sources. The varints (\350\007 = 1000) are not UTF-8.
+constexpr char kCtd16CreateOptionsBytes[] =
+    "\012\043containerd.linux.runc.CreateOptions"
+    "\022\006"
+    "\120\350\007\130\320\017";
+const std::string kCtd16CreateOptions(kCtd16CreateOptionsBytes, sizeof kCtd16CreateOptionsBytes - 1);
+constexpr char kCtd16RuncOptionsBytes[] =
+    "\012\032containerd.runc.v1.Options"
+    "\022\006"
+    "\040\350\007\050\320\017";
+const std::string kCtd16RuncOptions(kCtd16RuncOptionsBytes, sizeof kCtd16RuncOptionsBytes - 1);
+
+// Everything written to fd 2 while `fn` runs.
+template <typename Fn>
+std::string stderr_of(Fn fn) {
+  std::fflush(stderr);
+  char name[] = "/tmp/shim-boot-stderr-XXXXXX";
+  UniqueFd file(::mkstemp(name));
+  ::unlink(name);
+  UniqueFd saved(::dup(2));
+  ::dup2(file.get(), 2);
+  try {
+    fn();
+  } catch (...) {
+    ::dup2(saved.get(), 2);
+    throw;
+  }
+  std::fflush(stderr);
+  ::dup2(saved.get(), 2);
+  std::string out;
+  char buf[4096];
+  ssize_t n;
+  ::lseek(file.get(), 0, SEEK_SET);
+  while ((n = ::read(file.get(), buf, sizeof buf)) > 0) out.append(buf, static_cast<size_t>(n));
+  return out;
+}
 
 struct TempDir {
   fs::path p;
@@ -267,4 +312,74 @@ TEST(Bootstrap, StartAnswersAResultInTheParamsSocketDir) {
   pid_t pid = std::stoi(read_file(t.p / "bundle/shim.pid"));
   int status = 0;
   EXPECT_EQ(::waitpid(pid, &status, 0), pid);
+}
+
+TEST(Bootstrap, Containerd16UserNamespaceOptionsAreTheLegacyAny) {
+  auto in = parse_start_input(kCtd16CreateOptions, "c1", "default");
+  EXPECT_FALSE(in.bootstrap);
+  ASSERT_EQ(in.options.size(), 1U);
+  EXPECT_EQ(in.options[0].type_url(), "containerd.linux.runc.CreateOptions");
+  containerd::linux::runc::CreateOptions co;
+  ASSERT_TRUE(co.ParseFromString(in.options[0].value()));
+  EXPECT_EQ(co.io_uid(), 1000U);
+  EXPECT_EQ(co.io_gid(), 2000U);
+  EXPECT_EQ(shim_cgroup_of(in.options), "");
+
+  auto runc = parse_start_input(kCtd16RuncOptions, "c1", "default");
+  EXPECT_FALSE(runc.bootstrap);
+  ASSERT_EQ(runc.options.size(), 1U);
+  containerd::runc::v1::Options ro;
+  ASSERT_TRUE(ro.ParseFromString(runc.options[0].value()));
+  EXPECT_EQ(ro.io_uid(), 1000U);
+  EXPECT_EQ(ro.io_gid(), 2000U);
+  // Our classes write containerd's bytes.
+  EXPECT_EQ(in.options[0].SerializeAsString(), kCtd16CreateOptions);
+  EXPECT_EQ(runc.options[0].SerializeAsString(), kCtd16RuncOptions);
+}
+
+// The bytes that made libprotobuf print "String field contains invalid UTF-8" into the address
+// containerd 1.6 read: read as BootstrapParams, the Any's value is the string `namespace`.
+TEST(Bootstrap, LibprotobufMessagesGoToTheLoggerOrNowhereNeverToStderr) {
+  route_protobuf_log(nullptr);
+  std::string err = stderr_of([] {
+    bootapi::BootstrapParams p;
+    (void)p.ParseFromString(kCtd16CreateOptions);
+  });
+  EXPECT_EQ(err, "");
+
+  int fds[2];
+  ASSERT_EQ(::pipe2(fds, O_CLOEXEC | O_NONBLOCK), 0);
+  UniqueFd r(fds[0]), w(fds[1]);
+  Logger log(w.get(), LogLevel::Debug);
+  route_protobuf_log(&log);
+  err = stderr_of([] {
+    bootapi::BootstrapParams p;
+    (void)p.ParseFromString(kCtd16RuncOptions);
+  });
+  route_protobuf_log(nullptr);
+  EXPECT_EQ(err, "");
+  char buf[4096];
+  ssize_t n = ::read(r.get(), buf, sizeof buf);
+  ASSERT_GT(n, 0) << "nothing reached the logger";
+  std::string line(buf, static_cast<size_t>(n));
+  EXPECT_NE(line.find("libprotobuf"), std::string::npos) << line;
+  EXPECT_NE(line.find("invalid UTF-8"), std::string::npos) << line;
+}
+
+TEST(Bootstrap, StartWithContainerd16UserNamespaceOptionsAnswersTheAddressAlone) {
+  TempDir t;
+  fs::create_directories(t.p / "bundle");
+  ShimArgs a;
+  a.ns = "default";
+  a.id = "c1";
+  a.address = (t.p / "containerd.sock").string();  // a socket path of this test alone
+  std::string path = socket_path(a.address, a.ns, a.id);
+  UniqueFd listener = listen_unix(path);  // a shim for this group already listens: start only answers
+  for (const auto* input : {&kCtd16CreateOptions, &kCtd16RuncOptions}) {
+    std::string out;
+    std::string err = stderr_of([&] { out = run_start(t.p / "bundle", a, "/bin/false", *input); });
+    EXPECT_EQ(out, "unix://" + path);
+    EXPECT_EQ(err, "");
+  }
+  fs::remove(path);
 }

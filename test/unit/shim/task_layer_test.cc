@@ -45,6 +45,7 @@ class StubRuntime final : public oci::Runtime {
     std::function<void(pid_t)> during_start;
     std::function<void()> during_checkpoint;
     bool fail_exec = false;
+    bool fail_restore = false;
     std::function<void()> during_kill;
     void record(const std::string& c) {
       std::lock_guard lk(mu);
@@ -62,7 +63,12 @@ class StubRuntime final : public oci::Runtime {
     if (s_->fail_exec) throw Error(Code::Unknown, "runc exec of container \"" + id + "\" failed: no such binary");
     launch("exec", o.pid_file);
   }
-  void restore(const std::string&, const oci::RestoreOptions& o) override { launch("restore", o.pid_file); }
+  void restore(const std::string& id, const oci::RestoreOptions& o) override {
+    if (s_->fail_restore)
+      throw Error(Code::Unknown,
+                  "runc restore of container \"" + id + "\" failed: criu: " + o.image_path.string() + " holds no image");
+    launch("restore", o.pid_file);
+  }
   void start(const std::string&) override { s_->record("start"); }
   void kill(const std::string&, int sig, bool all) override {
     if (s_->during_kill) s_->during_kill();
@@ -307,6 +313,60 @@ TEST_F(TaskLayer, ARestoreWhoseCudaFailsRemovesTheRestoredContainer) {
             std::string::npos)
       << msg;
   EXPECT_TRUE(rt_->called("delete"));
+}
+
+// The restore failed before anything ran: the task ends as a process that ended (exit event,
+// stopped), so that a force delete (Wait, Kill with all, Delete: the Go client's WithProcessKill,
+// `ctr task rm -f`, CRI's cleanup) finishes instead of waiting for an exit that never comes.
+TEST_F(TaskLayer, AFailedRestoreEndsTheTaskWithAnExitSoThatAForceDeleteFinishes) {
+  EXPECT_EQ(create("c1", true, "/images/corrupt"), 0);
+  auto waited = std::async(std::launch::async, [&] {
+    task::WaitRequest r;
+    r.set_id("c1");
+    return svc_->wait(r);
+  });
+  rt_->fail_restore = true;
+  std::string msg;
+  EXPECT_EQ(code_of([&] { start("c1"); }, &msg), Code::Unknown);
+  EXPECT_NE(msg.find("/images/corrupt holds no image"), std::string::npos) << msg;
+  ASSERT_EQ(waited.wait_for(10s), std::future_status::ready) << "Wait hangs on a task whose restore failed";
+  auto w = waited.get();
+  EXPECT_EQ(w.exit_status(), 255u);
+  EXPECT_GT(w.exited_at().seconds(), 0) << "an exit time, as for a process that ended";
+  auto s = state("c1");
+  EXPECT_EQ(s.status(), containerd::v1::types::STOPPED);
+  EXPECT_EQ(s.exit_status(), 255u);
+  EXPECT_EQ(events_.topics(), (std::vector<std::string>{"/tasks/create", "/tasks/exit c1"}));
+
+  // Kill answers as for a stopped task; with `all` it goes to the runtime (which knows nothing).
+  EXPECT_EQ(code_of([&] { kill("c1", SIGKILL); }), Code::NotFound);
+  EXPECT_FALSE(rt_->called("kill 9"));
+  EXPECT_EQ(code_of([&] { kill("c1", SIGKILL, "", true); }), Code::Ok);
+  EXPECT_EQ(code_of([&] { add_exec("c1", "e1"); }), Code::Unknown);
+  EXPECT_EQ(code_of([&] { start("c1"); }), Code::Unknown) << "a stopped task does not start again";
+  auto d = remove("c1");
+  EXPECT_EQ(d.exit_status(), 255u);
+  EXPECT_TRUE(rt_->called("delete"));
+  EXPECT_EQ(events_.topics().back(), "/tasks/delete");
+}
+
+// CUDA failed after the runtime restored the processes: they were removed, and their exit (through
+// the reaper) ends the task; until then it is running, so that a kill reaches what may still run.
+TEST_F(TaskLayer, ARestoreWhoseCudaFailsEndsWithTheExitOfTheRestoredProcesses) {
+  EXPECT_EQ(create("c1", true, "/images/ckpt"), 0);
+  hooks_.fail_after_restore = true;
+  EXPECT_EQ(code_of([&] { start("c1"); }), Code::FailedPrecondition);
+  EXPECT_EQ(state("c1").status(), containerd::v1::types::RUNNING);
+  kill("c1", SIGKILL);
+  EXPECT_TRUE(rt_->called("kill 9"));
+  pid_t pid = static_cast<pid_t>(state("c1").pid());
+  ASSERT_GT(pid, 0);
+  svc_->on_exit(pid, SIGKILL);  // a wait(2) status: killed by SIGKILL
+  auto s = state("c1");
+  EXPECT_EQ(s.status(), containerd::v1::types::STOPPED);
+  EXPECT_EQ(s.exit_status(), 128u + SIGKILL);
+  EXPECT_EQ(events_.topics().back(), "/tasks/exit c1");
+  EXPECT_EQ(remove("c1").exit_status(), 128u + SIGKILL);
 }
 
 TEST_F(TaskLayer, ExecExitsGoOutBeforeTheInitExitOfTheSameContainer) {
