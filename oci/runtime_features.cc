@@ -55,7 +55,8 @@ std::optional<Version> parse_version(const std::string& s) {
   return std::nullopt;
 }
 
-RuntimeFeatures parse_runtime_features(RuntimeKind kind, const std::string& version_out, const std::string& features_out) {
+RuntimeFeatures parse_runtime_features(RuntimeKind kind, const std::string& version_out, const std::string& features_out,
+                                       const std::string& checkpoint_help) {
   RuntimeFeatures f{.kind = kind};
   // "runc version 1.1.5+ds1", "crun version 1.8.1", "runsc version release-20260817.0-70-g3c5eee17d-go-d53e01b47280"
   f.version = trim(line_after(version_out, std::string(runtime_kind_name(kind)) + " version "));
@@ -71,6 +72,7 @@ RuntimeFeatures parse_runtime_features(RuntimeKind kind, const std::string& vers
   f.numbers = parse_version(f.version);
   if (kind == RuntimeKind::Runc) {
     f.criu_flag = f.numbers && *f.numbers < Version{1, 2, 0};
+    f.link_remap_flag = checkpoint_help.find("--link-remap") != std::string::npos;
     auto j = nlohmann::json::parse(features_out, nullptr, false);
     if (j.is_object() && j.contains("annotations") && j["annotations"].is_object()) {
       const auto& a = j["annotations"];

@@ -27,13 +27,19 @@ struct RuntimeFeatures {
   std::optional<Version> numbers;  // runc, crun: the version's numbers; runsc: none (dated releases)
   // runc < 1.2: the global --criu flag names the CRIU binary. Otherwise CRIU is looked up in PATH.
   bool criu_flag = false;
+  // runc's `checkpoint --link-remap` (runc 1.4 has it, 1.1 not). Where runc has the flag it also sets
+  // CRIU's link_remap in its RPC request, which overrides a "link-remap" line of the CRIU
+  // configuration the shim hands over: such a runc must be given the flag itself.
+  bool link_remap_flag = false;
   // runc features' org.opencontainers.runc.checkpoint.enabled, crun's +CRIU; nullopt: not told.
   std::optional<bool> checkpoint;
   std::string error;  // why the version is unknown (the probe failed), else empty
 };
 
-// From the outputs of `BINARY --version` and (runc only; empty otherwise) `runc features`.
-RuntimeFeatures parse_runtime_features(RuntimeKind kind, const std::string& version_out, const std::string& features_out);
+// From the outputs of `BINARY --version` and (runc only; empty otherwise) `runc features` and
+// `runc checkpoint --help`.
+RuntimeFeatures parse_runtime_features(RuntimeKind kind, const std::string& version_out, const std::string& features_out,
+                                       const std::string& checkpoint_help = "");
 
 struct CriuInfo {
   std::string binary;              // the program that would run (criu_path, or "criu" found in PATH)

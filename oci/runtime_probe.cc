@@ -22,15 +22,20 @@ RuntimeFeatures RuntimeProbe::runtime(const std::string& binary) {
   RuntimeFeatures f{.kind = kind};
   try {
     std::string version = output_of({binary, "--version"});
-    std::string features;
+    std::string features, checkpoint_help;
     if (kind == RuntimeKind::Runc) {
       try {
         features = output_of({binary, "features"});
       } catch (const Error& e) {
         log_.debug(std::string("runtime probe: ") + e.what());  // a runc without `features` (1.0): the version decides
       }
+      try {
+        checkpoint_help = output_of({binary, "checkpoint", "--help"});
+      } catch (const Error& e) {
+        log_.debug(std::string("runtime probe: ") + e.what());  // then no --link-remap is given
+      }
     }
-    f = parse_runtime_features(kind, version, features);
+    f = parse_runtime_features(kind, version, features, checkpoint_help);
   } catch (const Error& e) {
     f.error = e.what();
   }

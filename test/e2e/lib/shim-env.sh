@@ -15,7 +15,10 @@ NV_RT=io.containerd.nvproxy.v1
 nv_shim_config_write() {
   local bin root extra=""
   case $NV_RUNTIME in
-    runc) bin=${NV_RUNC_BIN:-$(command -v runc)} ;;
+    runc)
+      bin=${NV_RUNC_BIN:-$(command -v runc)}
+      [[ -x $bin ]] || nv_skip "runc $bin not on this machine (scripts/fetch-shared-deps.sh)"
+      ;;
     crun) bin=$(command -v crun) ;;
     runsc)
       [[ -r /opt/nvproxy-deps/trixie/env.sh ]] && source /opt/nvproxy-deps/trixie/env.sh

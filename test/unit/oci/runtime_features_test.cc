@@ -47,6 +47,18 @@ TEST(RuntimeFeatures, Runc143FindsCriuThroughPath) {
   EXPECT_FALSE(no_features.checkpoint) << "runc 1.0 has no `features`: not told";
 }
 
+// runc 1.4.3's checkpoint has --link-remap (and then overrides the CRIU configuration's line
+// with its own RPC value); 1.1.5's has not.
+TEST(RuntimeFeatures, LinkRemapFlagFromCheckpointHelp) {
+  EXPECT_TRUE(parse_runtime_features(RuntimeKind::Runc, data("runc-1.4.3.version"), data("runc-1.4.3.features"),
+                                     data("runc-1.4.3.checkpoint-help"))
+                  .link_remap_flag);
+  EXPECT_FALSE(parse_runtime_features(RuntimeKind::Runc, data("runc-1.1.5.version"), data("runc-1.1.5.features"),
+                                      data("runc-1.1.5.checkpoint-help"))
+                   .link_remap_flag);
+  EXPECT_FALSE(parse_runtime_features(RuntimeKind::Runc, data("runc-1.4.3.version"), "").link_remap_flag);
+}
+
 TEST(RuntimeFeatures, CrunSaysWhetherItHasCriu) {
   auto f = parse_runtime_features(RuntimeKind::Crun, data("crun-1.8.1.version"), "");
   EXPECT_EQ(f.version, "1.8.1");

@@ -89,9 +89,11 @@ TEST_F(RuntimeTest, CriuPathThroughPathWhereTheFlagIsGone) {
   std::ofstream(kit / "criu-4.2") << "#!/bin/sh\necho kit-criu\n";
   ::chmod((kit / "criu-4.2").c_str(), 0755);
   auto probe = dir_ / "probe-runc";
-  std::ofstream(probe) << "#!/bin/sh\ncase $1 in --version) echo 'runc version 1.4.3'; exit 0;; features) exit 0;; esac\n"
-                          "echo \"$@\" >> "
-                       << (dir_ / "argv").string() << "\ncriu >> " << (dir_ / "found").string() << "\n";
+  std::ofstream(probe)
+      << "#!/bin/sh\ncase $1 in --version) echo 'runc version 1.4.3'; exit 0;; features) exit 0;; esac\n"
+         "[ \"$1 $2\" = 'checkpoint --help' ] && { echo '   --link-remap   allow one to link unlinked files'; exit 0; }\n"
+         "echo \"$@\" >> "
+      << (dir_ / "argv").string() << "\ncriu >> " << (dir_ / "found").string() << "\n";
   ::chmod(probe.c_str(), 0755);
   auto work = dir_ / "w";
   RuntimeProbe shared(runner_, log_);
@@ -99,6 +101,7 @@ TEST_F(RuntimeTest, CriuPathThroughPathWhereTheFlagIsGone) {
   EXPECT_FALSE(rt.features().criu_flag);
   rt.checkpoint("c1", {.leave_running = true, .image_path = "/img", .work_path = work.string()});
   EXPECT_EQ(argv().find("--criu"), std::string::npos) << argv();
+  EXPECT_NE(argv().find("--link-remap"), std::string::npos) << "this runc overrides the config's link-remap: " << argv();
   EXPECT_EQ(read_file(dir_ / "found"), "kit-criu\n") << "the runtime's PATH finds criu_path as `criu`";
   EXPECT_EQ(std::filesystem::read_symlink(work / "nvproxy-criu-bin" / "criu"), kit / "criu-4.2");
   std::filesystem::remove(dir_ / "found");
@@ -125,7 +128,7 @@ TEST_F(RuntimeTest, ProbedOncePerBinary) {
   Runtime b({.binary = counted.string()}, runner_, log_, "", &shared);
   EXPECT_TRUE(a.features().criu_flag);
   EXPECT_TRUE(b.features().criu_flag);
-  EXPECT_EQ(read_file(dir_ / "probes"), "--version\nfeatures\n");
+  EXPECT_EQ(read_file(dir_ / "probes"), "--version\nfeatures\ncheckpoint\n");
 }
 
 // A probe that does not answer in time is cut off; the version is unknown.
@@ -146,7 +149,8 @@ TEST_F(RuntimeTest, ProbeHasADeadline) {
 // crun start it), written into the work path, for checkpoint and restore; runsc gets none.
 TEST_F(RuntimeTest, CriuOptionsReachCriuThroughItsConfigFile) {
   auto script = dir_ / "env-runc";
-  std::ofstream(script) << "#!/bin/sh\necho \"${CRIU_CONFIG_FILE:-none}\" >> " << (dir_ / "env").string() << "\n";
+  std::ofstream(script) << "#!/bin/sh\ncase \"$1 $2\" in \"--version \"|\"features \"|\"checkpoint --help\") exit 0;; esac\n"
+                        << "echo \"${CRIU_CONFIG_FILE:-none}\" >> " << (dir_ / "env").string() << "\n";
   ::chmod(script.c_str(), 0755);
   auto work = dir_ / "cw";
   Runtime rt({.binary = script.string()}, runner_, log_, dir_ / "log.json");
