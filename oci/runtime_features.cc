@@ -83,7 +83,7 @@ RuntimeFeatures parse_runtime_features(RuntimeKind kind, const std::string& vers
     // The feature line: "+SYSTEMD +SELINUX +APPARMOR +CAP +SECCOMP +EBPF +CRIU +YAJL".
     std::istringstream in(version_out);
     for (std::string line; std::getline(in, line);) {
-      if (line.rfind("+", 0) != 0) continue;
+      if (line.rfind('+', 0) != 0) continue;
       f.checkpoint = (" " + line + " ").find(" +CRIU ") != std::string::npos;
     }
   }

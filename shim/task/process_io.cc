@@ -35,8 +35,8 @@ void chown_pipes(const ProcessIO& io, const IoOwner& owner) {
     struct stat sb {};
     if (fd < 0 || ::fstat(fd, &sb) < 0 || !S_ISFIFO(sb.st_mode)) continue;
     if (::fchown(fd, owner.uid, owner.gid) < 0)
-      throw sys_error("chown the stdio pipes of container \"" + owner.container_id + "\" to IoUid " +
-                      std::to_string(owner.uid) + " IoGid " + std::to_string(owner.gid));
+      throw sys_error("chown the stdio pipes of container \"" + owner.container_id + "\" to IoUid " + std::to_string(owner.uid) +
+                      " IoGid " + std::to_string(owner.gid));
   }
 }
 
