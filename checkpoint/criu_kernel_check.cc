@@ -2,47 +2,15 @@
 
 #include <sys/utsname.h>
 
-#include <cctype>
-
 #include "checkpoint/inet_sockets.h"
+#include "common/version.h"
 
 namespace nvproxy::checkpoint {
 
-namespace {
-
-struct Numbers {
-  int major = 0, minor = 0;
-  bool ok = false;
-};
-
-// The leading "N.N" of a version or kernel release.
-Numbers leading(const std::string& s) {
-  Numbers n;
-  size_t i = 0;
-  auto number = [&](int& out) {
-    size_t b = i;
-    long v = 0;
-    while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i])) && v < 100000) v = v * 10 + (s[i++] - '0');
-    out = static_cast<int>(v);
-    return i > b;
-  };
-  if (!number(n.major)) return n;
-  if (i >= s.size() || s[i] != '.') return n;
-  ++i;
-  n.ok = number(n.minor);
-  return n;
-}
-
-bool before(const Numbers& a, int major, int minor) {
-  return a.major < major || (a.major == major && a.minor < minor);
-}
-
-}  // namespace
-
 std::optional<std::string> criu_kernel_conflict(const std::string& criu_version, const std::string& kernel_release) {
-  Numbers criu = leading(criu_version), kernel = leading(kernel_release);
-  if (!criu.ok || !kernel.ok) return std::nullopt;
-  if (!before(criu, 4, 2) || before(kernel, 6, 16)) return std::nullopt;
+  auto criu = parse_version(criu_version), kernel = parse_version(kernel_release);
+  if (!criu || !kernel) return std::nullopt;
+  if (*criu >= Version{4, 2, 0} || *kernel < Version{6, 16, 0}) return std::nullopt;
   return "CRIU " + criu_version + " cannot checkpoint inet sockets on kernel " + kernel_release +
          " (kernels >= 6.16 refuse SO_PASSCRED on them, which CRIU < 4.2 reads): install CRIU >= 4.2";
 }
