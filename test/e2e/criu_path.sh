@@ -50,8 +50,9 @@ nv_ctr run -d --runtime $NV_RT "$NV_IMAGE" cp sh -c 'i=0; while :; do i=$((i+1))
 nv_wait_for -t 30 counter_above cp 19 || nv_fail "counter does not advance: $(counter cp)"
 
 nv_log "checkpoint with runc $want and runtime.criu_path (CRIU not in PATH)"
-nv_ctr c checkpoint --task --rw cp cpref
+# Read before the checkpoint: the image is taken later, so the restored count is at least this.
 before=$(counter cp)
+nv_ctr c checkpoint --task --rw cp cpref
 grep -qx swrk "$kit/calls" || nv_fail "the checkpoint did not run CRIU through criu_path: $(cat "$kit/calls" 2>/dev/null)"
 nv_assert_eq RUNNING "$(nv_task_status cp)" "container state after a leave-running checkpoint"
 log=$NV_DIR/containerd.log
@@ -78,7 +79,7 @@ grep -qx swrk "$kit/calls" || nv_fail "the restore did not run CRIU through criu
 # The first exec into a just-restored container can fail: wait for the counter to be read.
 nv_wait_for -t 10 counter_above cp 0 || nv_fail "cannot read the restored counter"
 after=$(counter cp)
-((after >= before - 10)) || nv_fail "state did not continue: before=$before after=$after"
+((after >= before)) || nv_fail "state did not continue: before=$before after=$after"
 nv_wait_for -t 10 counter_above cp "$after" || nv_fail "restored loop is not running: stays at $after"
 nv_ctr task kill -s KILL cp
 echo "PASS criu_path (runc $want, containerd $NV_CONTAINERD_VERSION)"
