@@ -86,8 +86,10 @@ nv_wait_for -t 10 bash -c "[[ \$(ctr -a $NV_SOCK -n $NV_NAMESPACE task ls | awk 
 nv_ctr task rm cuda >/dev/null
 nv_ctr c rm cuda
 # The checkpoint image carries the processes in the checkpointed CUDA state: the shim must bring
-# them back after CRIU restores them (new host pids, same container pids).
-for c in "${cp[@]}"; do echo checkpointed >"$FAKE/cuda/$c.state"; touch "$FAKE/cuda/$c.closed"; done
+# them back after CRIU restores them (new host pids, same container pids). The state file is written
+# as the fake driver writes it (no newline): CRIU's image may hold it open (the app reads it every
+# millisecond) and refuses to restore a file whose size changed ("has bad size 13 (expect 12)").
+for c in "${cp[@]}"; do printf checkpointed >"$FAKE/cuda/$c.state"; touch "$FAKE/cuda/$c.closed"; done
 : >"$log"
 nv_ctr c restore --live --rw cuda cudaref </dev/null
 nv_assert_eq RUNNING "$(task_status cuda)" "restored container state"

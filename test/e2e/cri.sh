@@ -230,7 +230,7 @@ nv_log "ckpt: restore by CreateContainer from the archive; CUDA comes back and t
 nv_crictl stop -t 0 "$K" >/dev/null
 nv_crictl rm "$K" >/dev/null
 # As in checkpoint_gpu_fake.sh: the image holds the processes in the checkpointed CUDA state.
-for c in "${cp[@]}"; do echo checkpointed >"$F/cuda/$c.state"; touch "$F/cuda/$c.closed"; done
+for c in "${cp[@]}"; do printf checkpointed >"$F/cuda/$c.state"; touch "$F/cuda/$c.closed"; done
 : >"$log"
 RS=$(nv_cri_ctr ck "$POD" cuda-restored '.image.image = $ENV.ARCHIVE | .mounts = ($ENV.CUDA_MOUNTS | fromjson)')
 nv_crictl start "$RS" >/dev/null

@@ -84,7 +84,7 @@ jq -e --argjson p "$exec_host" '.verdict == "done" and (.toggled | length) == 2 
   "$diag" >/dev/null || nv_fail "the report does not name the lost process $exec_host: $(cat "$diag")"
 stop_and_remove ex2
 # The image holds the init CUDA-checkpointed (the fake driver's state lives outside the image).
-echo checkpointed >"$FAKE/cuda/$init_cpid.state"
+printf checkpointed >"$FAKE/cuda/$init_cpid.state"
 touch "$FAKE/cuda/$init_cpid.closed"
 : >"$FAKE/cuda/calls.log"
 nv_ctr c restore --live --rw ex2 ex2ref </dev/null

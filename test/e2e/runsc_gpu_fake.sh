@@ -148,7 +148,7 @@ ctr_t c rm cuda
 # The image holds the processes in the checkpointed CUDA state; the fake driver's state lives in
 # files outside the image, so put them where the image left them.
 for c in "${cp[@]}"; do
-  echo checkpointed >"$FAKE/cuda/$c.state"
+  printf checkpointed >"$FAKE/cuda/$c.state"
   touch "$FAKE/cuda/$c.closed"
   rm -f "$FAKE/cuda/$c.counter"  # the next value written comes from the restored app
 done
@@ -204,7 +204,7 @@ ctr_t c rm cuda
 
 nv_log "a restore whose CUDA restore fails names the sandbox pid and the driver's answer"
 for c in "${cp[@]}"; do
-  echo checkpointed >"$FAKE/cuda/$c.state"
+  printf checkpointed >"$FAKE/cuda/$c.state"
   touch "$FAKE/cuda/$c.closed"
 done
 touch "$FAKE/cuda/${cp[1]}.unrestorable"
