@@ -5,8 +5,8 @@
 //            [--cuda driver-api|cuda-checkpoint|none] [--cuda-checkpoint-path P] [--libcuda LIB]
 //            [--libnvml LIB] [--device-glob GLOB...]
 //
-// Pids come from `RUNTIME --root DIR ps --format json ID` (DIR defaults to /run/containerd/runc/NS,
-// where containerd's runc shims keep state), or from --pid. Exit status: 0 a checkpoint would
+// Pids come from `RUNTIME [--root DIR] ps --format json ID` (the shim's `diagnose` fills RUNTIME and
+// DIR from the container's bundle, where Create recorded them), or from --pid. Exit status: 0 a checkpoint would
 // proceed, 3 it would be refused, 1 error, 2 bad usage.
 #pragma once
 

@@ -55,6 +55,12 @@ std::string count_processes(size_t n) {
   return std::to_string(n) + (n == 1 ? " process" : " processes");
 }
 
+std::string phases_text(const std::vector<PhaseTiming>& phases) {
+  std::string s;
+  for (const auto& p : phases) s += " " + p.name + "=" + std::to_string(static_cast<long>(p.ms)) + "ms";
+  return s;
+}
+
 std::string render_text(const Diagnostic& d) {
   std::string out = d.verdict.empty() ? "container \"" + d.container + "\": " + d.reason
                                       : "checkpoint of container \"" + d.container + "\" " + d.verdict + ": " + d.reason;

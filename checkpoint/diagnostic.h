@@ -62,6 +62,8 @@ std::vector<std::pair<std::string, std::string>> group_by_device(const std::vect
 
 // "1 process" / "2 processes".
 std::string count_processes(size_t n);
+// " scan=46ms lock=1ms ...": the phases for a log line.
+std::string phases_text(const std::vector<PhaseTiming>& phases);
 
 std::string render_text(const Diagnostic& d);
 nlohmann::json to_json(const Diagnostic& d);

@@ -19,7 +19,9 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -29,6 +31,7 @@
 #include "checkpoint/diagnostic.h"
 #include "checkpoint/gpu_usage.h"
 #include "checkpoint/holder_scan.h"
+#include "checkpoint/process_holds.h"
 #include "checkpoint/process_list.h"
 #include "checkpoint/snapshot_check.h"
 #include "checkpoint/space_check.h"
@@ -102,12 +105,17 @@ class Orchestrator {
   // restored container (gone, or not in the image) fails the restore too, naming it.
   // device_map: the container comes back on other GPUs (restore_preflight.h's check says which);
   // every checkpointed process is restored with it.
+  // container_pid: a listed pid in the namespace `expected` uses (default: the host pid's NSpid).
   ResumeOutcome restore_after_runtime_restore(const std::string& container_id, const std::filesystem::path& diagnostic_path = {},
                                               const std::vector<ExpectedProcess>& expected = {},
-                                              const DeviceMap& device_map = {});
+                                              const DeviceMap& device_map = {},
+                                              const std::function<pid_t(pid_t)>& container_pid = {});
 
-  // Read-only: nothing is toggled.
-  Inspection inspect(const std::string& container_id);
+  // Read-only: nothing is toggled. The same decision as checkpoint()'s (decide()), on the same
+  // request: with init_pid, processes outside the init's tree are told; with image_path (and a
+  // space probe), whether the image fits.
+  Inspection inspect(const CheckpointRequest& req);
+  Inspection inspect(const std::string& container_id) { return inspect(CheckpointRequest{.container_id = container_id}); }
 
   // Optional: the preflight also refuses ranks of a collective (NCCL) that this probe finds.
   void set_comm_probe(CommProbe* comm) { comm_ = comm; }
@@ -117,13 +125,15 @@ class Orchestrator {
   // Optional: with it the checkpoint is refused before any toggle when the runtime's snapshot
   // cannot work on this host (snapshot_check.h), whether or not GPU processes are there.
   void set_snapshot_check(SnapshotCheck* check) { snapshot_check_ = check; }
+  // Optional (host pids only): every process is held from the scan on, and no driver call is made
+  // on a pid that no longer is the process found (process_holds.h).
+  void set_process_holds(ProcessHolds* holds) { holds_ = holds; }
 
   struct Classified;  // internal, shared by checkpoint() and inspect()
 
  private:
-  // The one preflight policy of checkpoint() and inspect(): what the driver could checkpoint but
-  // never restore (contexts on several GPUs, collective ranks, CUDA IPC) or will not checkpoint
-  // (managed memory), found before anything is toggled.
+  // What the driver could checkpoint but never restore (contexts on several GPUs, collective
+  // ranks, CUDA IPC) or will not checkpoint (managed memory), found before anything is toggled.
   struct Preflight {
     std::map<pid_t, std::set<std::string>> gpus;
     std::string probe_error;  // the GPU probe failed: nothing above can be told
@@ -135,13 +145,49 @@ class Orchestrator {
   struct Refusal {
     std::string reason;
     std::vector<ProcessReport> processes;
+    std::string phase = "preflight";  // which step refused: runtime, classify, preflight, tree, space
   };
+  // The one policy of checkpoint() and inspect() (orchestrator_decide.cc): whether a checkpoint of
+  // what the scan and the classification found goes ahead, refused before anything is toggled.
+  // In order: the runtime's own snapshot check (CRIU against the kernel), holders the toggle cannot
+  // release, what the driver cannot restore (Preflight), CUDA processes outside the init's tree,
+  // and whether the image fits.
+  struct Decision {
+    std::optional<Refusal> refusal;
+    std::vector<std::string> warnings;
+    std::vector<pid_t> lost;                              // CUDA, outside the init's tree, checkpointed anyway
+    nlohmann::json details = nlohmann::json::object();    // the diagnostic's "criu", "not_restored", "space"
+    Preflight preflight;                                  // what it found about GPUs (inspect shows it)
+  };
+  // c == nullptr: no device holders, or CUDA toggling is off: only the runtime's check applies.
+  Decision decide(const CheckpointRequest& req, const std::vector<pid_t>& pids, const Classified* c,
+                  std::vector<PhaseTiming>& phases);
+  std::optional<Refusal> runtime_refusal(const std::vector<pid_t>& pids, Decision& d, std::vector<PhaseTiming>& phases,
+                                         const std::string& id);
+  std::optional<Refusal> blocker_refusal(const Classified& c) const;
+  std::optional<Refusal> outside_tree(const CheckpointRequest& req, const std::vector<pid_t>& pids, const Classified& c,
+                                      Decision& d);
+  std::optional<Refusal> space_refusal(const CheckpointRequest& req, const std::vector<pid_t>& pids, const Classified& c,
+                                       Decision& d, std::vector<PhaseTiming>& phases);
   Preflight preflight(const Classified& c);
   // Pids (of `pids`) outside the init's process tree, in pid order; empty when init is unknown.
   std::vector<pid_t> outside_init_tree(pid_t init, const std::vector<pid_t>& pids);
   // nullopt: go ahead (checkpoint.allow_unrestorable turns every finding into a warning).
   [[nodiscard]] std::optional<Refusal> refusal(const Preflight& pf) const;
   [[nodiscard]] std::vector<std::string> preflight_warnings(const Preflight& pf) const;
+
+  // The phases of checkpoint() after decide() (orchestrator_checkpoint.cc), each with the attempt
+  // it belongs to and the guard that owns what was toggled.
+  class Attempt;
+  class Toggled;
+  void lock_all(Attempt& a, const Classified& c, Toggled& t);
+  void checkpoint_all(Attempt& a, const Classified& c, Toggled& t);
+  void verify(Attempt& a, const std::vector<pid_t>& pids, Toggled& t);
+  void take_snapshot(Attempt& a, const SnapshotFn& snapshot, Toggled& t);
+  void snapshot_only(Attempt& a, const SnapshotFn& snapshot);
+  void resume(Attempt& a, const std::vector<pid_t>& toggled, Toggled& t);
+  std::vector<ProcessReport> failure_rows(const Classified& c, const std::map<pid_t, CudaError>& failed);
+
   struct Resumed {
     std::vector<pid_t> running;
     std::vector<StuckProcess> stuck;
@@ -154,8 +200,8 @@ class Orchestrator {
   std::map<pid_t, std::set<std::string>> probe_gpus(std::string& error);
   std::vector<ProcessReport> collective_ranks(const Classified& c, const std::map<pid_t, std::set<std::string>>& gpus);
   ProcessReport report_for(pid_t pid, const std::vector<Holder>& holders);
-  // The report of a checkpoint that succeeded (same file and shape as a refusal's, verdict "done").
-  void write_done(const CheckpointRequest& req, Diagnostic& diag, const CheckpointOutcome& out);
+  // Throws CudaError(op, "not asked") when pid is no longer the process the scan found.
+  void ensure_held(pid_t pid, const char* op);
 
   CheckpointConfig cfg_;
   ProcessLister& lister_;
@@ -165,6 +211,7 @@ class Orchestrator {
   CommProbe* comm_ = nullptr;
   SpaceProbe* space_ = nullptr;
   SnapshotCheck* snapshot_check_ = nullptr;
+  ProcessHolds* holds_ = nullptr;
   Logger& log_;
 };
 

@@ -87,10 +87,24 @@ std::vector<pid_t> RuntimePsLister::list() {
   std::vector<std::string> argv{runtime_};
   if (!root_.empty()) argv.insert(argv.end(), {"--root", root_});
   argv.insert(argv.end(), {"ps", "--format", "json", id_});
-  RunResult r = runner_.run({.argv = argv});
+  // Bounded like every runtime call: a hung runtime fails the question, it does not hang the shim.
+  RunResult r = runner_.run({.argv = argv, .timeout = std::chrono::seconds(30)});
   std::string what = runtime_ + " ps of container \"" + id_ + "\"";
   if (!r.ok()) throw Error(Code::FailedPrecondition, what + " failed: " + r.describe());
   return parse_pid_array_json(r.out, what);
+}
+
+pid_t runtime_init_pid(ProcessRunner& runner, const std::string& runtime, const std::string& root, const std::string& id) {
+  std::vector<std::string> argv{runtime};
+  if (!root.empty()) argv.insert(argv.end(), {"--root", root});
+  argv.insert(argv.end(), {"state", id});
+  RunResult r = runner.run({.argv = argv, .timeout = std::chrono::seconds(30)});
+  std::string what = runtime + " state of container \"" + id + "\"";
+  if (!r.ok()) throw Error(Code::FailedPrecondition, what + " failed: " + r.describe());
+  auto j = nlohmann::json::parse(r.out, nullptr, false);
+  if (!j.is_object() || !j.contains("pid") || !j["pid"].is_number_integer())
+    throw Error(Code::Internal, what + ": no pid in " + r.out.substr(0, 200));
+  return j["pid"].get<pid_t>();
 }
 
 }  // namespace nvproxy::checkpoint

@@ -64,4 +64,7 @@ class RuntimePsLister final : public ProcessLister {
   std::string runtime_, root_, id_;
 };
 
+// The init's host pid from RUNTIME [--root ROOT] state ID. Throws Error.
+pid_t runtime_init_pid(ProcessRunner& runner, const std::string& runtime, const std::string& root, const std::string& id);
+
 }  // namespace nvproxy::checkpoint

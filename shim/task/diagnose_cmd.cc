@@ -6,9 +6,8 @@
 #include "checkpoint/diagnose.h"
 #include "checkpoint/diagnostic.h"
 #include "checkpoint/sandbox_tools.h"
-#include "common/fs.h"
-#include "gpu/record.h"
 #include "shim/task/runtime_locator.h"
+#include "shim/task/sandbox_target.h"
 
 namespace nvproxy::shim {
 
@@ -40,14 +39,7 @@ int diagnose_in_sandbox(const std::string& id, const oci::RuntimeConfig& rc, con
   try {
     checkpoint::CheckpointConfig cfg;
     if (auto globs = flag_values(args, "--device-glob"); !globs.empty()) cfg.device_globs = globs;
-    checkpoint::SandboxTarget t;
-    t.runsc.push_back(rc.binary);
-    if (!rc.root.empty()) t.runsc.push_back("--root=" + rc.root);
-    t.runsc.insert(t.runsc.end(), rc.extra_args.begin(), rc.extra_args.end());
-    t.container_id = id;
-    auto spec = nlohmann::json::parse(read_file(bundle / "config.json"), nullptr, false);
-    if (auto rec = spec.is_discarded() ? std::nullopt : gpu::read_record(spec))
-      t.lib_dirs = rec->value("ldDirs", std::vector<std::string>{});
+    checkpoint::SandboxTarget t = sandbox_target(rc, id, bundle);
     DirectWaiter waiter;
     ProcessRunner runner(waiter);
     Logger log(-1);
@@ -81,17 +73,21 @@ int diagnose_cmd(const std::vector<std::string>& args, std::ostream& out, std::o
     rest.push_back(args[i]);
   }
   std::string id = flag_value(args, "--id");
-  bool given = !flag_value(args, "--runtime").empty() || !flag_value(args, "--runtime-root").empty();
-  if (!id.empty() && !given) {
+  std::string runtime = flag_value(args, "--runtime"), root = flag_value(args, "--runtime-root");
+  if (!id.empty() && (runtime.empty() || root.empty())) {
+    // What the operator did not name comes from the bundle's record of what Create chose.
     std::string ns = flag_value(args, "--namespace");
     if (ns.empty()) ns = "default";
     std::string bundle = flag_value(args, "--bundle");
     std::filesystem::path b = bundle.empty() ? default_bundle(ns, id) : std::filesystem::path(bundle);
     auto rc = locate_runtime(b, ns);
+    if (!runtime.empty() && runtime != rc.binary) rc.root.clear();  // another runtime: its own default root
+    if (!runtime.empty()) rc.binary = runtime;
+    if (!root.empty()) rc.root = root;
     if (oci::runtime_kind_from_binary(rc.binary) == oci::RuntimeKind::Runsc && flag_value(args, "--pid").empty())
       return diagnose_in_sandbox(id, rc, b, args, out, err);
-    rest.insert(rest.end(), {"--runtime", rc.binary});
-    if (!rc.root.empty()) rest.insert(rest.end(), {"--runtime-root", rc.root});
+    if (runtime.empty()) rest.insert(rest.end(), {"--runtime", rc.binary});
+    if (root.empty() && !rc.root.empty()) rest.insert(rest.end(), {"--runtime-root", rc.root});
   }
   return checkpoint::diagnose_main(rest, out, err);
 }

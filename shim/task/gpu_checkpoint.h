@@ -1,4 +1,7 @@
-// The CheckpointHooks the daemon uses: the GPU-aware checkpoint flow (shim/checkpoint_flow.h).
+// The CheckpointHooks the daemon uses: a thin adapter from the task layer's Container to the
+// checkpoint use case (checkpoint/session.h). It says which runtime verbs the session may use
+// (ContainerRuntime over oci::Runtime) and where its questions go (the host's tools under runc and
+// crun, the sandbox's under runsc); everything else about a checkpoint lives in checkpoint/.
 #pragma once
 
 #include "shim/task/container.h"
@@ -9,7 +12,7 @@ class GpuCheckpointHooks final : public CheckpointHooks {
  public:
   GpuCheckpointHooks(Logger& log, ProcessRunner& runner) : log_(log), runner_(runner) {}
   void checkpoint(Container& c, const oci::CheckpointFlags& flags, bool paused) override;
-  // Refuses a restore this host's GPUs cannot give back (check_restore_host).
+  // Refuses a restore this host's GPUs cannot give back (CheckpointSession::before_restore).
   void before_restore(Container& c, const std::filesystem::path& image) override;
   void after_restore(Container& c, const std::filesystem::path& image) override;
 

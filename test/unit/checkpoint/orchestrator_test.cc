@@ -495,10 +495,15 @@ TEST_F(OrchestratorTest, UnusableDriverRefusalCarriesTheTableAndTheJson) {
   EXPECT_EQ(j["processes"][0]["cuda_state"], "(unknown)");
   EXPECT_EQ(j["processes"][0]["holders"][0]["path"], gpu.device());
   EXPECT_TRUE(j["processes"][0]["holders"][0].contains("fd"));
-  // diagnose's view says the same.
+  // diagnose's view says the same, with the table (a process beside it without devices is no
+  // reason to fail: without a driver nothing can be asked about it).
+  pids = {a, ::getpid()};
   auto ins = make(&missing).inspect("c1");
   EXPECT_TRUE(ins.would_refuse);
   EXPECT_TRUE(has(ins.diagnostic.reason, "CUDA state cannot be read")) << ins.diagnostic.reason;
+  ASSERT_EQ(ins.diagnostic.processes.size(), 1u);
+  EXPECT_EQ(ins.diagnostic.processes[0].cuda_state, "(unknown)");
+  EXPECT_TRUE(has(render_text(ins.diagnostic), gpu.device())) << render_text(ins.diagnostic);
   EXPECT_EQ(snapshots, 0);
 }
 
@@ -525,6 +530,14 @@ TEST_F(OrchestratorTest, CudaProcessOutsideTheInitTreeIsRefusedUnlessAllowed) {
   EXPECT_TRUE(gpu.calls("lock").empty()) << "refused before any toggle";
   EXPECT_EQ(diag_json()["not_restored"][0]["pid"], exec);
   EXPECT_EQ(snapshots, 0);
+  // diagnose decides the same (one decide()), and names the same process.
+  auto ins = make().inspect(r);
+  EXPECT_TRUE(ins.would_refuse);
+  EXPECT_TRUE(has(ins.diagnostic.reason, "a checkpoint would be refused: 1 process with CUDA state is outside")) << ins.diagnostic.reason;
+  EXPECT_EQ(ins.diagnostic.details["not_restored"][0]["pid"], exec);
+  auto row = std::find_if(ins.diagnostic.processes.begin(), ins.diagnostic.processes.end(), [&](auto& p) { return p.pid == exec; });
+  ASSERT_NE(row, ins.diagnostic.processes.end());
+  EXPECT_TRUE(has(row->hint, "runs beside the init")) << row->hint;
 
   cfg.allow_lost_cuda_processes = true;
   auto out = make().checkpoint(r, counting_snapshot());
@@ -606,6 +619,12 @@ TEST_F(OrchestratorTest, CheckpointThatCannotFitIsRefusedWithTheNumbers) {
   auto j = diag_json();
   EXPECT_EQ(j["space"]["image_bytes"], 52 * GiB);
   EXPECT_EQ(j["space"]["same_filesystem"], true);
+  // diagnose, asked about the same image path, says the same.
+  auto ins = o.inspect(r);
+  EXPECT_TRUE(ins.would_refuse);
+  EXPECT_TRUE(has(ins.diagnostic.reason, "a checkpoint would be refused: the checkpoint image needs about 52.0 GiB"))
+      << ins.diagnostic.reason;
+  EXPECT_EQ(ins.diagnostic.details["space"]["image_bytes"], 52 * GiB);
 
   // Without containerd's copy (a path of the user's) it fits.
   r.image_path = "/img";
@@ -705,4 +724,60 @@ TEST_F(OrchestratorTest, CudaIpcAndManagedMemoryAreRefusedBeforeAnyToggle) {
   for (const auto& w : out.warnings) all += w + "\n";
   EXPECT_TRUE(has(all, P(importer) + " shares GPU memory through CUDA IPC; checkpointing anyway")) << all;
   EXPECT_TRUE(has(all, P(plain) + " holds managed memory; checkpointing anyway")) << all;
+}
+
+namespace {
+// Holds that say one pid ended after the scan (its number taken by another process).
+struct OneGone final : ProcessHolds {
+  pid_t gone_pid = 0;
+  std::vector<pid_t> held;
+  void hold(const std::vector<pid_t>& pids) override { held.insert(held.end(), pids.begin(), pids.end()); }
+  std::string gone(pid_t pid) override { return pid == gone_pid ? "pid " + std::to_string(pid) + " ended after the scan" : ""; }
+};
+}  // namespace
+
+// Issue 24: a pid is toggled only while it is the process the scan found.
+TEST_F(OrchestratorTest, APidThatIsNoLongerTheProcessFoundIsNeverToggled) {
+  pid_t a = gpu.start_app(), b = gpu.start_app();
+  pids = {a, b};
+  OneGone holds;
+  holds.gone_pid = b;
+  auto o = make();
+  o.set_process_holds(&holds);
+  try {
+    o.checkpoint(req(), counting_snapshot());
+    FAIL() << "the checkpoint went on without pid " << b;
+  } catch (const Error& e) {
+    std::string m = e.what();
+    EXPECT_TRUE(has(m, "CUDA lock failed in 1 process")) << m;
+    EXPECT_TRUE(has(m, "CUDA lock of pid " + std::to_string(b) + " failed: not asked: pid " + std::to_string(b) +
+                           " ended after the scan"))
+        << m;
+  }
+  EXPECT_EQ(holds.held, pids) << "held from the scan on";
+  for (const auto& c : gpu.calls())
+    if (c.op != "get-state") {
+      EXPECT_NE(c.pid, b) << c.op << ": a pid no longer held was toggled";
+    }
+  EXPECT_EQ(gpu.state(a), "running") << "the other one is rolled back";
+  EXPECT_EQ(snapshots, 0);
+}
+
+TEST(PidfdHolds, TellsAnEndedProcessFromALiveOne) {
+  DirectWaiter waiter;
+  ProcessRunner runner(waiter);
+  pid_t live = runner.start({.argv = {"/bin/sleep", "100"}});
+  pid_t ends = runner.start({.argv = {"/bin/sleep", "100"}});
+  PidfdHolds holds;
+  holds.hold({live, ends});
+  EXPECT_EQ(holds.gone(live), "");
+  EXPECT_EQ(holds.gone(12345678), "") << "never held: nothing to tell";
+  ::kill(ends, SIGKILL);
+  runner.wait(ends);  // reaped: its number is free for another process
+  EXPECT_TRUE(holds.gone(ends).starts_with("pid " + std::to_string(ends) + " ended after the scan")) << holds.gone(ends);
+  EXPECT_EQ(holds.gone(live), "");
+  EXPECT_GT(process_start_time(live), 0u);
+  EXPECT_EQ(process_start_time(ends), 0u);
+  ::kill(live, SIGKILL);
+  runner.wait(live);
 }

@@ -1,0 +1,119 @@
+// Internal to the orchestrator's files (orchestrator.cc, orchestrator_decide.cc,
+// orchestrator_checkpoint.cc): what one classification found, phase timing, the parallel toggle.
+#pragma once
+
+#include <chrono>
+#include <cstdio>
+#include <exception>
+#include <functional>
+#include <mutex>
+
+#include "checkpoint/orchestrator.h"
+#include "checkpoint/parallel.h"
+
+namespace nvproxy::checkpoint {
+
+struct Orchestrator::Classified {
+  std::map<pid_t, std::vector<Holder>> holders;
+  std::map<pid_t, CudaState> state;          // holders whose state the driver reports
+  std::map<pid_t, std::string> state_error;  // the others: what GetState answered
+  std::vector<pid_t> cuda;                   // running CUDA holders: the ones to toggle
+  std::vector<ProcessReport> blockers;       // holders the toggle cannot release, with hints
+  std::string driver_error;                  // the CUDA driver cannot be asked at all: every holder is a blocker
+};
+
+namespace detail {
+
+using Clock = std::chrono::steady_clock;
+
+inline std::string fmt_ms(double ms) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f", ms);
+  return buf;
+}
+
+inline std::string pid_list(const std::vector<pid_t>& pids) {
+  std::string s;
+  for (pid_t p : pids) s += (s.empty() ? "" : ",") + std::to_string(p);
+  return s;
+}
+
+// Times one phase: recorded in `phases` and logged when it ends.
+class Phase {
+ public:
+  Phase(std::vector<PhaseTiming>& phases, Logger& log, std::string id, std::string name)
+      : phases_(phases), log_(log), id_(std::move(id)), name_(std::move(name)), start_(Clock::now()) {}
+  void done(const std::string& detail = "") {
+    if (ended_) return;
+    ended_ = true;
+    double ms = std::chrono::duration<double, std::milli>(Clock::now() - start_).count();
+    phases_.push_back({name_, ms});
+    log_.info("checkpoint " + id_ + ": " + name_ + " " + fmt_ms(ms) + " ms" + (detail.empty() ? "" : " (" + detail + ")"));
+  }
+  ~Phase() { done(); }
+
+ private:
+  std::vector<PhaseTiming>& phases_;
+  Logger& log_;
+  std::string id_, name_;
+  Clock::time_point start_;
+  bool ended_ = false;
+};
+
+inline std::string parallelism_text(unsigned parallelism) {
+  return parallelism == 0 ? "all at once" : std::to_string(parallelism) + " at a time";
+}
+
+// A snapshot that ran out of time: what the error and the diagnostic say about it.
+struct SnapshotDeadline {
+  std::string reason;  // "snapshot (runc checkpoint) did not finish within N ms; killed ...; container thawed"
+  nlohmann::json json;
+};
+
+inline SnapshotDeadline snapshot_deadline(const Error& e) {
+  SnapshotDeadline d;
+  d.json = {{"phase", "snapshot"}};
+  if (const auto* de = dynamic_cast<const DeadlineError*>(&e)) {
+    d.reason = "snapshot (" + de->command() + ") did not finish within " + std::to_string(de->timeout().count()) + " ms";
+    if (!de->aftermath().empty()) d.reason += "; " + de->aftermath();
+    d.json["command"] = de->command();
+    d.json["timeout_ms"] = de->timeout().count();
+    if (de->pgid() > 0) d.json["killed_pgid"] = de->pgid();
+    d.json["aftermath"] = de->aftermath();
+  } else {
+    d.reason = std::string("snapshot did not finish in time: ") + e.what();
+  }
+  return d;
+}
+
+inline std::map<pid_t, std::vector<Holder>> by_pid(const std::vector<Holder>& hs) {
+  std::map<pid_t, std::vector<Holder>> m;
+  for (const auto& h : hs) m[h.pid].push_back(h);
+  return m;
+}
+
+// One toggle per pid on worker threads; collects the CudaErrors. Anything else (the API cannot be
+// reached) is rethrown after every worker has finished.
+inline std::map<pid_t, CudaError> toggle_all(const std::vector<pid_t>& pids, unsigned parallelism,
+                                      const std::function<void(pid_t)>& op) {
+  std::mutex mu;
+  std::map<pid_t, CudaError> failed;
+  std::exception_ptr fatal;
+  for_each_parallel(pids, parallelism, [&](pid_t pid) {
+    try {
+      op(pid);
+    } catch (const CudaError& e) {
+      std::lock_guard lk(mu);
+      failed.emplace(pid, e);
+    } catch (...) {
+      std::lock_guard lk(mu);
+      if (!fatal) fatal = std::current_exception();
+    }
+  });
+  if (fatal) std::rethrow_exception(fatal);
+  return failed;
+}
+
+}  // namespace detail
+
+}  // namespace nvproxy::checkpoint

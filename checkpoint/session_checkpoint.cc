@@ -1,0 +1,122 @@
+// CheckpointSession::checkpoint: the checkpoint verb (session.h).
+#include <algorithm>
+#include <map>
+#include <optional>
+
+#include "checkpoint/image_record.h"
+#include "checkpoint/session.h"
+#include "checkpoint/space_check.h"
+#include "checkpoint/thaw_guard.h"
+#include "common/error.h"
+
+namespace nvproxy::checkpoint {
+
+namespace {
+
+// What the CUDA processes use, asked before anything is toggled: a checkpointed process holds no
+// device memory, so NVML can only tell it now. Kept for the image's record (restore preflight).
+struct FactsBeforeToggle {
+  std::optional<GpuHostFacts> facts;
+  std::string error;  // why there are none
+  std::map<pid_t, ProcessIdentity> who;
+
+  void take(SessionTools& tools, const std::vector<pid_t>& pids) {
+    if (GpuUsageProbe* probe = tools.host_facts()) {
+      try {
+        facts = probe->host_facts();
+      } catch (const std::exception& e) {
+        error = e.what();
+      }
+    }
+    for (pid_t p : pids) who[p] = tools.identify(p);
+  }
+
+  // The image's record: the toggled processes the restore brings back (each by its pid in the
+  // container and name) and what they used; those outside the init's tree (allowed by
+  // configuration) are listed as not restored and left out of the rest.
+  ImageRecord record(SessionTools& tools, const std::string& id, const std::vector<pid_t>& toggled,
+                     const std::vector<pid_t>& lost) {
+    ImageRecord rec{.container = id, .sandbox = tools.host_view() ? "" : "runsc"};
+    std::vector<ProcessIdentity> ids;
+    for (pid_t p : toggled) {
+      auto it = who.find(p);
+      ProcessIdentity pi = it != who.end() ? it->second : tools.identify(p);
+      ImageProcess ip{.pid = pi.pid, .name = pi.name};
+      if (std::find(lost.begin(), lost.end(), p) != lost.end()) {
+        rec.cuda_not_restored.push_back(ip);
+        continue;
+      }
+      rec.cuda_pids.push_back(ip);
+      ids.push_back(pi);
+    }
+    rec.cuda_processes = static_cast<int>(rec.cuda_pids.size());
+    if (!rec.has_cuda()) return rec;
+    if (!tools.host_view())
+      rec.gpu_error = "taken inside a gVisor sandbox: NVML there cannot tell the sandbox's processes apart";
+    else if (!facts)
+      rec.gpu_error = error.empty() ? "no GPU facts were taken" : error;
+    else
+      rec.gpu = make_gpu_record(*facts, ids);
+    return rec;
+  }
+};
+
+// The init's host pid; 0 when it cannot be had: then processes outside its tree are not told apart.
+pid_t init_pid_of(SessionRuntime& rt, const std::string& id, Logger& log) {
+  try {
+    return rt.init_pid();
+  } catch (const std::exception& e) {
+    log.warn("checkpoint of \"" + id + "\": the init's pid is unknown (" + e.what() +
+             "); processes outside its tree are not looked for");
+    return 0;
+  }
+}
+
+}  // namespace
+
+void CheckpointSession::checkpoint(const SnapshotRequest& sr) {
+  const std::string who = "checkpoint of \"" + t_.id + "\"" + tools_.label();
+  FactsBeforeToggle facts;
+  // Seen from the host, the holders are known before anything is thawed: a paused container
+  // without GPU holders stays paused. A sandbox answers nothing while paused.
+  bool has_holders = !tools_.host_view();
+  if (tools_.host_view() && (sr.paused || tools_.toggles_cuda())) {
+    std::vector<pid_t> pids = tools_.lister().list();
+    has_holders = !tools_.scanner().scan(pids).empty();
+    if (has_holders && tools_.toggles_cuda()) facts.take(tools_, pids);
+  }
+  ThawGuard thaw(rt_, t_.id, sr.paused && has_holders, log_);
+
+  CheckpointRequest req{.container_id = t_.id, .keep_running = sr.leave_running, .diagnostic_path = t_.bundle / kDiagnosticFile};
+  if (tools_.host_view() && has_holders && tools_.toggles_cuda()) {
+    req.init_pid = init_pid_of(rt_, t_.id, log_);
+    req.image_path = sr.image_path;
+    if (containerd_copies_image(req.image_path)) req.content_store = t_.content_store;
+    if (facts.facts)
+      for (const auto& [pid, uses] : facts.facts->processes)
+        for (const auto& u : uses) req.device_bytes[pid] += u.used_bytes.value_or(0);
+  }
+  CheckpointOutcome outcome = tools_.orchestrator().checkpoint(req, [&] {
+    try {
+      rt_.snapshot();
+    } catch (const DeadlineError& e) {
+      // Thawed before the orchestrator rolls CUDA back: frozen processes cannot take part.
+      throw e.with(thaw.after_killed_snapshot(sr.paused));
+    }
+  });
+
+  // The image exists now; note whether its processes carry checkpointed CUDA state, and what
+  // they need from a host that restores them.
+  ImageRecord rec = facts.record(tools_, t_.id, outcome.toggled, outcome.lost);
+  if (tools_.host_view() && !rec.gpu_error.empty())
+    log_.warn(who + ": the image records no GPU facts for the restore preflight: " + rec.gpu_error);
+  try {
+    write_image_record(sr.image_path, rec);
+  } catch (const Error& e) {
+    log_.warn(who + ": " + e.what());
+  }
+  for (const auto& w : outcome.warnings) log_.warn(who + ": " + w);
+  log_.info(who + " done: " + std::to_string(outcome.toggled.size()) + " CUDA processes;" + phases_text(outcome.phases));
+}
+
+}  // namespace nvproxy::checkpoint

@@ -1,0 +1,105 @@
+// CheckpointSession::before_restore and after_restore: the restore verb (session.h).
+#include <nlohmann/json.hpp>
+#include <optional>
+
+#include "checkpoint/image_record.h"
+#include "checkpoint/restore_preflight.h"
+#include "checkpoint/session.h"
+#include "common/error.h"
+#include "common/fs.h"
+
+namespace nvproxy::checkpoint {
+
+namespace {
+
+std::optional<ImageRecord> record_of(const std::filesystem::path& image, const std::string& who) {
+  try {
+    return read_image_record(image);
+  } catch (const Error& e) {
+    throw Error(e.code(), who + e.what());
+  }
+}
+
+DeviceMap read_device_map(const std::filesystem::path& file, const std::string& who) {
+  DeviceMap map;
+  if (!std::filesystem::exists(file)) return map;
+  auto m = nlohmann::json::parse(read_file(file), nullptr, false);
+  if (!m.is_array()) throw Error(Code::Internal, who + file.string() + " is malformed");
+  for (const auto& p : m) map.push_back({p.value("from", ""), p.value("to", "")});
+  return map;
+}
+
+}  // namespace
+
+void CheckpointSession::before_restore(const std::filesystem::path& image) {
+  const std::string who = "restore of \"" + t_.id + "\": ";
+  std::optional<ImageRecord> rec = record_of(image, who);
+  if (!rec || !rec->has_cuda()) return;  // not our image, or no CUDA in it: nothing to check
+  if (!rec->gpu) {
+    log_.info(who + "the image records no GPU facts (" +
+              (!rec->gpu_error.empty() ? "not taken at checkpoint: " + rec->gpu_error
+                                       : std::string("written by shim 0.2.0 or earlier")) +
+              "); restoring without checking this host's GPUs");
+    return;
+  }
+  const GpuRecord& gpu = *rec->gpu;
+  if (gpu.processes.empty()) return;
+
+  std::error_code ec;
+  std::filesystem::remove(t_.bundle / kDeviceMapFile, ec);  // one of an earlier restore would mislead
+  std::optional<GpuHostFacts> host;
+  RestoreCheck check;
+  std::string host_error;
+  try {
+    GpuUsageProbe* probe = tools_.host_facts();
+    if (!probe) throw Error(Code::FailedPrecondition, "this runtime's sandbox cannot see the host's GPUs");
+    host = probe->host_facts();
+    std::vector<std::string> unknown;
+    auto visible = visible_gpus(t_.requested_gpus, *host, unknown);
+    for (const auto& u : unknown) log_.warn(who + "the container asks for GPU \"" + u + "\", which this host does not have");
+    check = check_restore(gpu, *host, visible);
+  } catch (const Error& e) {
+    host_error = e.what();
+    check.refusals.push_back(nvml_unavailable(gpu, host_error));
+  }
+  for (const auto& w : check.warnings) log_.warn(who + w);
+  auto diag_path = t_.bundle / kDiagnosticFile;
+  std::filesystem::remove(diag_path, ec);  // a stale one would mislead
+  if (check.refusals.empty()) {
+    std::string placed;
+    for (const auto& [uuid, index] : check.placement) placed += " " + uuid + "->GPU " + std::to_string(index);
+    log_.info(who + "this host can give back " + std::to_string(gpu.processes.size()) + " CUDA processes (driver " +
+              host->driver_version + ";" + (placed.empty() ? std::string(" no GPU recorded") : placed) + ")" +
+              (check.device_map.empty() ? "" : "; onto other GPUs: " + device_map_text(check.device_map)));
+    if (!check.device_map.empty()) {
+      nlohmann::json m = nlohmann::json::array();
+      for (const auto& p : check.device_map) m.push_back({{"from", p.from}, {"to", p.to}});
+      write_file_atomic(t_.bundle / kDeviceMapFile, m.dump());
+    }
+    return;
+  }
+  std::string text = refusal_text(t_.id, check.refusals);
+  try {
+    write_file_atomic(diag_path, refusal_diagnostic(t_.id, gpu, host ? &*host : nullptr, host_error, check).dump(2) + "\n");
+  } catch (const std::exception& e) {
+    log_.warn(who + "cannot write the diagnostic: " + e.what());
+  }
+  log_.warn(text);
+  throw Error(Code::FailedPrecondition, text);
+}
+
+void CheckpointSession::after_restore(const std::filesystem::path& image) {
+  const std::string who = "restore of \"" + t_.id + "\"" + tools_.label() + ": ";
+  std::optional<ImageRecord> rec = record_of(image, who);
+  if (!rec || !rec->has_cuda()) return;
+  std::vector<ExpectedProcess> expected;
+  for (const auto& p : rec->cuda_pids) expected.push_back({.pid = p.pid, .name = p.name});
+  DeviceMap map = read_device_map(t_.bundle / kDeviceMapFile, who);
+  auto outcome = tools_.orchestrator().restore_after_runtime_restore(t_.id, t_.bundle / kDiagnosticFile, expected, map,
+                                                                     [this](pid_t p) { return tools_.container_pid(p); });
+  std::string pids;
+  for (pid_t p : outcome.resumed) pids += " " + std::to_string(p);
+  log_.info(who + "CUDA resumed in " + std::to_string(outcome.resumed.size()) + " processes (pids" + pids + ");" + phases_text(outcome.phases));
+}
+
+}  // namespace nvproxy::checkpoint

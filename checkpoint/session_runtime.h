@@ -1,0 +1,38 @@
+// The OCI runtime as the checkpoint use case sees it: the few verbs a checkpoint and a restore
+// need, implemented by the task layer over runc, crun or runsc. Narrow on purpose: the session is
+// driven in tests by a fake one, and checkpoint/ stays below oci/ (it never links the runtime
+// wrapper). Questions inside a gVisor sandbox go through the sandbox tools (runsc exec), not here.
+#pragma once
+
+#include <sys/types.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace nvproxy::checkpoint {
+
+class SessionRuntime {
+ public:
+  virtual ~SessionRuntime() = default;
+  // Host pids of the container's processes (`runc ps`). Throws Error.
+  virtual std::vector<pid_t> ps() = 0;
+  // The init's host pid (`runc state`). Throws Error when it cannot be had.
+  virtual pid_t init_pid() = 0;
+  // The runtime's word for the container's state: "running", "paused", ... Throws Error.
+  virtual std::string status() = 0;
+  virtual void pause() = 0;
+  virtual void resume() = 0;
+  // The runtime's own checkpoint into the client's image (`runc checkpoint`, `runsc checkpoint`).
+  // Throws Error; a DeadlineError when it ran out of time and was killed.
+  virtual void snapshot() = 0;
+
+  // The CRIU the snapshot will run; nullopt when the runtime has none (runsc).
+  struct Criu {
+    std::string binary;
+    std::string version;  // "4.2.1"; empty: unknown
+  };
+  virtual std::optional<Criu> criu() = 0;
+};
+
+}  // namespace nvproxy::checkpoint

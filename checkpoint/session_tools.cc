@@ -1,0 +1,77 @@
+#include "checkpoint/session_tools.h"
+
+#include <optional>
+
+#include "checkpoint/criu_kernel_check.h"
+#include "checkpoint/orchestrator_kit.h"
+#include "checkpoint/process_holds.h"
+#include "checkpoint/space_check.h"
+
+namespace nvproxy::checkpoint {
+
+namespace {
+
+class HostTools final : public SessionTools {
+ public:
+  HostTools(const CheckpointConfig& cfg, SessionRuntime& rt, bool list_processes, ProcessRunner& runner, Logger& log)
+      : kit_(cfg,
+             std::make_unique<FunctionLister>([&rt, list_processes] { return list_processes ? rt.ps() : std::vector<pid_t>{}; }),
+             runner, log) {
+    kit_.orch.set_space_probe(&space_);
+    kit_.orch.set_process_holds(&holds_);
+    if (auto criu = rt.criu()) {
+      criu_.emplace(criu->binary, criu->version, kernel_release());
+      kit_.orch.set_snapshot_check(&*criu_);
+    }
+  }
+  Orchestrator& orchestrator() override { return kit_.orch; }
+  ProcessLister& lister() override { return *kit_.lister; }
+  HolderScanner& scanner() override { return kit_.scanner; }
+  [[nodiscard]] bool toggles_cuda() const override { return kit_.cuda.toggler != nullptr; }
+  [[nodiscard]] bool host_view() const override { return true; }
+  GpuUsageProbe* host_facts() override { return kit_.cuda.probe.get(); }
+  ProcessIdentity identify(pid_t pid) override { return identify_process(pid); }
+  pid_t container_pid(pid_t pid) override { return identify_process(pid).pid; }
+  [[nodiscard]] std::string label() const override { return ""; }
+
+ private:
+  OrchestratorKit kit_;
+  HostSpaceProbe space_;
+  PidfdHolds holds_;
+  std::optional<CriuKernelCheck> criu_;
+};
+
+class SandboxSessionTools final : public SessionTools {
+ public:
+  SandboxSessionTools(const CheckpointConfig& cfg, SandboxTarget t, ProcessRunner& runner, Logger& log)
+      : kit_(cfg, std::move(t), runner, log) {}
+  Orchestrator& orchestrator() override { return kit_.orch; }
+  ProcessLister& lister() override { return kit_.lister; }
+  HolderScanner& scanner() override { return kit_.scanner; }
+  [[nodiscard]] bool toggles_cuda() const override { return kit_.toggler != nullptr; }
+  [[nodiscard]] bool host_view() const override { return false; }
+  GpuUsageProbe* host_facts() override { return nullptr; }
+  ProcessIdentity identify(pid_t pid) override {
+    auto pi = kit_.scanner.info(pid);
+    return {.host_pid = pid, .pid = pid, .name = pi ? pi->name : std::string()};
+  }
+  pid_t container_pid(pid_t pid) override { return pid; }  // sandbox pids survive `runsc restore`
+  [[nodiscard]] std::string label() const override { return " (runsc sandbox)"; }
+
+ private:
+  SandboxKit kit_;
+};
+
+}  // namespace
+
+std::unique_ptr<SessionTools> host_session_tools(const CheckpointConfig& cfg, SessionRuntime& rt, bool list_processes,
+                                                 ProcessRunner& runner, Logger& log) {
+  return std::make_unique<HostTools>(cfg, rt, list_processes, runner, log);
+}
+
+std::unique_ptr<SessionTools> sandbox_session_tools(const CheckpointConfig& cfg, SandboxTarget target, ProcessRunner& runner,
+                                                    Logger& log) {
+  return std::make_unique<SandboxSessionTools>(cfg, std::move(target), runner, log);
+}
+
+}  // namespace nvproxy::checkpoint

@@ -1,0 +1,57 @@
+// Where a checkpoint session's questions go. The one thing that differs between runc/crun and runsc
+// is where the container's processes are seen: from the host (host /proc, NVML, CRIU) or inside a
+// gVisor sandbox (nvproxy-sandbox-agent through `runsc exec`, sandbox pids). Each variant builds
+// the same Orchestrator over its own tools; the session asks this interface and never which runtime
+// it is. Tests implement it over fakes.
+#pragma once
+
+#include <sys/types.h>
+
+#include <memory>
+
+#include "checkpoint/config.h"
+#include "checkpoint/gpu_usage.h"
+#include "checkpoint/holder_scan.h"
+#include "checkpoint/orchestrator.h"
+#include "checkpoint/process_list.h"
+#include "checkpoint/restore_preflight.h"
+#include "checkpoint/sandbox_tools.h"
+#include "checkpoint/session_runtime.h"
+#include "common/log.h"
+#include "common/process.h"
+
+namespace nvproxy::checkpoint {
+
+class SessionTools {
+ public:
+  virtual ~SessionTools() = default;
+  virtual Orchestrator& orchestrator() = 0;
+  virtual ProcessLister& lister() = 0;
+  virtual HolderScanner& scanner() = 0;
+  // false with checkpoint.cuda: none.
+  [[nodiscard]] virtual bool toggles_cuda() const = 0;
+  // true: pids are host pids, so a scan can run before anything is thawed and NVML's facts apply.
+  // false (a sandbox): every question needs the sandbox running.
+  [[nodiscard]] virtual bool host_view() const = 0;
+  // NVML's view of this host (GPUs, driver, each process's device memory), for the image's record
+  // and the restore preflight; nullptr where NVML's pids are not the container's (a sandbox).
+  virtual GpuUsageProbe* host_facts() = 0;
+  // A process as the image records it: its pid in the container's (or sandbox's) namespace, which
+  // a restore keeps, and its name.
+  virtual ProcessIdentity identify(pid_t pid) = 0;
+  // Just the pid in the container's (or sandbox's) namespace.
+  virtual pid_t container_pid(pid_t pid) = 0;
+  // For log lines: "" or " (runsc sandbox)".
+  [[nodiscard]] virtual std::string label() const = 0;
+};
+
+// runc and crun: processes from the runtime's `ps` (none when list_processes is false: a runsc
+// container without GPUs, whose pids host /proc does not describe), the host scan, CUDA through
+// nvproxy-cuda-helper, the space check, and the CRIU-against-kernel check of the runtime's CRIU.
+std::unique_ptr<SessionTools> host_session_tools(const CheckpointConfig& cfg, SessionRuntime& rt, bool list_processes,
+                                                 ProcessRunner& runner, Logger& log);
+// A GPU container under runsc: every question asked inside the sandbox (sandbox_tools.h).
+std::unique_ptr<SessionTools> sandbox_session_tools(const CheckpointConfig& cfg, SandboxTarget target, ProcessRunner& runner,
+                                                    Logger& log);
+
+}  // namespace nvproxy::checkpoint

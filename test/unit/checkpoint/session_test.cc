@@ -1,0 +1,220 @@
+// A whole checkpoint session (checkpoint/session.h) against fakes: a runtime that records its verbs
+// (SessionRuntime), the fake CUDA driver through the real dlopen binding, real fake_cuda_app
+// processes and the real /proc scan. What the task layer's adapter adds is only which runtime.
+#include "checkpoint/session.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+
+#include "checkpoint/cuda_driver_api.h"
+#include "checkpoint/image_record.h"
+#include "fake_gpu.h"
+
+using namespace nvproxy;
+using namespace nvproxy::checkpoint;
+using namespace nvproxy::checkpoint::testing;
+using namespace std::chrono_literals;
+
+namespace {
+
+class FakeRuntime final : public SessionRuntime {
+ public:
+  std::vector<pid_t> pids;
+  std::string state = "running";
+  std::vector<std::string> verbs;
+  std::function<void()> on_snapshot;
+
+  std::vector<pid_t> ps() override { return pids; }
+  pid_t init_pid() override { return pids.empty() ? 0 : pids.front(); }
+  std::string status() override { return state; }
+  void pause() override {
+    verbs.push_back("pause");
+    state = "paused";
+  }
+  void resume() override {
+    verbs.push_back("resume");
+    state = "running";
+  }
+  void snapshot() override {
+    verbs.push_back("snapshot(" + state + ")");
+    if (on_snapshot) on_snapshot();
+  }
+  std::optional<Criu> criu() override { return std::nullopt; }
+};
+
+// The host variant's shape over the fake driver; host_facts can be switched off (a sandbox's view).
+class FakeTools final : public SessionTools {
+ public:
+  FakeTools(const CheckpointConfig& cfg, FakeRuntime& rt, Logger& log, bool with_facts)
+      : lister_([&rt] { return rt.ps(); }),
+        scanner_(cfg.device_globs),
+        toggler_(FAKE_LIBCUDA_PATH),
+        probe_(FAKE_LIBNVML_PATH),
+        with_facts_(with_facts),
+        orch_(cfg, lister_, scanner_, &toggler_, &probe_, log) {}
+  Orchestrator& orchestrator() override { return orch_; }
+  ProcessLister& lister() override { return lister_; }
+  HolderScanner& scanner() override { return scanner_; }
+  [[nodiscard]] bool toggles_cuda() const override { return true; }
+  [[nodiscard]] bool host_view() const override { return true; }
+  GpuUsageProbe* host_facts() override { return with_facts_ ? &probe_ : nullptr; }
+  ProcessIdentity identify(pid_t pid) override { return identify_process(pid); }
+  pid_t container_pid(pid_t pid) override { return identify_process(pid).pid; }
+  [[nodiscard]] std::string label() const override { return ""; }
+
+ private:
+  FunctionLister lister_;
+  ProcHolderScanner scanner_;
+  DriverApiToggler toggler_;
+  NvmlGpuUsageProbe probe_;
+  bool with_facts_;
+  Orchestrator orch_;
+};
+
+class SessionTest : public ::testing::Test {
+ protected:
+  FakeGpu gpu;
+  CheckpointConfig cfg = gpu.config();
+  FakeRuntime rt;
+  Logger log{-1};
+  fs::path bundle = gpu.dir() / "bundle";
+  fs::path image = gpu.dir() / "image";
+
+  void SetUp() override {
+    fs::create_directories(bundle);
+    fs::create_directories(image);
+    spit(gpu.dir() / "nvml_driver", "580.159.04");
+  }
+  CheckpointSession session(FakeTools& tools) { return {{.id = "c1", .bundle = bundle}, rt, tools, log}; }
+  static bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+};
+
+}  // namespace
+
+TEST_F(SessionTest, ThawsAPausedContainerForTheTogglesRecordsTheImageAndPausesItAgain) {
+  pid_t a = gpu.start_app({"--children", "1"});
+  pid_t child = gpu.children(a).at(0);
+  rt.pids = {a, child};
+  gpu.nvml(std::to_string(a) + " 0 4813\n" + std::to_string(child) + " 0 100\n");
+  rt.state = "paused";  // containerd pauses the task before its checkpoint
+  rt.on_snapshot = [&] {
+    EXPECT_EQ(gpu.state(a), "checkpointed");
+    EXPECT_EQ(gpu.state(child), "checkpointed");
+  };
+  FakeTools tools(cfg, rt, log, true);
+  session(tools).checkpoint({.leave_running = true, .paused = true, .image_path = image});
+  EXPECT_EQ(rt.verbs, (std::vector<std::string>{"resume", "snapshot(running)", "pause"}));
+  EXPECT_EQ(rt.state, "paused");
+  EXPECT_EQ(gpu.state(a), "running");
+  EXPECT_EQ(gpu.state(child), "running");
+
+  auto rec = read_image_record(image);
+  ASSERT_TRUE(rec);
+  EXPECT_EQ(rec->container, "c1");
+  EXPECT_EQ(rec->sandbox, "");
+  EXPECT_EQ(rec->cuda_pids, (std::vector<ImageProcess>{{a, "fake_cuda_app"}, {child, "fake_cuda_app"}}));
+  ASSERT_TRUE(rec->gpu) << rec->gpu_error;
+  EXPECT_EQ(rec->gpu->driver_version, "580.159.04");
+  ASSERT_EQ(rec->gpu->processes.size(), 2u);
+  EXPECT_EQ(nlohmann::json::parse(slurp(bundle / kDiagnosticFile))["verdict"], "done");
+}
+
+TEST_F(SessionTest, APausedContainerWithoutGpuHoldersStaysPaused) {
+  rt.pids = {::getpid()};  // holds no fake GPU device
+  rt.state = "paused";
+  FakeTools tools(cfg, rt, log, true);
+  session(tools).checkpoint({.leave_running = true, .paused = true, .image_path = image});
+  EXPECT_EQ(rt.verbs, (std::vector<std::string>{"snapshot(paused)"}));
+  auto rec = read_image_record(image);
+  ASSERT_TRUE(rec);
+  EXPECT_FALSE(rec->has_cuda());
+}
+
+TEST_F(SessionTest, ASnapshotKilledForTimeThawsTheContainerAndRollsCudaBack) {
+  pid_t a = gpu.start_app();
+  rt.pids = {a};
+  rt.on_snapshot = [&] {
+    rt.state = "paused";  // CRIU froze the cgroup and was killed before it thawed it
+    throw DeadlineError("runc checkpoint", "container \"c1\"", 3000ms, 4242, "killed runc and CRIU (pgid 4242)");
+  };
+  FakeTools tools(cfg, rt, log, true);
+  try {
+    session(tools).checkpoint({.leave_running = true, .paused = false, .image_path = image});
+    FAIL() << "the checkpoint did not fail";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Code::DeadlineExceeded);
+    EXPECT_TRUE(has(e.what(), "did not finish within 3000 ms")) << e.what();
+    EXPECT_TRUE(has(e.what(), "container thawed")) << e.what();
+    EXPECT_TRUE(has(e.what(), "CUDA restored in pids " + std::to_string(a))) << e.what();
+  }
+  EXPECT_EQ(rt.verbs, (std::vector<std::string>{"snapshot(running)", "resume"}));
+  EXPECT_EQ(rt.state, "running");
+  EXPECT_EQ(gpu.state(a), "running");
+  EXPECT_FALSE(read_image_record(image));  // no image, no record
+}
+
+TEST_F(SessionTest, RestoreNamesARecordedProcessThatIsMissing) {
+  pid_t a = gpu.start_app({"--children", "1"});  // the init and its child: both in the init's tree
+  pid_t b = gpu.children(a).at(0);
+  rt.pids = {a, b};
+  FakeTools tools(cfg, rt, log, true);
+  session(tools).checkpoint({.leave_running = false, .image_path = image});
+  EXPECT_EQ(gpu.state(a), "checkpointed");  // the task exits: nothing resumed
+  EXPECT_EQ(gpu.state(b), "checkpointed");
+
+  // The runtime restored only a: b is recorded but missing.
+  rt.pids = {a};
+  try {
+    session(tools).after_restore(image);
+    FAIL() << "a missing process was not noticed";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Code::FailedPrecondition);
+    EXPECT_TRUE(has(e.what(), "1 of them is missing after the runtime's restore (container pids " + std::to_string(b)))
+        << e.what();
+  }
+  EXPECT_EQ(gpu.state(a), "running");  // what came back runs
+  EXPECT_EQ(nlohmann::json::parse(slurp(bundle / kDiagnosticFile))["missing"][0]["pid"], b);
+}
+
+TEST_F(SessionTest, RestoreOfACompleteImageResumesEveryProcess) {
+  pid_t a = gpu.start_app({"--children", "1"});
+  pid_t b = gpu.children(a).at(0);
+  rt.pids = {a, b};
+  FakeTools tools(cfg, rt, log, true);
+  session(tools).checkpoint({.leave_running = false, .image_path = image});
+  session(tools).after_restore(image);
+  EXPECT_EQ(gpu.state(a), "running");
+  EXPECT_EQ(gpu.state(b), "running");
+}
+
+TEST_F(SessionTest, RestorePreflightRefusesWhatThisHostCannotTell) {
+  pid_t a = gpu.start_app();
+  rt.pids = {a};
+  gpu.nvml(std::to_string(a) + " 0 4813\n");
+  FakeTools with(cfg, rt, log, true);
+  session(with).checkpoint({.leave_running = true, .image_path = image});
+  ASSERT_TRUE(read_image_record(image)->gpu);
+
+  // Where NVML cannot be had, the recorded GPU processes cannot be placed: refused, named, written.
+  FakeTools without(cfg, rt, log, false);
+  try {
+    session(without).before_restore(image);
+    FAIL() << "the restore was not refused";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Code::FailedPrecondition);
+    EXPECT_TRUE(has(e.what(), "pid " + std::to_string(a))) << e.what();
+    EXPECT_TRUE(has(e.what(), "cannot see the host's GPUs")) << e.what();
+  }
+  EXPECT_TRUE(fs::exists(bundle / kDiagnosticFile));
+  // The same host with NVML: it can give the process back.
+  session(with).before_restore(image);
+  EXPECT_FALSE(fs::exists(bundle / kDiagnosticFile));
+}
+
+TEST_F(SessionTest, AnImageOfAnotherShimNeedsNothing) {
+  FakeTools tools(cfg, rt, log, true);
+  session(tools).before_restore(image);  // no nvproxy-cuda.json
+  session(tools).after_restore(image);
+  EXPECT_TRUE(rt.verbs.empty());
+}
