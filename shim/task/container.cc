@@ -8,14 +8,10 @@
 
 #include "common/error.h"
 #include "common/fs.h"
-#include "proto/events.pb.h"
-#include "shim/kit/timestamp.h"
 #include "shim/task/console.h"
 #include "shim/task/runsc_filestore.h"
 
 namespace nvproxy::shim {
-
-namespace events = containerd::events;
 
 namespace {
 
@@ -74,7 +70,11 @@ class Container::ExecRunner final : public ExecOps {
 };
 
 Container::Container(ContainerSetup setup, std::unique_ptr<oci::Runtime> runtime, ContainerEnv env)
-    : s_(std::move(setup)), runtime_(std::move(runtime)), env_(std::move(env)), init_(std::make_shared<Process>("", s_.stdio)) {}
+    : s_(std::move(setup)),
+      runtime_(std::move(runtime)),
+      env_(std::move(env)),
+      events_(env_.events, s_.id),
+      init_(std::make_shared<Process>("", s_.stdio)) {}
 
 Container::~Container() {
   if (pid_t pid = init_->pid(); pid > 0) env_.exits.forget(pid);
@@ -103,25 +103,8 @@ std::shared_ptr<Container> Container::create(ContainerSetup setup, std::unique_p
     });
     c->watch_oom();
   }
-  c->finish_start(c->init_, [&] {
-    events::TaskCreate ev;
-    ev.set_container_id(c->id());
-    ev.set_bundle(c->s_.bundle.string());
-    for (const auto& m : c->s_.rootfs) {
-      auto* pm = ev.add_rootfs();
-      pm->set_type(m.type);
-      pm->set_source(m.source);
-      pm->set_target(m.target);
-      for (const auto& o : m.options) pm->add_options(o);
-    }
-    ev.mutable_io()->set_stdin(c->s_.stdio.in);
-    ev.mutable_io()->set_stdout(c->s_.stdio.out);
-    ev.mutable_io()->set_stderr(c->s_.stdio.err);
-    ev.mutable_io()->set_terminal(c->s_.stdio.terminal);
-    ev.set_checkpoint(c->s_.checkpoint);
-    ev.set_pid(static_cast<uint32_t>(c->init_->pid()));
-    c->env_.events.publish("/tasks/create", ev);
-  });
+  c->finish_start(c->init_,
+                  [&] { c->events_.created(c->s_.bundle, c->s_.rootfs, c->s_.stdio, c->s_.checkpoint, c->init_->pid()); });
   return c;
 }
 
@@ -235,12 +218,7 @@ pid_t Container::start(const std::string& exec_id) {
       if (from == &InitState::created_checkpoint()) end_failed_restore();
       throw;
     }
-    finish_start(init_, [&] {
-      events::TaskStart ev;
-      ev.set_container_id(s_.id);
-      ev.set_pid(static_cast<uint32_t>(init_->pid()));
-      env_.events.publish("/tasks/start", ev);
-    });
+    finish_start(init_, [&] { events_.started(init_->pid()); });
     return init_->pid();
   }
   std::shared_ptr<ExecProcess> ex;
@@ -265,13 +243,7 @@ pid_t Container::start(const std::string& exec_id) {
     if (!ex->exit()) ex->set_exit(ExitInfo{0, {}});
     throw;
   }
-  finish_start(ex, [&] {
-    events::TaskExecStarted ev;
-    ev.set_container_id(s_.id);
-    ev.set_exec_id(exec_id);
-    ev.set_pid(static_cast<uint32_t>(ex->pid()));
-    env_.events.publish("/tasks/exec-started", ev);
-  });
+  finish_start(ex, [&] { events_.exec_started(exec_id, ex->pid()); });
   return ex->pid();
 }
 
@@ -319,21 +291,11 @@ void Container::drive_init(const std::function<const InitState&(const InitState&
 }
 
 void Container::pause() {
-  drive_init([&](const InitState& s) -> const InitState& { return s.pause(*this); },
-             [&] {
-               events::TaskPaused ev;
-               ev.set_container_id(s_.id);
-               env_.events.publish("/tasks/paused", ev);
-             });
+  drive_init([&](const InitState& s) -> const InitState& { return s.pause(*this); }, [&] { events_.paused(); });
 }
 
 void Container::resume() {
-  drive_init([&](const InitState& s) -> const InitState& { return s.resume(*this); },
-             [&] {
-               events::TaskResumed ev;
-               ev.set_container_id(s_.id);
-               env_.events.publish("/tasks/resumed", ev);
-             });
+  drive_init([&](const InitState& s) -> const InitState& { return s.resume(*this); }, [&] { events_.resumed(); });
 }
 
 void Container::update(const nlohmann::json& resources) {
@@ -342,12 +304,7 @@ void Container::update(const nlohmann::json& resources) {
 
 void Container::checkpoint(const oci::CheckpointFlags& flags) {
   drive_init([&](const InitState& s) -> const InitState& { return s.checkpoint(*this, flags); },
-             [&] {
-               events::TaskCheckpointed ev;
-               ev.set_container_id(s_.id);
-               ev.set_checkpoint(flags.image_path);
-               env_.events.publish("/tasks/checkpointed", ev);
-             });
+             [&] { events_.checkpointed(flags.image_path); });
 }
 
 void Container::add_exec(const std::string& exec_id, nlohmann::json spec, StdioPaths stdio) {
@@ -357,10 +314,7 @@ void Container::add_exec(const std::string& exec_id, nlohmann::json spec, StdioP
     throw Error(Code::Unknown, "container \"" + s_.id + "\" is " + state_->name() + ": cannot exec \"" + exec_id + "\" in it");
   if (!execs_.emplace(exec_id, ex).second)
     throw Error(Code::AlreadyExists, "exec \"" + exec_id + "\" of container \"" + s_.id + "\" already exists");
-  events::TaskExecAdded ev;
-  ev.set_container_id(s_.id);
-  ev.set_exec_id(exec_id);
-  env_.events.publish("/tasks/exec-added", ev);
+  events_.exec_added(exec_id);
 }
 
 void Container::resize(const std::string& exec_id, unsigned width, unsigned height) {
@@ -404,13 +358,7 @@ std::shared_ptr<Process> Container::remove(const std::string& exec_id) {
   state_ = &InitState::deleted();
   // Deleted before it ever ran (or its exit is still held for execs that never ended).
   init_->set_exit(held_init_exit_.value_or(ExitInfo{128 + SIGKILL, std::chrono::system_clock::now()}));
-  ExitInfo e = *init_->exit();
-  events::TaskDelete ev;
-  ev.set_container_id(s_.id);
-  ev.set_pid(static_cast<uint32_t>(init_->pid()));
-  ev.set_exit_status(e.status);
-  set_time(ev.mutable_exited_at(), e.at);
-  env_.events.publish("/tasks/delete", ev);
+  events_.deleted(init_->pid(), *init_->exit());
   return init_;
 }
 
@@ -480,14 +428,7 @@ void Container::finish_init_exit_locked(ExitInfo e) {
 }
 
 void Container::publish_exit_locked(const Process& p) {
-  ExitInfo e = *p.exit();
-  events::TaskExit ev;
-  ev.set_container_id(s_.id);
-  ev.set_id(p.is_init() ? s_.id : p.exec_id());
-  ev.set_pid(static_cast<uint32_t>(p.pid()));
-  ev.set_exit_status(e.status);
-  set_time(ev.mutable_exited_at(), e.at);
-  env_.events.publish("/tasks/exit", ev);
+  events_.exited(p.is_init() ? s_.id : p.exec_id(), p.pid(), *p.exit());
 }
 
 void Container::kill_all_async() {

@@ -33,6 +33,7 @@
 #include "shim/task/init_state.h"
 #include "shim/task/oom_watch.h"
 #include "shim/task/rootfs.h"
+#include "shim/task/task_events.h"
 #include "shim/task/task_options.h"
 
 namespace nvproxy::shim {
@@ -158,6 +159,7 @@ class Container final : public std::enable_shared_from_this<Container>, private 
   ContainerSetup s_;
   std::unique_ptr<oci::Runtime> runtime_;
   ContainerEnv env_;
+  TaskEvents events_;
   std::optional<RootfsMount> rootfs_;
   std::shared_ptr<Process> init_;
   std::mutex op_mu_;
