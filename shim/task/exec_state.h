@@ -1,10 +1,8 @@
 // An exec's lifecycle, one type per state (created, running, stopped, deleted). The work behind a
-// transition (runtime exec, the signal) is ExecOps's, done by the container.
+// transition (runtime exec, the signal) is ExecOps's, done by ExecProcess (exec_process.h).
 #pragma once
 
 #include <string>
-
-#include <nlohmann/json.hpp>
 
 #include "common/error.h"
 #include "shim/task/process.h"
@@ -39,18 +37,6 @@ class ExecState {
 
  protected:
   [[noreturn]] void refuse(const ExecOps& ops, const char* what, Code code = Code::Unknown) const;
-};
-
-class ExecProcess final : public Process {
- public:
-  ExecProcess(std::string exec_id, StdioPaths stdio, nlohmann::json spec)
-      : Process(std::move(exec_id), std::move(stdio)), spec_(std::move(spec)) {}
-  [[nodiscard]] const nlohmann::json& spec() const { return spec_; }
-
- private:
-  friend class Container;
-  const ExecState* state_ = &ExecState::created();  // guarded by the container's lock
-  nlohmann::json spec_;
 };
 
 }  // namespace nvproxy::shim

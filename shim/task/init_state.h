@@ -1,9 +1,9 @@
 // The init process's lifecycle, one type per state (created, created from a checkpoint, running,
 // paused, stopped, deleted), in the shape of containerd's runc shim. A state decides what is legal
 // and which state follows; the work behind a transition (the runtime call) is InitOps's, done by
-// the container. Illegal requests fail naming the state, with the code containerd's runc shim
-// answers (its state refusals are plain errors, which clients see as Unknown; deleting a running
-// task is FailedPrecondition).
+// InitProcess (init_process.h). Illegal requests fail naming the state, with the code containerd's
+// runc shim answers (its state refusals are plain errors, which clients see as Unknown; deleting a
+// running task is FailedPrecondition).
 #pragma once
 
 #include <nlohmann/json.hpp>

@@ -1,16 +1,21 @@
-// What the init process and an exec share: stdio, pid, exit, and waiting for the exit. Their
-// lifecycles differ and live in InitProcess (init_state.h) and ExecProcess (exec_process.h).
+// One process of a container as the task RPCs see it: the init (init_process.h) or an exec
+// (exec_process.h) behind one interface, so that the container dispatches by exec id and never
+// asks which kind it has. What both share lives here too: stdio, pid, exit and waiting for it,
+// the launch through the runtime, and holding an exit back until the start event is out.
 #pragma once
 
 #include <sys/types.h>
 
 #include <chrono>
 #include <condition_variable>
+#include <filesystem>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 
+#include "oci/runtime.h"
 #include "shim/task/console.h"
 #include "shim/task/process_io.h"
 
@@ -23,42 +28,64 @@ struct ExitInfo {
   std::chrono::system_clock::time_point at;
 };
 
-class Container;
+struct TaskContext;
 
-class Process {
+class Process : public std::enable_shared_from_this<Process> {
  public:
-  Process(std::string exec_id, StdioPaths stdio) : exec_id_(std::move(exec_id)), stdio_(std::move(stdio)) {}
   virtual ~Process() = default;
   Process(const Process&) = delete;
   Process& operator=(const Process&) = delete;
 
   [[nodiscard]] const std::string& exec_id() const { return exec_id_; }
-  [[nodiscard]] bool is_init() const { return exec_id_.empty(); }
   [[nodiscard]] const StdioPaths& stdio() const { return stdio_; }
 
+  // The lifecycle, per kind. Each takes the container's locks as container.h says.
+  [[nodiscard]] virtual ProcStatus status() const = 0;
+  virtual pid_t start() = 0;
+  // `all`: every process of the container (the init only; an exec signals its own pid).
+  virtual void kill(int signal, bool all) = 0;
+  virtual void resize(unsigned width, unsigned height) = 0;
+  // Delete: legal once it cannot run any more; afterwards exit() is set for the init.
+  virtual void remove() = 0;
+
   [[nodiscard]] pid_t pid() const;
-  void set_pid(pid_t pid);
   [[nodiscard]] std::optional<ExitInfo> exit() const;
-  // Records the exit and wakes every waiter; the first exit wins.
-  void set_exit(ExitInfo e);
   // Blocks until the process has exited.
   ExitInfo wait() const;
   // How many callers are blocked in wait() (diagnostics and tests).
   [[nodiscard]] int waiters() const;
-
-  // The IO belongs to the process; set while it starts, used by CloseIO, ResizePty and Delete.
-  void set_io(std::unique_ptr<ProcessIO> io) { io_ = std::move(io); }
-  void set_console(std::unique_ptr<ConsoleIO> c) { console_ = std::move(c); }
-  ProcessIO* io() { return io_.get(); }
   void close_stdin();
-  void resize(unsigned width, unsigned height);
-  // Waits (bounded) until the output reached the client, then releases the IO.
-  void finish_io(std::chrono::milliseconds timeout);
+
+  // The reaper saw its pid exit (through the exit book; the container is alive meanwhile).
+  void on_exit(int wait_status);
+
+ protected:
+  using RuntimeCall = std::function<void(const std::string& console_socket, const oci::Stdio& stdio)>;
+  static constexpr std::chrono::seconds kIoDrainTimeout{2};
+
+  Process(TaskContext& ctx, std::string exec_id, StdioPaths stdio)
+      : ctx_(ctx), exec_id_(std::move(exec_id)), stdio_(std::move(stdio)) {}
+
+  // Records the exit and wakes every waiter; the first exit wins.
+  void set_exit(ExitInfo e);
+  // Runs `runtime_call` with the process's IO (console socket when it has a terminal), reads the
+  // pid file and claims the pid in the exit book (an exit that came first is handled at once).
+  void launch(const std::filesystem::path& pid_file, const RuntimeCall& runtime_call);
+  // ctx.mu held: from now until finish_start, an exit is held back.
+  void begin_start_locked() { starting_ = true; }
+  // Ends the start: publishes via `publish_start` (ctx.mu held), then handles an exit that came
+  // meanwhile, so that clients never see an exit before the start.
+  void finish_start(const std::function<void()>& publish_start);
+  // ctx.mu held: the exit, once, when no start holds it back.
+  virtual void exited_locked(ExitInfo e) = 0;
+  void resize_terminal(unsigned width, unsigned height);
+  // Waits (bounded) until the output reached the client.
+  void drain_io();
+
+  TaskContext& ctx_;
 
  private:
-  friend class Container;
-  // Guarded by the owning container's lock: an exit that arrives while the process is starting is
-  // held until its start event is out, so that clients never see an exit before the start.
+  // Guarded by ctx_.mu.
   bool starting_ = false;
   std::optional<int> held_exit_;
 

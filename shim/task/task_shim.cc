@@ -1,12 +1,12 @@
 #include "shim/task/task_shim.h"
 
 #include "common/error.h"
-#include "proto/events.pb.h"
 #include "shim/task/config.h"
 #include "shim/task/gpu_checkpoint.h"
 #include "shim/task/oom_watcher.h"
 #include "shim/task/rootfs.h"
 #include "shim/task/runtime_locator.h"
+#include "shim/task/task_events.h"
 #include "shim/task/task_rpc.h"
 #include "shim/task/task_service.h"
 
@@ -17,12 +17,7 @@ namespace {
 class TaskShim final : public ShimService {
  public:
   explicit TaskShim(DaemonContext& ctx)
-      : oom_(ctx.log,
-             [&events = ctx.events](const std::string& id) {
-               containerd::events::TaskOOM ev;
-               ev.set_container_id(id);
-               events.publish("/tasks/oom", ev);
-             }),
+      : oom_(ctx.log, [&events = ctx.events](const std::string& id) { TaskEvents(events, id).oom(); }),
         probe_(ctx.runner, ctx.log),
         checkpoints_(ctx.log, ctx.runner),
         svc_(ServiceDeps{.ns = ctx.args.ns,

@@ -369,6 +369,26 @@ TEST_F(TaskLayer, ARestoreWhoseCudaFailsEndsWithTheExitOfTheRestoredProcesses) {
   EXPECT_EQ(remove("c1").exit_status(), 128u + SIGKILL);
 }
 
+// A caller that found the exec just before its Delete (State, Kill, ResizePty and Start look it up
+// before they lock it) answers as the exec table answers afterwards.
+TEST_F(TaskLayer, AnExecFoundBeforeItsDeleteAnswersNotFoundAfterIt) {
+  pid_t init = create("c1");
+  start("c1");
+  add_exec("c1", "e1");
+  auto proc = svc_->container("c1")->process("e1");
+  remove("c1", "e1");
+  std::string msg;
+  EXPECT_EQ(code_of([&] { (void)proc->status(); }, &msg), Code::NotFound);
+  EXPECT_EQ(msg, "exec \"e1\" of container \"c1\" not found");
+  EXPECT_EQ(code_of([&] { proc->start(); }), Code::NotFound);
+  EXPECT_FALSE(proc->exit()) << "a refused start leaves the exec as it was";
+  EXPECT_EQ(code_of([&] { proc->kill(SIGTERM, false); }), Code::NotFound);
+  EXPECT_EQ(code_of([&] { proc->resize(80, 24); }), Code::NotFound);
+  EXPECT_EQ(code_of([&] { proc->remove(); }), Code::NotFound);
+  EXPECT_FALSE(rt_->called("exec 4001"));
+  svc_->on_exit(init, status_exited(0));
+}
+
 TEST_F(TaskLayer, ExecExitsGoOutBeforeTheInitExitOfTheSameContainer) {
   pid_t init = create("c1");
   start("c1");

@@ -1,0 +1,344 @@
+#include "shim/task/init_process.h"
+
+#include <signal.h>
+
+#include <cerrno>
+#include <cstring>
+#include <thread>
+
+#include "common/error.h"
+#include "shim/task/exec_table.h"
+#include "shim/task/runsc_filestore.h"
+#include "shim/task/task_context.h"
+
+namespace nvproxy::shim {
+
+namespace {
+
+// The exit status of a task whose restore failed before anything ran: containerd's for a task
+// whose process it cannot account for (it publishes 255 for the tasks of a shim that died).
+constexpr uint32_t kRestoreFailedStatus = 255;
+
+}  // namespace
+
+InitProcess::InitProcess(TaskContext& ctx, const ExecTable& execs) : Process(ctx, "", ctx.setup.stdio), execs_(execs) {}
+
+void InitProcess::create() {
+  const ContainerSetup& s = ctx_.setup;
+  ctx_.rootfs.emplace(s.rootfs, s.bundle / "rootfs");
+  {
+    std::lock_guard lk(ctx_.mu);
+    begin_start_locked();  // its exit waits for TaskCreate
+    if (!s.checkpoint.empty()) state_ = &InitState::created_checkpoint();
+  }
+  if (s.checkpoint.empty()) {
+    remove_stale_runsc_filestores();
+    auto pid_file = s.bundle / "init.pid";
+    launch(pid_file, [&](const std::string& console, const oci::Stdio& stdio) {
+      ctx_.runtime->create(s.id, {.bundle = s.bundle,
+                                  .pid_file = pid_file,
+                                  .console_socket = console,
+                                  .extra_global = s.runtime_global,
+                                  .no_pivot = s.options.no_pivot_root,
+                                  .no_new_keyring = s.options.no_new_keyring,
+                                  .stdio = stdio});
+    });
+    watch_oom();
+  }
+  finish_start([&] { ctx_.events.created(s.bundle, s.rootfs, s.stdio, s.checkpoint, pid()); });
+}
+
+ProcStatus InitProcess::status() const {
+  std::lock_guard lk(ctx_.mu);
+  return state_->status();
+}
+
+std::optional<oci::CgroupPaths> InitProcess::cgroup() const {
+  std::lock_guard lk(ctx_.mu);
+  return cgroup_;
+}
+
+void InitProcess::check_accepts_exec_locked(const std::string& what) const {
+  if (!state_->accepts_exec())
+    throw Error(Code::Unknown, "container \"" + ctx_.setup.id + "\" is " + state_->name() + ": cannot " + what);
+}
+
+void InitProcess::apply_locked(const InitState* from, const InitState& to) {
+  // An exit that came during the operation wins: the operation's target is stale then.
+  if (state_ == from) state_ = &to;
+}
+
+pid_t InitProcess::start() {
+  std::lock_guard op(ctx_.op_mu);
+  const InitState* from;
+  {
+    std::lock_guard lk(ctx_.mu);
+    from = state_;
+    begin_start_locked();
+  }
+  try {
+    const InitState& to = from->start(*this);
+    std::lock_guard lk(ctx_.mu);
+    apply_locked(from, to);
+  } catch (...) {
+    finish_start(nullptr);
+    if (from == &InitState::created_checkpoint()) end_failed_restore();
+    throw;
+  }
+  finish_start([&] { ctx_.events.started(pid()); });
+  return pid();
+}
+
+void InitProcess::kill(int signal, bool all) {
+  std::lock_guard op(ctx_.op_mu);
+  const InitState* from;
+  {
+    std::lock_guard lk(ctx_.mu);
+    from = state_;
+  }
+  try {
+    from->kill(*this, signal, all);
+  } catch (const Error&) {
+    std::lock_guard lk(ctx_.mu);
+    // The init exited while the runtime was asked: what the client wanted has happened.
+    if (state_->status() == ProcStatus::Stopped)
+      throw Error(Code::NotFound, "container \"" + ctx_.setup.id + "\": process already finished");
+    throw;
+  }
+}
+
+void InitProcess::resize(unsigned width, unsigned height) {
+  resize_terminal(width, height);
+}
+
+void InitProcess::drive(const std::function<const InitState&(const InitState&)>& op, const std::function<void()>& publish) {
+  std::lock_guard op_lock(ctx_.op_mu);
+  const InitState* from;
+  {
+    std::lock_guard lk(ctx_.mu);
+    from = state_;
+  }
+  const InitState& to = op(*from);
+  std::lock_guard lk(ctx_.mu);
+  apply_locked(from, to);
+  if (publish) publish();
+}
+
+void InitProcess::pause() {
+  drive([&](const InitState& s) -> const InitState& { return s.pause(*this); }, [&] { ctx_.events.paused(); });
+}
+
+void InitProcess::resume() {
+  drive([&](const InitState& s) -> const InitState& { return s.resume(*this); }, [&] { ctx_.events.resumed(); });
+}
+
+void InitProcess::update(const nlohmann::json& resources) {
+  drive([&](const InitState& s) -> const InitState& { return s.update(*this, resources); }, nullptr);
+}
+
+void InitProcess::checkpoint(const oci::CheckpointFlags& flags) {
+  drive([&](const InitState& s) -> const InitState& { return s.checkpoint(*this, flags); },
+        [&] { ctx_.events.checkpointed(flags.image_path); });
+}
+
+void InitProcess::remove() {
+  std::lock_guard op(ctx_.op_mu);
+  const InitState* from;
+  {
+    std::lock_guard lk(ctx_.mu);
+    from = state_;
+  }
+  const InitState& to = from->remove(*this);
+  drain_io();
+  if (ctx_.env.oom) ctx_.env.oom->remove(ctx_.setup.id);
+  ctx_.rootfs.reset();
+  std::lock_guard lk(ctx_.mu);
+  apply_locked(from, to);
+  state_ = &InitState::deleted();
+  // Deleted before it ever ran (or its exit is still held for execs that never ended).
+  set_exit(held_exit_.value_or(ExitInfo{128 + SIGKILL, std::chrono::system_clock::now()}));
+  ctx_.events.deleted(pid(), *exit());
+}
+
+void InitProcess::exited_locked(ExitInfo e) {
+  if (state_ == &InitState::deleted()) {
+    set_exit(e);
+    return;
+  }
+  // Without its own pid namespace the container's other processes outlive init: end them, as
+  // containerd's runc shim does, so that the task really is gone (and its execs exit).
+  if (!ctx_.setup.own_pid_ns) kill_all_async();
+  // As in containerd's runc shim, the exits of the container's running execs go out first.
+  if (execs_.running_locked() > 0) {
+    held_exit_ = e;
+    return;
+  }
+  finish_exit_locked(e);
+}
+
+void InitProcess::exec_exited_locked() {
+  if (held_exit_ && execs_.running_locked() == 0) {
+    ExitInfo held = *held_exit_;
+    held_exit_.reset();
+    finish_exit_locked(held);
+  }
+}
+
+void InitProcess::finish_exit_locked(ExitInfo e) {
+  state_ = &state_->exited();
+  set_exit(e);
+  ctx_.events.exited(ctx_.setup.id, pid(), e);
+}
+
+void InitProcess::end_failed_restore() {
+  std::lock_guard lk(ctx_.mu);
+  if (exit() || state_ != &InitState::created_checkpoint()) return;
+  if (pid() > 0) {
+    // The runtime restored processes (CUDA then failed and they were removed): their exit comes
+    // through the reaper, and until then a kill must reach whatever still runs.
+    state_ = &InitState::running();
+    return;
+  }
+  // Nothing ever ran and nothing will: the task ends as a process that ended, so that Kill answers
+  // as for a stopped task and Wait returns (containerd's force delete, CRI's cleanup after a
+  // failed start and the client's WithProcessKill wait for this exit).
+  state_ = &InitState::stopped();
+  set_exit(ExitInfo{kRestoreFailedStatus, std::chrono::system_clock::now()});
+  ctx_.events.exited(ctx_.setup.id, pid(), *exit());
+}
+
+void InitProcess::kill_all_async() {
+  // The reaper's thread must not wait for a runtime command (the runtime's exit comes through it);
+  // the thread holds the container, so the runtime outlives the call.
+  auto keep = ctx_.owner.lock();
+  if (!keep) return;  // the container is going: its delete ends what runs
+  std::thread([keep = std::move(keep), &ctx = ctx_] {
+    try {
+      ctx.runtime->kill(ctx.setup.id, SIGKILL, true);
+    } catch (const std::exception& e) {
+      ctx.env.log.debug("container \"" + ctx.setup.id + "\": kill --all after init's exit: " + e.what());
+    }
+  }).detach();
+}
+
+void InitProcess::watch_oom() {
+  pid_t pid = this->pid();
+  if (pid > 0) {
+    auto cg = oci::cgroup_paths_of(pid);
+    std::lock_guard lk(ctx_.mu);
+    cgroup_ = std::move(cg);
+  }
+  if (ctx_.env.oom && pid > 0 && !exit()) ctx_.env.oom->add(ctx_.setup.id, pid);
+}
+
+void InitProcess::remove_stale_runsc_filestores() {
+  const ContainerSetup& s = ctx_.setup;
+  // A rootfs the client prepared itself (no mounts from containerd) may be shared: left alone.
+  if (ctx_.runtime->kind() != oci::RuntimeKind::Runsc || s.rootfs.empty()) return;
+  auto rootfs = s.bundle / "rootfs";
+  std::vector<std::string> removed;
+  try {
+    removed = remove_stale_filestores(rootfs);
+  } catch (const std::exception& e) {
+    throw Error(Code::Internal, "container \"" + s.id + "\": " + e.what());
+  }
+  for (const auto& name : removed)
+    ctx_.env.log.info("container \"" + s.id + "\": removed the stale runsc filestore " + (rootfs / name).string() +
+                      " (brought by the rootfs diff; runsc creates its own)");
+}
+
+// InitOps: the runtime work behind the init's transitions.
+
+const std::string& InitProcess::container_id() const {
+  return ctx_.setup.id;
+}
+
+void InitProcess::run_start() {
+  ctx_.runtime->start(ctx_.setup.id);
+}
+
+void InitProcess::run_restore() {
+  const ContainerSetup& s = ctx_.setup;
+  oci::Runtime& rt = *ctx_.runtime;
+  ctx_.env.checkpoints.before_restore(ctx_.container, s.checkpoint);
+  remove_stale_runsc_filestores();
+  auto pid_file = s.bundle / "init.pid";
+  launch(pid_file, [&](const std::string& console, const oci::Stdio& stdio) {
+    rt.restore(s.id, {.bundle = s.bundle,
+                      .image_path = s.checkpoint,
+                      .work_path = s.options.criu_work_path.empty() ? s.bundle / "criu-work"
+                                                                    : std::filesystem::path(s.options.criu_work_path),
+                      .pid_file = pid_file,
+                      .console_socket = console,
+                      .extra_global = s.runtime_global,
+                      .no_pivot = s.options.no_pivot_root,
+                      .stdio = stdio});
+  });
+  watch_oom();
+  try {
+    ctx_.env.checkpoints.after_restore(ctx_.container, s.checkpoint);
+  } catch (const Error& e) {
+    // The runtime restored the processes but CUDA did not come back in all of them: the task's
+    // start fails, so nothing of it may keep running behind containerd's back (Delete would not
+    // remove a running container).
+    std::string aftermath;
+    try {
+      rt.remove(s.id, true);
+      aftermath = "removed the restored container (" + std::string(oci::runtime_kind_name(rt.kind())) + " delete --force)";
+    } catch (const std::exception& de) {
+      aftermath = "could not remove the restored container: " + std::string(de.what());
+    }
+    throw Error(e.code(), std::string(e.what()) + "; " + aftermath);
+  }
+}
+
+void InitProcess::run_kill(int signal, bool all) {
+  try {
+    ctx_.runtime->kill(ctx_.setup.id, signal, all);
+  } catch (const Error& e) {
+    // The runtime cannot kill it (its binary gone, its state unreadable): a SIGKILL still ends the
+    // container, through its init's pid (under runsc the sandbox process), so that nothing of it
+    // outlives its Delete. Not for a pid that other containers share.
+    pid_t pid = this->pid();
+    if (signal != SIGKILL || e.code() == Code::NotFound || ctx_.setup.shares_sandbox_pid || pid <= 0 || exit()) throw;
+    if (::kill(pid, SIGKILL) < 0)
+      throw Error(e.code(), std::string(e.what()) + "; killing its init (pid " + std::to_string(pid) +
+                                ") failed too: " + std::strerror(errno));
+    ctx_.env.log.warn(std::string(e.what()) + "; killed its init (pid " + std::to_string(pid) + ") instead");
+  }
+}
+
+void InitProcess::run_pause() {
+  ctx_.runtime->pause(ctx_.setup.id);
+}
+
+void InitProcess::run_resume() {
+  ctx_.runtime->resume(ctx_.setup.id);
+}
+
+void InitProcess::run_update(const nlohmann::json& resources) {
+  ctx_.runtime->update(ctx_.setup.id, resources);
+}
+
+void InitProcess::run_checkpoint(const oci::CheckpointFlags& flags, bool paused) {
+  oci::CheckpointFlags f = flags;
+  // CRIU's log stays in the bundle (the image directory may go with a failed request), where a
+  // failure's message quotes it from.
+  if (f.work_path.empty() && ctx_.runtime->kind() != oci::RuntimeKind::Runsc) {
+    f.work_path = (ctx_.setup.bundle / "criu-work").string();
+    std::error_code ec;
+    std::filesystem::create_directories(f.work_path, ec);
+  }
+  ctx_.env.checkpoints.checkpoint(ctx_.container, f, paused);
+}
+
+void InitProcess::run_delete() {
+  try {
+    ctx_.runtime->remove(ctx_.setup.id, true);
+  } catch (const Error& e) {
+    // Nothing to delete is fine (a restore that never ran, a runtime that already cleaned up).
+    if (e.code() != Code::NotFound) ctx_.env.log.warn(e.what());
+  }
+}
+
+}  // namespace nvproxy::shim

@@ -1,0 +1,85 @@
+// The container's init: created by the runtime's create (or restored at Start from a checkpoint),
+// with its states (init_state.h), the runtime work behind them (InitOps), and its exit held back
+// until the exits of the execs that still run are out, as in containerd's runc shim. Every
+// operation on it waits for the one in flight (op_mu), so that a kill waits for a checkpoint.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+#include "oci/cgroup_paths.h"
+#include "oci/runtime_flavor.h"
+#include "shim/task/init_state.h"
+#include "shim/task/process.h"
+
+namespace nvproxy::shim {
+
+class ExecTable;
+
+class InitProcess final : public Process, private InitOps {
+ public:
+  // `execs`: the container's, which outlives every call but wait() and exit().
+  InitProcess(TaskContext& ctx, const ExecTable& execs);
+
+  // Mounts the rootfs and runs the runtime's create (or records the restore for Start), then
+  // publishes TaskCreate. Throws; what it did is undone when the container goes.
+  void create();
+
+  [[nodiscard]] ProcStatus status() const override;
+  pid_t start() override;
+  void kill(int signal, bool all) override;
+  void resize(unsigned width, unsigned height) override;
+  // The container's delete: runtime delete, IO drained, rootfs unmounted, TaskDelete.
+  void remove() override;
+
+  void pause();
+  void resume();
+  void update(const nlohmann::json& resources);
+  void checkpoint(const oci::CheckpointFlags& flags);
+
+  // Its cgroups, noted when its pid became known (they outlive it until the runtime's delete);
+  // nullopt when it was gone by then or has not run yet.
+  [[nodiscard]] std::optional<oci::CgroupPaths> cgroup() const;
+  // ctx.mu held: refuses (throws) unless execs may be added and started now; `what` names the
+  // request ("exec \"e1\" in it").
+  void check_accepts_exec_locked(const std::string& what) const;
+  // ctx.mu held: an exec's exit is out; the init's, if held for it, may follow.
+  void exec_exited_locked();
+
+ private:
+  void exited_locked(ExitInfo e) override;
+  // ctx.mu held.
+  void finish_exit_locked(ExitInfo e);
+  void apply_locked(const InitState* from, const InitState& to);
+  // An operation under op_mu: `op` runs it from the current state (the runtime call included),
+  // the resulting state is applied, then `publish` runs with ctx.mu held.
+  void drive(const std::function<const InitState&(const InitState&)>& op, const std::function<void()>& publish);
+  // After a restore that failed: stopped with an exit event when nothing runs, running when the
+  // runtime had restored processes (their exit comes through the reaper).
+  void end_failed_restore();
+  void kill_all_async();
+  void watch_oom();
+  // Under runsc, before its create/restore: takes the runsc filestores a checkpoint's rootfs diff
+  // brought along out of the container's own snapshot (shim/task/runsc_filestore.h).
+  void remove_stale_runsc_filestores();
+
+  // InitOps
+  [[nodiscard]] const std::string& container_id() const override;
+  void run_start() override;
+  void run_restore() override;
+  void run_kill(int signal, bool all) override;
+  void run_pause() override;
+  void run_resume() override;
+  void run_checkpoint(const oci::CheckpointFlags& flags, bool paused) override;
+  void run_update(const nlohmann::json& resources) override;
+  void run_delete() override;
+
+  const ExecTable& execs_;
+  // Guarded by ctx.mu.
+  const InitState* state_ = &InitState::created();
+  std::optional<ExitInfo> held_exit_;  // held until its running execs' exits are out
+  std::optional<oci::CgroupPaths> cgroup_;
+};
+
+}  // namespace nvproxy::shim
