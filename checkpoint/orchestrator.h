@@ -107,8 +107,7 @@ class Orchestrator {
   // every checkpointed process is restored with it.
   // container_pid: a listed pid in the namespace `expected` uses (default: the host pid's NSpid).
   ResumeOutcome restore_after_runtime_restore(const std::string& container_id, const std::filesystem::path& diagnostic_path = {},
-                                              const std::vector<ExpectedProcess>& expected = {},
-                                              const DeviceMap& device_map = {},
+                                              const std::vector<ExpectedProcess>& expected = {}, const DeviceMap& device_map = {},
                                               const std::function<pid_t(pid_t)>& container_pid = {});
 
   // Read-only: nothing is toggled. The same decision as checkpoint()'s (decide()), on the same
@@ -155,9 +154,9 @@ class Orchestrator {
   struct Decision {
     std::optional<Refusal> refusal;
     std::vector<std::string> warnings;
-    std::vector<pid_t> lost;                              // CUDA, outside the init's tree, checkpointed anyway
-    nlohmann::json details = nlohmann::json::object();    // the diagnostic's "criu", "not_restored", "space"
-    Preflight preflight;                                  // what it found about GPUs (inspect shows it)
+    std::vector<pid_t> lost;                            // CUDA, outside the init's tree, checkpointed anyway
+    nlohmann::json details = nlohmann::json::object();  // the diagnostic's "criu", "not_restored", "space"
+    Preflight preflight;                                // what it found about GPUs (inspect shows it)
   };
   // c == nullptr: no device holders, or CUDA toggling is off: only the runtime's check applies.
   Decision decide(const CheckpointRequest& req, const std::vector<pid_t>& pids, const Classified* c,

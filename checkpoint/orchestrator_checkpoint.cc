@@ -81,8 +81,8 @@ class Orchestrator::Toggled {
     if (released_ || believed_.empty()) return;
     // Only an exception nobody expected gets here: bring the processes back all the same.
     Resumed r = o_.bring_back(pids(), believed_);
-    o_.log_.error("checkpoint " + a_.req.container_id + ": rolled back on an unexpected way out: running " +
-                  pid_list(r.running) + (r.stuck.empty() ? "" : ", STUCK " + std::to_string(r.stuck.size())));
+    o_.log_.error("checkpoint " + a_.req.container_id + ": rolled back on an unexpected way out: running " + pid_list(r.running) +
+                  (r.stuck.empty() ? "" : ", STUCK " + std::to_string(r.stuck.size())));
   }
   Toggled(const Toggled&) = delete;
   Toggled& operator=(const Toggled&) = delete;
@@ -247,12 +247,13 @@ void Orchestrator::verify(Attempt& a, const std::vector<pid_t>& pids, Toggled& t
     } catch (const std::exception&) {
       r.cuda_state = "(no CUDA)";
     }
-    r.hint = hint_still_holds(pid, r.cuda_state, hs.front().path, t.toggled(pid), std::binary_search(pids.begin(), pids.end(), pid));
+    r.hint =
+        hint_still_holds(pid, r.cuda_state, hs.front().path, t.toggled(pid), std::binary_search(pids.begin(), pids.end(), pid));
     rows.push_back(std::move(r));
   }
-  throw t.rollback(std::move(rows), Code::FailedPrecondition, "refused",
-                   count_processes(left.size()) + (left.size() == 1 ? " still holds" : " still hold") +
-                       " GPU devices after CUDA toggle");
+  throw t.rollback(
+      std::move(rows), Code::FailedPrecondition, "refused",
+      count_processes(left.size()) + (left.size() == 1 ? " still holds" : " still hold") + " GPU devices after CUDA toggle");
 }
 
 void Orchestrator::take_snapshot(Attempt& a, const SnapshotFn& snapshot, Toggled& t) {

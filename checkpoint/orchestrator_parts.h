@@ -95,7 +95,7 @@ inline std::map<pid_t, std::vector<Holder>> by_pid(const std::vector<Holder>& hs
 // One toggle per pid on worker threads; collects the CudaErrors. Anything else (the API cannot be
 // reached) is rethrown after every worker has finished.
 inline std::map<pid_t, CudaError> toggle_all(const std::vector<pid_t>& pids, unsigned parallelism,
-                                      const std::function<void(pid_t)>& op) {
+                                             const std::function<void(pid_t)>& op) {
   std::mutex mu;
   std::map<pid_t, CudaError> failed;
   std::exception_ptr fatal;

@@ -99,7 +99,8 @@ void CheckpointSession::after_restore(const std::filesystem::path& image) {
                                                                      [this](pid_t p) { return tools_.container_pid(p); });
   std::string pids;
   for (pid_t p : outcome.resumed) pids += " " + std::to_string(p);
-  log_.info(who + "CUDA resumed in " + std::to_string(outcome.resumed.size()) + " processes (pids" + pids + ");" + phases_text(outcome.phases));
+  log_.info(who + "CUDA resumed in " + std::to_string(outcome.resumed.size()) + " processes (pids" + pids + ");" +
+            phases_text(outcome.phases));
 }
 
 }  // namespace nvproxy::checkpoint

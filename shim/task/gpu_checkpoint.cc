@@ -88,7 +88,8 @@ struct Wiring {
     const checkpoint::CheckpointConfig& cfg = c.config().checkpoint;
     bool runsc = c.runtime().kind() == oci::RuntimeKind::Runsc;
     // A GPU container under gVisor: its processes are seen and toggled inside the sandbox.
-    if (runsc && c.gpu()) return checkpoint::sandbox_session_tools(cfg, sandbox_target(c.runtime().config(), c.id(), c.bundle()), runner, log);
+    if (runsc && c.gpu())
+      return checkpoint::sandbox_session_tools(cfg, sandbox_target(c.runtime().config(), c.id(), c.bundle()), runner, log);
     // runsc's pids live inside the sandbox: host /proc does not describe them, so the host-side
     // scan must not run on them (it would inspect unrelated host processes).
     return checkpoint::host_session_tools(cfg, rt, !runsc, runner, log);

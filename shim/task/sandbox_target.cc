@@ -7,7 +7,8 @@
 
 namespace nvproxy::shim {
 
-checkpoint::SandboxTarget sandbox_target(const oci::RuntimeConfig& rc, const std::string& id, const std::filesystem::path& bundle) {
+checkpoint::SandboxTarget sandbox_target(const oci::RuntimeConfig& rc, const std::string& id,
+                                         const std::filesystem::path& bundle) {
   checkpoint::SandboxTarget t;
   t.runsc.push_back(rc.binary);
   if (!rc.root.empty()) t.runsc.push_back("--root=" + rc.root);

@@ -11,6 +11,7 @@
 
 namespace nvproxy::shim {
 
-checkpoint::SandboxTarget sandbox_target(const oci::RuntimeConfig& rc, const std::string& id, const std::filesystem::path& bundle);
+checkpoint::SandboxTarget sandbox_target(const oci::RuntimeConfig& rc, const std::string& id,
+                                         const std::filesystem::path& bundle);
 
 }  // namespace nvproxy::shim

@@ -51,10 +51,13 @@ TEST(Diagnose, AsksTheRuntimeForPids) {
   FakeGpu gpu;
   pid_t cuda = gpu.start_app();
   fs::path rt = gpu.dir() / "fake-runc";
-  spit(rt, "#!/bin/sh\ncase \"$*\" in\n'--root /run/nvtest/k8s.io ps --format json c9'|'ps --format json c8') ;;\n*) exit 9;;\nesac\necho '[" +
-               std::to_string(cuda) + "]'\n");
+  spit(rt,
+       "#!/bin/sh\ncase \"$*\" in\n'--root /run/nvtest/k8s.io ps --format json c9'|'ps --format json c8') ;;\n*) exit "
+       "9;;\nesac\necho '[" +
+           std::to_string(cuda) + "]'\n");
   fs::permissions(rt, fs::perms::owner_all);
-  auto r = diagnose(gpu, {"--id", "c9", "--namespace", "k8s.io", "--runtime", rt.string(), "--runtime-root", "/run/nvtest/k8s.io"});
+  auto r =
+      diagnose(gpu, {"--id", "c9", "--namespace", "k8s.io", "--runtime", rt.string(), "--runtime-root", "/run/nvtest/k8s.io"});
   EXPECT_EQ(r.rc, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("1 CUDA device holders to toggle"), std::string::npos) << r.out;
   // No root named (and no bundle to read it from): the runtime's own default, no guessed path.

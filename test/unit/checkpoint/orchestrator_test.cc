@@ -533,9 +533,11 @@ TEST_F(OrchestratorTest, CudaProcessOutsideTheInitTreeIsRefusedUnlessAllowed) {
   // diagnose decides the same (one decide()), and names the same process.
   auto ins = make().inspect(r);
   EXPECT_TRUE(ins.would_refuse);
-  EXPECT_TRUE(has(ins.diagnostic.reason, "a checkpoint would be refused: 1 process with CUDA state is outside")) << ins.diagnostic.reason;
+  EXPECT_TRUE(has(ins.diagnostic.reason, "a checkpoint would be refused: 1 process with CUDA state is outside"))
+      << ins.diagnostic.reason;
   EXPECT_EQ(ins.diagnostic.details["not_restored"][0]["pid"], exec);
-  auto row = std::find_if(ins.diagnostic.processes.begin(), ins.diagnostic.processes.end(), [&](auto& p) { return p.pid == exec; });
+  auto row =
+      std::find_if(ins.diagnostic.processes.begin(), ins.diagnostic.processes.end(), [&](auto& p) { return p.pid == exec; });
   ASSERT_NE(row, ins.diagnostic.processes.end());
   EXPECT_TRUE(has(row->hint, "runs beside the init")) << row->hint;
 
@@ -750,8 +752,8 @@ TEST_F(OrchestratorTest, APidThatIsNoLongerTheProcessFoundIsNeverToggled) {
   } catch (const Error& e) {
     std::string m = e.what();
     EXPECT_TRUE(has(m, "CUDA lock failed in 1 process")) << m;
-    EXPECT_TRUE(has(m, "CUDA lock of pid " + std::to_string(b) + " failed: not asked: pid " + std::to_string(b) +
-                           " ended after the scan"))
+    EXPECT_TRUE(has(
+        m, "CUDA lock of pid " + std::to_string(b) + " failed: not asked: pid " + std::to_string(b) + " ended after the scan"))
         << m;
   }
   EXPECT_EQ(holds.held, pids) << "held from the scan on";
