@@ -112,6 +112,7 @@ nlohmann::json to_json(const Diagnostic& d) {
     json jp = {{"pid", p.pid},       {"name", p.name}, {"cmdline", p.cmdline}, {"cuda_state", p.cuda_state},
                {"holders", holders}, {"hint", p.hint}};
     if (!p.gpus.empty()) jp["gpus"] = p.gpus;
+    if (p.inherited_from > 0) jp["inherited"] = {{"from", p.inherited_from}, {"fds", p.inherited_fds}, {"own_fds", p.own_fds}};
     procs.push_back(jp);
   }
   json phases = json::object();

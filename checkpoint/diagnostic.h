@@ -29,6 +29,10 @@ struct ProcessReport {
   std::vector<Holder> holders;
   std::vector<std::string> gpus;  // GPU UUIDs with compute contexts, when known
   std::string hint;               // one sentence, empty if none
+  // A holder without CUDA whose device files are its CUDA ancestor's own open files (forked
+  // without exec): that ancestor's pid, and which fds it inherited / opened itself.
+  pid_t inherited_from = 0;
+  std::vector<int> inherited_fds, own_fds;
 };
 
 struct PhaseTiming {

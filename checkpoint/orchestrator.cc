@@ -81,11 +81,64 @@ Orchestrator::Classified Orchestrator::classify(const std::string& id, const std
       ProcInfo self = scanner_.info(pid).value_or(ProcInfo{.pid = pid, .name = r.name, .cmdline = r.cmdline});
       std::optional<ProcInfo> parent;
       if (self.ppid > 0 && c.state.count(self.ppid)) parent = scanner_.info(self.ppid);
-      r.hint = hint_not_cuda(self, parent ? &*parent : nullptr, hs.front().path, c.state_error[pid]);
+      if (!explain_inherited(pid, self, c, r))
+        r.hint = hint_not_cuda(self, parent ? &*parent : nullptr, hs.front().path, c.state_error[pid]);
     }
     c.blockers.push_back(std::move(r));
   }
   return c;
+}
+
+bool Orchestrator::explain_inherited(pid_t pid, const ProcInfo& self, const Classified& c, ProcessReport& r) {
+  if (!files_) return false;
+  // The nearest ancestor that is a running CUDA process of this container (bounded: a loop in a
+  // stale process table must not hang the checkpoint).
+  pid_t anc = self.ppid;
+  for (int depth = 0; anc > 0 && depth < 64; ++depth) {
+    auto st = c.state.find(anc);
+    if (st != c.state.end() && st->second == CudaState::Running) break;
+    auto pi = scanner_.info(anc);
+    anc = pi ? pi->ppid : 0;
+  }
+  auto theirs = c.holders.find(anc);
+  auto st = c.state.find(anc);
+  if (anc <= 0 || theirs == c.holders.end() || st == c.state.end() || st->second != CudaState::Running) return false;
+  std::vector<int> inherited, own;
+  std::size_t mappings = 0;
+  for (const auto& h : c.holders.at(pid)) {
+    if (h.kind == HolderKind::Mapping) {
+      ++mappings;
+      continue;
+    }
+    bool same = std::any_of(theirs->second.begin(), theirs->second.end(),
+                            [&](const Holder& a) { return a.kind == HolderKind::Fd && files_->same_file(pid, h.fd, anc, a.fd); });
+    (same ? inherited : own).push_back(h.fd);
+  }
+  if (inherited.empty() && own.empty()) return false;  // mappings alone: nothing to compare
+  auto fd_list = [](const std::vector<int>& fds) {
+    std::string s;
+    for (int fd : fds) s += (s.empty() ? "" : ",") + std::to_string(fd);
+    return s;
+  };
+  if (!inherited.empty()) r.inherited_from = anc;
+  r.inherited_fds = inherited;
+  r.own_fds = own;
+  const std::string who = "pid " + std::to_string(pid) + " (" + r.name + ")";
+  if (!own.empty()) {
+    r.hint = who + " opened GPU device files itself (fd " + fd_list(own) + ") without CUDA" +
+             (inherited.empty() ? std::string()
+                                : ", besides the ones inherited from CUDA process " + std::to_string(anc) + " (fd " +
+                                      fd_list(inherited) + ")") +
+             "; stop it or exclude it before checkpointing";
+    return true;
+  }
+  r.hint = who + " was forked from CUDA process " + std::to_string(anc) + " and holds its GPU device files (fd " +
+           fd_list(inherited) + ": the same open files" +
+           (mappings ? ", and " + std::to_string(mappings) + " device mappings" : std::string()) +
+           ") without a CUDA context of its own; the parent's CUDA checkpoint cannot release a child's copies: start such "
+           "workers with 'spawn' or 'forkserver' (DataLoader(multiprocessing_context=\"spawn\"), "
+           "multiprocessing.set_start_method(\"spawn\")), or stop them before checkpointing";
+  return true;
 }
 
 std::vector<ProcessReport> Orchestrator::collective_ranks(const Classified& c,

@@ -29,6 +29,7 @@
 #include "checkpoint/config.h"
 #include "checkpoint/cuda_toggler.h"
 #include "checkpoint/diagnostic.h"
+#include "checkpoint/file_identity.h"
 #include "checkpoint/gpu_usage.h"
 #include "checkpoint/holder_scan.h"
 #include "checkpoint/process_holds.h"
@@ -127,6 +128,9 @@ class Orchestrator {
   // Optional (host pids only): every process is held from the scan on, and no driver call is made
   // on a pid that no longer is the process found (process_holds.h).
   void set_process_holds(ProcessHolds* holds) { holds_ = holds; }
+  // Optional (host pids only): tells a forked child's inherited device files from ones it opened
+  // itself (file_identity.h), for the refusal's table and hint.
+  void set_file_identity(FileIdentity* files) { files_ = files; }
 
   struct Classified;  // internal, shared by checkpoint() and inspect()
 
@@ -199,6 +203,9 @@ class Orchestrator {
   std::map<pid_t, std::set<std::string>> probe_gpus(std::string& error);
   std::vector<ProcessReport> collective_ranks(const Classified& c, const std::map<pid_t, std::set<std::string>>& gpus);
   ProcessReport report_for(pid_t pid, const std::vector<Holder>& holders);
+  // A holder without CUDA: are its device fds the open files of its nearest CUDA ancestor? Fills
+  // r.inherited_* and r.hint; false when nothing is inherited (or it cannot be told).
+  bool explain_inherited(pid_t pid, const ProcInfo& self, const Classified& c, ProcessReport& r);
   // Throws CudaError(op, "not asked") when pid is no longer the process the scan found.
   void ensure_held(pid_t pid, const char* op);
 
@@ -211,6 +218,7 @@ class Orchestrator {
   SpaceProbe* space_ = nullptr;
   SnapshotCheck* snapshot_check_ = nullptr;
   ProcessHolds* holds_ = nullptr;
+  FileIdentity* files_ = nullptr;
   Logger& log_;
 };
 

@@ -9,6 +9,7 @@ OrchestratorKit::OrchestratorKit(const CheckpointConfig& cfg, std::unique_ptr<Pr
       cuda(make_cuda_tools(cfg, runner)),
       orch(cfg, *lister, scanner, cuda.toggler.get(), cuda.probe.get(), log) {
   orch.set_comm_probe(&comm);
+  orch.set_file_identity(&files);
 }
 
 }  // namespace nvproxy::checkpoint

@@ -9,6 +9,7 @@
 #include "checkpoint/comm_probe.h"
 #include "checkpoint/config.h"
 #include "checkpoint/cuda_helper_client.h"
+#include "checkpoint/file_identity.h"
 #include "checkpoint/holder_scan.h"
 #include "checkpoint/orchestrator.h"
 #include "checkpoint/process_list.h"
@@ -26,6 +27,7 @@ struct OrchestratorKit {
   ProcHolderScanner scanner;
   CudaTools cuda;  // toggler and probe, through one nvproxy-cuda-helper started on first use
   ProcCommProbe comm;
+  KcmpFileIdentity files;
   Orchestrator orch;  // last: it refers to the tools above
 };
 

@@ -6,6 +6,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <map>
+
+#include <fcntl.h>
 
 #include "checkpoint/cuda_driver_api.h"
 #include "fake_gpu.h"
@@ -782,4 +785,68 @@ TEST(PidfdHolds, TellsAnEndedProcessFromALiveOne) {
   EXPECT_EQ(process_start_time(ends), 0u);
   ::kill(live, SIGKILL);
   runner.wait(live);
+}
+
+// Issue 25, item 1: a forked child's device files are told apart by their open file descriptions.
+TEST_F(OrchestratorTest, ForkedWorkersHoldTheirParentsOpenFilesAnOpenerItsOwn) {
+  pid_t app = gpu.start_app({"--map", "--fork-workers", "2", "--fork-opener"});
+  std::vector<pid_t> kids = gpu.children(app);
+  ASSERT_EQ(kids.size(), 3u);
+  pid_t opener = kids[0], w1 = kids[1], w2 = kids[2];
+  pids = {app, opener, w1, w2};
+  KcmpFileIdentity files;
+  auto o = make();
+  o.set_file_identity(&files);
+  try {
+    o.checkpoint(req(), counting_snapshot());
+    FAIL() << "forked holders did not refuse the checkpoint";
+  } catch (const Error& e) {
+    std::string m = e.what();
+    EXPECT_TRUE(has(m, "refused: 3 processes hold GPU devices that the CUDA toggle cannot release")) << m;
+    for (pid_t w : {w1, w2})
+      EXPECT_TRUE(has(m, P(w) + " (fake_cuda_app) was forked from CUDA process " + std::to_string(app) +
+                             " and holds its GPU device files (fd "))
+          << m;
+    EXPECT_TRUE(has(m, "and 1 device mappings) without a CUDA context of its own")) << m;
+    EXPECT_TRUE(has(m, P(opener) + " (fake_cuda_app) opened GPU device files itself (fd ")) << m;
+  }
+  auto j = diag_json();
+  std::map<pid_t, nlohmann::json> by;
+  for (const auto& p : j["processes"]) by[p["pid"].get<pid_t>()] = p;
+  EXPECT_EQ(by[w1]["inherited"]["from"], app);
+  EXPECT_EQ(by[w1]["inherited"]["own_fds"].size(), 0u);
+  EXPECT_EQ(by[w1]["inherited"]["fds"].size(), 1u);
+  EXPECT_FALSE(by[opener].contains("inherited")) << by[opener];
+  EXPECT_TRUE(gpu.calls("lock").empty()) << "refused before any toggle";
+  EXPECT_EQ(gpu.state(app), "running");
+}
+
+TEST(KcmpFileIdentity, SameOpenFileOnlyWhenInherited) {
+  auto dir = make_temp_dir();
+  spit(dir / "dev", "x");
+  int fd = ::open((dir / "dev").c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  DirectWaiter waiter;
+  ProcessRunner runner(waiter);
+  // fd 3 of the first child is our own open file; the second opens the same path itself.
+  pid_t inherits = runner.start({.argv = {"/bin/sleep", "100"}, .extra_fds = {fd}});
+  pid_t opens = runner.start({.argv = {"/bin/sh", "-c", "exec 3<\"$0\"; exec sleep 100", (dir / "dev").string()}});
+  KcmpFileIdentity files;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  // Until the shell has opened fd 3 and become sleep: before its exec the child still has ours.
+  auto settled = [&] {
+    std::error_code ec;
+    return fs::read_symlink("/proc/" + std::to_string(opens) + "/exe", ec).filename() == "sleep";
+  };
+  while (!settled() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ASSERT_TRUE(settled());
+  EXPECT_TRUE(files.same_file(inherits, 3, ::getpid(), fd));
+  EXPECT_FALSE(files.same_file(opens, 3, ::getpid(), fd));
+  EXPECT_FALSE(files.same_file(inherits, 99, ::getpid(), fd)) << "no such fd: cannot be told, not the same";
+  for (pid_t p : {inherits, opens}) {
+    ::kill(p, SIGKILL);
+    runner.wait(p);
+  }
+  ::close(fd);
+  fs::remove_all(dir);
 }

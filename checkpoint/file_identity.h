@@ -1,0 +1,26 @@
+// Whether two processes' fds share one open file description. fork copies descriptors, so a child
+// that never opened a GPU device itself holds the very descriptions of its parent; a process that
+// opened the device itself (nvidia-smi, a monitoring agent, a child that initialised CUDA) holds
+// descriptions of its own. That tells the holders a CUDA toggle of the parent leaves behind by
+// inheritance from the ones that use the device.
+#pragma once
+
+#include <sys/types.h>
+
+namespace nvproxy::checkpoint {
+
+class FileIdentity {
+ public:
+  virtual ~FileIdentity() = default;
+  // true: fd_a of pid_a and fd_b of pid_b are the same open file description. false when they are
+  // not, or when it cannot be told (a process gone, no permission): then nothing counts as inherited.
+  virtual bool same_file(pid_t pid_a, int fd_a, pid_t pid_b, int fd_b) = 0;
+};
+
+// kcmp(2) with KCMP_FILE (Linux >= 3.5, ptrace access to both processes: the shim runs as root).
+class KcmpFileIdentity final : public FileIdentity {
+ public:
+  bool same_file(pid_t pid_a, int fd_a, pid_t pid_b, int fd_b) override;
+};
+
+}  // namespace nvproxy::checkpoint
