@@ -125,7 +125,8 @@ bool Orchestrator::explain_inherited(pid_t pid, const ProcInfo& self, const Clas
   r.own_fds = own;
   const std::string who = "pid " + std::to_string(pid) + " (" + r.name + ")";
   if (!own.empty()) {
-    r.hint = who + " opened GPU device files itself (fd " + fd_list(own) + ") without CUDA" +
+    r.hint = who + " holds GPU device files that are none of its CUDA ancestor's open files (fd " + fd_list(own) +
+             ": opened by itself, or kept after the parent closed its copy) without CUDA" +
              (inherited.empty() ? std::string()
                                 : ", besides the ones inherited from CUDA process " + std::to_string(anc) + " (fd " +
                                       fd_list(inherited) + ")") +

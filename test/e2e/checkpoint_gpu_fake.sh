@@ -125,4 +125,25 @@ for c in $(cuda_cpids); do
   nv_wait_for -t 5 advancing "$c" || nv_fail "process $c stopped working after the refusal"
 done
 nv_assert_eq RUNNING "$(task_status mixed)" "container state after the refusal"
+nv_ctr task kill -s KILL mixed
+nv_wait_for -t 10 bash -c "[[ \$(ctr -a $NV_SOCK -n $NV_NAMESPACE task ls | awk '\$1==\"mixed\"{print \$3}') == STOPPED ]]"
+
+nv_log "case workers: DataLoader-shaped children forked after the device was opened"
+rm -f "$FAKE"/cuda/*
+nv_ctr run -d --runtime $NV_RT "${MOUNTS[@]}" "$NV_IMAGE" workers /fake/fake_cuda_app --dir /fakecuda --device /dev/fakegpu0 --map --fork-workers 2
+nv_wait_for -t 10 bash -c "[[ \$(ls $FAKE/cuda | grep -c '\.ready$') -ge 3 ]]" || nv_fail "fake CUDA app did not start: $(ls "$FAKE/cuda")"
+app=$(nv_ctr task ls | awk '$1=="workers"{print $2}')
+set +e
+err=$(nv_ctr task checkpoint workers 2>&1)
+rc=$?
+set -e
+((rc != 0)) || nv_fail "checkpoint with forked device holders succeeded"
+echo "$err" >&2
+nv_assert_contains "$err" "refused: 2 processes hold GPU devices" "the refusal counts the workers"
+nv_assert_contains "$err" "was forked from CUDA process $app and holds its GPU device files" "the hint names the parent"
+bundle=$NV_STATE_DIR/io.containerd.runtime.v2.task/$NV_NAMESPACE/workers
+nv_assert_eq "$app $app" "$(jq -r '[.processes[].inherited.from] | map(tostring) | join(" ")' "$bundle/checkpoint-diagnostic.json")" \
+  "checkpoint-diagnostic.json: each worker inherited from the app"
+if grep -qE ' (lock|checkpoint) ' "$FAKE/cuda/calls.log" 2>/dev/null; then nv_fail "processes were toggled: $(cat "$FAKE/cuda/calls.log")"; fi
+nv_assert_eq RUNNING "$(task_status workers)" "container state after the refusal"
 echo "PASS checkpoint_gpu_fake ($NV_RUNTIME, containerd $NV_CONTAINERD_VERSION)"
