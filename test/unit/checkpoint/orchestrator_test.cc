@@ -808,7 +808,8 @@ TEST_F(OrchestratorTest, ForkedWorkersHoldTheirParentsOpenFilesAnOpenerItsOwn) {
                              " and holds its GPU device files (fd "))
           << m;
     EXPECT_TRUE(has(m, "and 1 device mappings) without a CUDA context of its own")) << m;
-    EXPECT_TRUE(has(m, P(opener) + " (fake_cuda_app) holds GPU device files that are none of its CUDA ancestor's open files (fd "))
+    EXPECT_TRUE(
+        has(m, P(opener) + " (fake_cuda_app) holds GPU device files that are none of its CUDA ancestor's open files (fd "))
         << m;
   }
   auto j = diag_json();
