@@ -62,7 +62,7 @@ Orchestrator::Classified Orchestrator::classify(const std::string& id, const std
                "the process before checkpointing";
       c.blockers.push_back(std::move(r));
     }
-    log_.warn("checkpoint of container \"" + id + "\": CUDA state of " + pid_list(pids) + " cannot be read: " + e.what());
+    log_.warn("checkpoint of container \"" + id + "\": CUDA state of " + comma_list(pids) + " cannot be read: " + e.what());
     return c;
   }
   for (pid_t pid : pids) {
@@ -115,26 +115,21 @@ bool Orchestrator::explain_inherited(pid_t pid, const ProcInfo& self, const Clas
     (same ? inherited : own).push_back(h.fd);
   }
   if (inherited.empty() && own.empty()) return false;  // mappings alone: nothing to compare
-  auto fd_list = [](const std::vector<int>& fds) {
-    std::string s;
-    for (int fd : fds) s += (s.empty() ? "" : ",") + std::to_string(fd);
-    return s;
-  };
   if (!inherited.empty()) r.inherited_from = anc;
   r.inherited_fds = inherited;
   r.own_fds = own;
   const std::string who = "pid " + std::to_string(pid) + " (" + r.name + ")";
   if (!own.empty()) {
-    r.hint = who + " holds GPU device files that are none of its CUDA ancestor's open files (fd " + fd_list(own) +
+    r.hint = who + " holds GPU device files that are none of its CUDA ancestor's open files (fd " + comma_list(own) +
              ": opened by itself, or kept after the parent closed its copy) without CUDA" +
              (inherited.empty() ? std::string()
                                 : ", besides the ones inherited from CUDA process " + std::to_string(anc) + " (fd " +
-                                      fd_list(inherited) + ")") +
+                                      comma_list(inherited) + ")") +
              "; stop it or exclude it before checkpointing";
     return true;
   }
   r.hint = who + " was forked from CUDA process " + std::to_string(anc) + " and holds its GPU device files (fd " +
-           fd_list(inherited) + ": the same open files" +
+           comma_list(inherited) + ": the same open files" +
            (mappings ? ", and " + std::to_string(mappings) + " device mappings" : std::string()) +
            ") without a CUDA context of its own; the parent's CUDA checkpoint cannot release a child's copies: start such "
            "workers with 'spawn' or 'forkserver' (DataLoader(multiprocessing_context=\"spawn\"), "
@@ -284,13 +279,13 @@ ResumeOutcome Orchestrator::restore_after_runtime_restore(const std::string& id,
       states[pid] = s;
     });  // a pid whose state cannot be read is not a CUDA process: nothing to do
   } catch (const Error& e) {
-    throw Error(e.code(), "restore of container \"" + id + "\": cannot read the CUDA state of its processes " + pid_list(pids) +
+    throw Error(e.code(), "restore of container \"" + id + "\": cannot read the CUDA state of its processes " + comma_list(pids) +
                               ": " + e.what());
   }
   std::vector<pid_t> todo;
   for (const auto& [pid, s] : states)
     if (s == CudaState::Checkpointed || s == CudaState::Locked) todo.push_back(pid);
-  scan.done(count_processes(pids.size()) + ", to restore: " + pid_list(todo));
+  scan.done(count_processes(pids.size()) + ", to restore: " + comma_list(todo));
   // Which recorded CUDA processes are not among them (pids in the container's namespace survive a
   // restore): missing, whatever became of them.
   std::vector<ExpectedProcess> missing;
@@ -304,7 +299,7 @@ ResumeOutcome Orchestrator::restore_after_runtime_restore(const std::string& id,
 
   Phase res(out.phases, log_, id, "resume");
   Resumed r = bring_back(todo, states, device_map);
-  res.done("resumed " + pid_list(r.running));
+  res.done("resumed " + comma_list(r.running));
   out.resumed = r.running;
   if (!r.stuck.empty() || !missing.empty()) {
     std::string reason;

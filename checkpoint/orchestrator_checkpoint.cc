@@ -81,8 +81,8 @@ class Orchestrator::Toggled {
     if (released_ || believed_.empty()) return;
     // Only an exception nobody expected gets here: bring the processes back all the same.
     Resumed r = o_.bring_back(pids(), believed_);
-    o_.log_.error("checkpoint " + a_.req.container_id + ": rolled back on an unexpected way out: running " + pid_list(r.running) +
-                  (r.stuck.empty() ? "" : ", STUCK " + std::to_string(r.stuck.size())));
+    o_.log_.error("checkpoint " + a_.req.container_id + ": rolled back on an unexpected way out: running " +
+                  comma_list(r.running) + (r.stuck.empty() ? "" : ", STUCK " + std::to_string(r.stuck.size())));
   }
   Toggled(const Toggled&) = delete;
   Toggled& operator=(const Toggled&) = delete;
@@ -105,13 +105,13 @@ class Orchestrator::Toggled {
     Phase rb = a_.phase("rollback");
     Resumed r = o_.bring_back(pids(), believed_);
     released_ = true;
-    rb.done("restored " + pid_list(r.running) + (r.stuck.empty() ? "" : ", STUCK " + std::to_string(r.stuck.size())));
+    rb.done("restored " + comma_list(r.running) + (r.stuck.empty() ? "" : ", STUCK " + std::to_string(r.stuck.size())));
     if (summarize) {
-      if (!r.running.empty()) reason += "; CUDA restored in pids " + pid_list(r.running);
+      if (!r.running.empty()) reason += "; CUDA restored in pids " + comma_list(r.running);
       if (!r.stuck.empty()) {
         std::vector<pid_t> stuck;
         for (const auto& p : r.stuck) stuck.push_back(p.pid);
-        reason += "; CUDA could NOT be restored in pids " + pid_list(stuck);
+        reason += "; CUDA could NOT be restored in pids " + comma_list(stuck);
       }
     }
     a_.diag.processes = std::move(rows);
@@ -154,7 +154,7 @@ CheckpointOutcome Orchestrator::checkpoint(const CheckpointRequest& req, const S
   if (!holders.empty()) {
     Phase cls = a.phase("classify");
     c = classify(id, holders);
-    cls.done("CUDA pids " + pid_list(c->cuda));
+    cls.done("CUDA pids " + comma_list(c->cuda));
   }
 
   Decision d = decide(req, pids, c ? &*c : nullptr, a.out.phases);
@@ -294,7 +294,7 @@ void Orchestrator::resume(Attempt& a, const std::vector<pid_t>& toggled, Toggled
   if (!a.req.keep_running) return;
   Phase res = a.phase("resume");
   Resumed r = bring_back(toggled, t.believed());
-  res.done("resumed " + pid_list(r.running));
+  res.done("resumed " + comma_list(r.running));
   if (r.stuck.empty()) return;
   a.diag.rolled_back = r.running;
   a.diag.stuck = r.stuck;

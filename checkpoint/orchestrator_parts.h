@@ -7,6 +7,7 @@
 #include <exception>
 #include <functional>
 #include <mutex>
+#include <type_traits>
 
 #include "checkpoint/orchestrator.h"
 #include "checkpoint/parallel.h"
@@ -32,9 +33,11 @@ inline std::string fmt_ms(double ms) {
   return buf;
 }
 
-inline std::string pid_list(const std::vector<pid_t>& pids) {
+// "4,5,9": pids (or fds) for log lines and reasons.
+static_assert(std::is_same_v<pid_t, int>, "pid lists are passed as int lists");
+inline std::string comma_list(const std::vector<int>& numbers) {
   std::string s;
-  for (pid_t p : pids) s += (s.empty() ? "" : ",") + std::to_string(p);
+  for (int n : numbers) s += (s.empty() ? "" : ",") + std::to_string(n);
   return s;
 }
 
