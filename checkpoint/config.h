@@ -36,6 +36,11 @@ struct CheckpointConfig {
   // options to a runtimeType other than io.containerd.runc.v2, so its default `checkpoint create`
   // (stop) and `--leave-running` reach the shim alike; this picks which one they mean.
   bool exit_without_options = false;
+  // A process forked from a CUDA process that holds only its ancestor's GPU device files (release.h):
+  // its copies are left out of the image by the shim's CRIU plugin and come back as /dev/null and
+  // empty reservations (runc, crun). false: such a container is refused, as before.
+  bool release_inherited = true;
+  std::string criu_plugin_dir;  // where nvproxy_criu_release.so is; empty: default_criu_plugin_dir()
 };
 
 }  // namespace nvproxy::checkpoint

@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fnmatch.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -56,6 +57,12 @@ std::string maps_path(const std::string& line) {
   return rest;
 }
 
+std::uint64_t char_device(const fs::path& p) {
+  struct stat st {};
+  if (::stat(p.c_str(), &st) != 0 || !S_ISCHR(st.st_mode)) return 0;
+  return st.st_rdev;
+}
+
 std::string basename_of(const std::string& p) {
   size_t s = p.rfind('/');
   return s == std::string::npos ? p : p.substr(s + 1);
@@ -91,7 +98,8 @@ std::vector<Holder> ProcHolderScanner::scan_one(pid_t pid) {
     fs::path target = fs::read_symlink(dir / "fd" / std::to_string(fd), ec);
     if (ec) continue;  // closed meanwhile
     std::string t = target.string();
-    if (matches(t)) out.push_back({.pid = pid, .kind = HolderKind::Fd, .fd = fd, .path = t});
+    if (matches(t))
+      out.push_back({.pid = pid, .kind = HolderKind::Fd, .fd = fd, .path = t, .device = char_device(dir / "fd" / std::to_string(fd))});
   }
   // Mappings: one holder per device, however many ranges map it.
   if (auto maps = slurp(dir / "maps")) {
@@ -101,7 +109,8 @@ std::vector<Holder> ProcHolderScanner::scan_one(pid_t pid) {
     while (std::getline(ms, line)) {
       std::string p = maps_path(line);
       if (p.empty() || p[0] != '/' || !matches(p) || !seen.insert(p).second) continue;
-      out.push_back({.pid = pid, .kind = HolderKind::Mapping, .path = p});
+      // The path is the container's: its node is found through the process's root.
+      out.push_back({.pid = pid, .kind = HolderKind::Mapping, .path = p, .device = char_device(dir / "root" / p.substr(1))});
     }
   }
   if (out.empty()) return out;

@@ -22,6 +22,9 @@ struct Holder {
   HolderKind kind = HolderKind::Fd;
   int fd = -1;       // for kind Fd
   std::string path;  // the device
+  // The character device's number (st_rdev), as the CRIU release plugin matches it; 0 when it is no
+  // character device or cannot be told (a sandbox's scan).
+  std::uint64_t device = 0;
 };
 
 // What the hints need to know about a process besides its holders.

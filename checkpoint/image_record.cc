@@ -1,5 +1,7 @@
 #include "checkpoint/image_record.h"
 
+#include <algorithm>
+
 #include "common/error.h"
 #include "common/fs.h"
 
@@ -31,7 +33,7 @@ std::vector<ImageProcess> processes_from(const json& j, const char* key) {
 }  // namespace
 
 json to_json(const ImageRecord& r) {
-  json j{{"version", r.version},
+  json j{{"version", r.released.empty() ? std::min(r.version, ImageRecord::kVersionWithoutReleased) : ImageRecord::kVersion},
          {"container", r.container},
          {"cuda_processes", r.cuda_processes},
          {"cuda_pids", processes_json(r.cuda_pids)}};
@@ -39,6 +41,11 @@ json to_json(const ImageRecord& r) {
   if (!r.cuda_not_restored.empty()) j["cuda_not_restored"] = processes_json(r.cuda_not_restored);
   if (r.gpu) j["gpu"] = to_json(*r.gpu);
   if (!r.gpu_error.empty()) j["gpu_error"] = r.gpu_error;
+  if (!r.released.empty()) {
+    json a = json::array();
+    for (const auto& p : r.released) a.push_back({{"pid", p.pid}, {"name", p.name}, {"from", p.from}, {"fds", p.fds}});
+    j["released"] = a;
+  }
   return j;
 }
 
@@ -58,6 +65,14 @@ ImageRecord image_record_from_json(const json& j) {
     if (j.contains("gpu")) r.gpu = gpu_record_from_json(j.at("gpu"));
     if (j.contains("gpu_error"))
       r.gpu_error = j.at("gpu_error").is_string() ? j.at("gpu_error").get<std::string>() : j.at("gpu_error").dump();
+    if (j.contains("released")) {
+      if (!j.at("released").is_array()) throw Error(Code::InvalidArgument, "\"released\" is not a list");
+      for (const auto& p : j.at("released"))
+        r.released.push_back({.pid = p.at("pid").get<pid_t>(),
+                              .name = p.value("name", std::string()),
+                              .from = p.value("from", 0),
+                              .fds = p.value("fds", std::vector<int>{})});
+    }
   } catch (const Error&) {
     throw;
   } catch (const std::exception& e) {

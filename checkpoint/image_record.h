@@ -24,8 +24,22 @@ struct ImageProcess {
   bool operator==(const ImageProcess&) const = default;
 };
 
+// A forked child whose inherited GPU device files the image leaves out (release.h): after a
+// restore those fds are /dev/null.
+struct ImageReleased {
+  pid_t pid = 0;  // in the container's pid namespace
+  std::string name;
+  pid_t from = 0;  // the CUDA ancestor, same namespace
+  std::vector<int> fds;
+
+  bool operator==(const ImageReleased&) const = default;
+};
+
 struct ImageRecord {
-  static constexpr int kVersion = 1;
+  // 2: with `released` (a shim before 0.4.0 reads 2 as too new and refuses the restore, which it
+  // could not do: it would not load the release plugin); 1 is written when nothing was released.
+  static constexpr int kVersion = 2;
+  static constexpr int kVersionWithoutReleased = 1;
   static constexpr const char* kFileName = "nvproxy-cuda.json";
 
   int version = kVersion;
@@ -36,6 +50,7 @@ struct ImageRecord {
   std::vector<ImageProcess> cuda_not_restored;  // toggled, but outside the init's tree (allowed by configuration)
   std::optional<GpuRecord> gpu;                 // what they used, for the restore preflight
   std::string gpu_error;                        // why `gpu` is missing, when there are CUDA processes
+  std::vector<ImageReleased> released;          // version 1 written by 0.4.0 on; absent: none
 
   [[nodiscard]] bool has_cuda() const { return cuda_processes > 0; }
 };

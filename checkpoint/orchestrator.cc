@@ -83,26 +83,97 @@ Orchestrator::Classified Orchestrator::classify(const std::string& id, const std
       if (self.ppid > 0 && c.state.count(self.ppid)) parent = scanner_.info(self.ppid);
       if (!explain_inherited(pid, self, c, r))
         r.hint = hint_not_cuda(self, parent ? &*parent : nullptr, hs.front().path, c.state_error[pid]);
+      else if (try_release(r, c))
+        continue;
     }
     c.blockers.push_back(std::move(r));
   }
+  refuse_forked_cuda(c);
   return c;
+}
+
+pid_t Orchestrator::cuda_ancestor(const ProcInfo& self, const Classified& c) {
+  // Bounded: a loop in a stale process table must not hang the checkpoint.
+  pid_t anc = self.ppid;
+  for (int depth = 0; anc > 0 && depth < 64; ++depth) {
+    auto st = c.state.find(anc);
+    if (st != c.state.end() && st->second == CudaState::Running) return c.holders.count(anc) ? anc : 0;
+    auto pi = scanner_.info(anc);
+    anc = pi ? pi->ppid : 0;
+  }
+  return 0;
+}
+
+bool Orchestrator::try_release(ProcessReport& r, Classified& c) {
+  if (r.inherited_from <= 0 || r.inherited_fds.empty() || !r.own_fds.empty()) return false;
+  const std::string cannot = "; the shim releases a forked child's inherited device files itself under runc and crun, but not here: ";
+  if (!cfg_.release_inherited) {
+    r.hint += cannot + "checkpoint.release_inherited is off";
+    return false;
+  }
+  if (!release_unavailable_.empty()) {
+    r.hint += cannot + release_unavailable_;
+    return false;
+  }
+  ReleasedProcess rp{.pid = r.pid, .from = r.inherited_from, .fds = r.inherited_fds};
+  std::vector<std::uint64_t> devices;
+  for (const auto& h : r.holders) {
+    if (h.device == 0) {
+      r.hint += cannot + h.path + " is no character device the plugin can name";
+      return false;
+    }
+    if (h.kind == HolderKind::Mapping) ++rp.mappings;
+    devices.push_back(h.device);
+  }
+  log_.info("checkpoint: pid " + std::to_string(r.pid) + " (" + r.name + ") holds only the GPU device files of CUDA process " +
+            std::to_string(rp.from) + " (fd " + comma_list(rp.fds) + ", " + std::to_string(rp.mappings) +
+            " device mappings), forked without a CUDA context of its own: released from the image");
+  auto& all = c.release.devices;
+  all.insert(all.end(), devices.begin(), devices.end());
+  std::sort(all.begin(), all.end());
+  all.erase(std::unique(all.begin(), all.end()), all.end());
+  c.release.processes.push_back(std::move(rp));
+  return true;
+}
+
+void Orchestrator::refuse_forked_cuda(Classified& c) {
+  if (!files_) return;
+  std::vector<pid_t> keep;
+  for (pid_t pid : c.cuda) {
+    auto self = scanner_.info(pid);
+    pid_t anc = self ? cuda_ancestor(*self, c) : 0;
+    std::vector<int> shared;
+    if (anc > 0) {
+      for (const auto& h : c.holders.at(pid)) {
+        if (h.kind != HolderKind::Fd) continue;
+        const auto& theirs = c.holders.at(anc);
+        if (std::any_of(theirs.begin(), theirs.end(),
+                        [&](const Holder& a) { return a.kind == HolderKind::Fd && files_->same_file(pid, h.fd, anc, a.fd); }))
+          shared.push_back(h.fd);
+      }
+    }
+    if (shared.empty()) {
+      keep.push_back(pid);
+      continue;
+    }
+    ProcessReport r = report_for(pid, c.holders.at(pid));
+    r.cuda_state = "running";
+    r.inherited_from = anc;
+    r.inherited_fds = shared;
+    r.hint = "pid " + std::to_string(pid) + " (" + r.name + ") was forked from CUDA process " + std::to_string(anc) +
+             " and holds its GPU device files (fd " + comma_list(shared) +
+             ") beside a CUDA context of its own: the driver cannot checkpoint CUDA in a forked child; create CUDA "
+             "processes with 'spawn' or 'forkserver'";
+    c.blockers.push_back(std::move(r));
+  }
+  c.cuda = std::move(keep);
 }
 
 bool Orchestrator::explain_inherited(pid_t pid, const ProcInfo& self, const Classified& c, ProcessReport& r) {
   if (!files_) return false;
-  // The nearest ancestor that is a running CUDA process of this container (bounded: a loop in a
-  // stale process table must not hang the checkpoint).
-  pid_t anc = self.ppid;
-  for (int depth = 0; anc > 0 && depth < 64; ++depth) {
-    auto st = c.state.find(anc);
-    if (st != c.state.end() && st->second == CudaState::Running) break;
-    auto pi = scanner_.info(anc);
-    anc = pi ? pi->ppid : 0;
-  }
+  pid_t anc = cuda_ancestor(self, c);
+  if (anc <= 0) return false;
   auto theirs = c.holders.find(anc);
-  auto st = c.state.find(anc);
-  if (anc <= 0 || theirs == c.holders.end() || st == c.state.end() || st->second != CudaState::Running) return false;
   std::vector<int> inherited, own;
   std::size_t mappings = 0;
   for (const auto& h : c.holders.at(pid)) {

@@ -34,6 +34,7 @@
 #include "checkpoint/holder_scan.h"
 #include "checkpoint/process_holds.h"
 #include "checkpoint/process_list.h"
+#include "checkpoint/release.h"
 #include "checkpoint/snapshot_check.h"
 #include "checkpoint/space_check.h"
 #include "common/log.h"
@@ -62,12 +63,15 @@ struct ExpectedProcess {
 };
 
 // The runtime's checkpoint (`runc checkpoint --image-path ...`); throws Error on failure, with code
-// DeadlineExceeded (a DeadlineError, ideally) when it ran out of time and was killed.
+// DeadlineExceeded (a DeadlineError, ideally) when it ran out of time and was killed. A snapshot
+// with a non-empty ReleasePlan must load the release plugin (release.h).
 using SnapshotFn = std::function<void()>;
+using ReleasingSnapshotFn = std::function<void(const ReleasePlan&)>;
 
 struct CheckpointOutcome {
   std::vector<pid_t> toggled;  // CUDA processes checkpointed for the snapshot
   std::vector<pid_t> lost;     // toggled, but outside the init's tree: a restore will not bring them back
+  std::vector<ReleasedProcess> released;  // forked children whose inherited device files the image leaves out
   std::vector<PhaseTiming> phases;
   std::vector<std::string> warnings;
 };
@@ -97,7 +101,10 @@ class Orchestrator {
   // Error(DeadlineExceeded): "snapshot (runc checkpoint) did not finish within N ms; <what was done
   // about it>; CUDA restored in pids ...", and the diagnostic JSON gets a "deadline" object
   // (phase, command, timeout_ms, killed_pgid, aftermath).
-  CheckpointOutcome checkpoint(const CheckpointRequest& req, const SnapshotFn& snapshot);
+  CheckpointOutcome checkpoint(const CheckpointRequest& req, const ReleasingSnapshotFn& snapshot);
+  CheckpointOutcome checkpoint(const CheckpointRequest& req, const SnapshotFn& snapshot) {
+    return checkpoint(req, ReleasingSnapshotFn([&](const ReleasePlan&) { snapshot(); }));
+  }
 
   // After the runtime's restore: lists the pids again (host pids change), restores and unlocks
   // every process whose CUDA state is checkpointed (and unlocks locked ones), in parallel.
@@ -131,6 +138,10 @@ class Orchestrator {
   // Optional (host pids only): tells a forked child's inherited device files from ones it opened
   // itself (file_identity.h), for the refusal's table and hint.
   void set_file_identity(FileIdentity* files) { files_ = files; }
+  // Whether the snapshot can release forked children's inherited device files (release.h): "" when
+  // it can (checkpoint.release_inherited, the runtime's CRIU and the shim's plugin), else why not,
+  // for the refusal's hint. Needs the file identity. Off until set.
+  void set_release(std::string unavailable) { release_unavailable_ = std::move(unavailable); }
 
   struct Classified;  // internal, shared by checkpoint() and inspect()
 
@@ -185,9 +196,9 @@ class Orchestrator {
   class Toggled;
   void lock_all(Attempt& a, const Classified& c, Toggled& t);
   void checkpoint_all(Attempt& a, const Classified& c, Toggled& t);
-  void verify(Attempt& a, const std::vector<pid_t>& pids, Toggled& t);
-  void take_snapshot(Attempt& a, const SnapshotFn& snapshot, Toggled& t);
-  void snapshot_only(Attempt& a, const SnapshotFn& snapshot);
+  void verify(Attempt& a, const std::vector<pid_t>& pids, const Classified& c, Toggled& t);
+  void take_snapshot(Attempt& a, const ReleasingSnapshotFn& snapshot, const ReleasePlan& plan, Toggled& t);
+  void snapshot_only(Attempt& a, const ReleasingSnapshotFn& snapshot);
   void resume(Attempt& a, const std::vector<pid_t>& toggled, Toggled& t);
   std::vector<ProcessReport> failure_rows(const Classified& c, const std::map<pid_t, CudaError>& failed);
 
@@ -206,6 +217,14 @@ class Orchestrator {
   // A holder without CUDA: are its device fds the open files of its nearest CUDA ancestor? Fills
   // r.inherited_* and r.hint; false when nothing is inherited (or it cannot be told).
   bool explain_inherited(pid_t pid, const ProcInfo& self, const Classified& c, ProcessReport& r);
+  // The nearest ancestor of `self` that is a running CUDA process of this container; 0 if none.
+  pid_t cuda_ancestor(const ProcInfo& self, const Classified& c);
+  // A holder explained as inherited (r.inherited_*): released when everything it holds is its
+  // ancestor's and the release is available; false leaves it a blocker (its hint says why).
+  bool try_release(ProcessReport& r, Classified& c);
+  // CUDA processes forked from a CUDA process that still hold its device files: refused (the
+  // driver's checkpoint of a forked CUDA child is not supported); removed from c.cuda.
+  void refuse_forked_cuda(Classified& c);
   // Throws CudaError(op, "not asked") when pid is no longer the process the scan found.
   void ensure_held(pid_t pid, const char* op);
 
@@ -219,6 +238,7 @@ class Orchestrator {
   SnapshotCheck* snapshot_check_ = nullptr;
   ProcessHolds* holds_ = nullptr;
   FileIdentity* files_ = nullptr;
+  std::string release_unavailable_ = "not set up";
   Logger& log_;
 };
 

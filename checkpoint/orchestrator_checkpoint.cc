@@ -54,6 +54,8 @@ class Orchestrator::Attempt {
     if (req.diagnostic_path.empty()) return;
     diag.verdict = "done";
     diag.reason = count_processes(out.toggled.size()) + " with CUDA state checkpointed";
+    if (!out.released.empty())
+      diag.reason += "; the GPU device files " + count_processes(out.released.size()) + " inherited from them left out of the image";
     diag.toggled = out.toggled;
     diag.phases = out.phases;
     diag.warnings.insert(diag.warnings.end(), out.warnings.begin(), out.warnings.end());
@@ -135,7 +137,7 @@ class Orchestrator::Toggled {
   bool released_ = false;
 };
 
-CheckpointOutcome Orchestrator::checkpoint(const CheckpointRequest& req, const SnapshotFn& snapshot) {
+CheckpointOutcome Orchestrator::checkpoint(const CheckpointRequest& req, const ReleasingSnapshotFn& snapshot) {
   Attempt a(*this, req);
   const std::string& id = req.container_id;
   std::vector<pid_t> pids;
@@ -172,12 +174,19 @@ CheckpointOutcome Orchestrator::checkpoint(const CheckpointRequest& req, const S
     return a.out;
   }
 
+  if (!c->release.empty()) {
+    a.out.released = c->release.processes;
+    nlohmann::json rel = nlohmann::json::array();
+    for (const auto& p : c->release.processes)
+      rel.push_back({{"pid", p.pid}, {"from", p.from}, {"fds", p.fds}, {"mappings", p.mappings}});
+    a.diag.details["released"] = {{"processes", rel}, {"devices", c->release.devices_text()}};
+  }
   Toggled t(*this, a);
   try {
     lock_all(a, *c, t);
     checkpoint_all(a, *c, t);
-    verify(a, pids, t);
-    take_snapshot(a, snapshot, t);
+    verify(a, pids, *c, t);
+    take_snapshot(a, snapshot, c->release, t);
   } catch (const Error& e) {
     // Failures of the phases carry their diagnostic; anything else (the CUDA API gone, a scan
     // error) still must not leave processes toggled.
@@ -233,11 +242,26 @@ void Orchestrator::checkpoint_all(Attempt& a, const Classified& c, Toggled& t) {
                      "CUDA checkpoint failed in " + count_processes(failed.size()));
 }
 
-void Orchestrator::verify(Attempt& a, const std::vector<pid_t>& pids, Toggled& t) {
+void Orchestrator::verify(Attempt& a, const std::vector<pid_t>& pids, const Classified& c, Toggled& t) {
   Phase verify = a.phase("verify");
   std::vector<pid_t> now = lister_.list();  // a process started meanwhile counts too
   auto left = by_pid(scanner_.scan(now));
-  verify.done(std::to_string(left.size()) + " holders left");
+  // What the snapshot releases may remain: a released process's inherited fds and its mappings of
+  // the released devices, nothing more.
+  std::size_t released = 0;
+  for (const auto& p : c.release.processes) {
+    auto it = left.find(p.pid);
+    if (it == left.end()) continue;
+    bool only_released = std::all_of(it->second.begin(), it->second.end(), [&](const Holder& h) {
+      bool dev = std::binary_search(c.release.devices.begin(), c.release.devices.end(), h.device);
+      return dev && (h.kind == HolderKind::Mapping || std::find(p.fds.begin(), p.fds.end(), h.fd) != p.fds.end());
+    });
+    if (!only_released) continue;
+    left.erase(it);
+    ++released;
+  }
+  verify.done(std::to_string(left.size()) + " holders left" +
+              (released ? ", " + count_processes(released) + " with inherited files to release" : ""));
   if (left.empty()) return;
   std::vector<ProcessReport> rows;
   for (const auto& [pid, hs] : left) {
@@ -256,10 +280,10 @@ void Orchestrator::verify(Attempt& a, const std::vector<pid_t>& pids, Toggled& t
       count_processes(left.size()) + (left.size() == 1 ? " still holds" : " still hold") + " GPU devices after CUDA toggle");
 }
 
-void Orchestrator::take_snapshot(Attempt& a, const SnapshotFn& snapshot, Toggled& t) {
+void Orchestrator::take_snapshot(Attempt& a, const ReleasingSnapshotFn& snapshot, const ReleasePlan& plan, Toggled& t) {
   Phase snap = a.phase("snapshot");
   try {
-    snapshot();
+    snapshot(plan);
   } catch (const Error& e) {
     if (e.code() == Code::DeadlineExceeded) {
       snap.done("out of time");
@@ -276,10 +300,10 @@ void Orchestrator::take_snapshot(Attempt& a, const SnapshotFn& snapshot, Toggled
 }
 
 // The snapshot alone (nothing toggled): its errors pass through, but a deadline is written down.
-void Orchestrator::snapshot_only(Attempt& a, const SnapshotFn& snapshot) {
+void Orchestrator::snapshot_only(Attempt& a, const ReleasingSnapshotFn& snapshot) {
   Phase ph = a.phase("snapshot");
   try {
-    snapshot();
+    snapshot(ReleasePlan{});
   } catch (const Error& e) {
     if (e.code() != Code::DeadlineExceeded) throw;
     ph.done("out of time");

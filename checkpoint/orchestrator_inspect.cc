@@ -45,6 +45,17 @@ Inspection Orchestrator::inspect(const CheckpointRequest& req) {
       rows[pid] = std::move(r);
     }
   }
+  if (c)
+    for (const auto& p : c->release.processes) {
+      ProcessReport r = report_for(p.pid, c->holders.at(p.pid));
+      r.cuda_state = "(no CUDA)";
+      r.inherited_from = p.from;
+      r.inherited_fds = p.fds;
+      r.hint = "pid " + std::to_string(p.pid) + " (" + r.name + ") holds only GPU device files of CUDA process " +
+               std::to_string(p.from) + " (fd " + comma_list(p.fds) +
+               "), forked without a CUDA context of its own: a checkpoint leaves them out of the image";
+      rows[p.pid] = std::move(r);
+    }
   for (const auto* found : {&pf.multi_gpu, &pf.ranks, &pf.ipc, &pf.managed})
     for (const auto& r : *found) rows[r.pid].hint = r.hint;
   if (dec.refusal)

@@ -10,6 +10,9 @@ OrchestratorKit::OrchestratorKit(const CheckpointConfig& cfg, std::unique_ptr<Pr
       orch(cfg, *lister, scanner, cuda.toggler.get(), cuda.probe.get(), log) {
   orch.set_comm_probe(&comm);
   orch.set_file_identity(&files);
+  // On the host, forked children's inherited device files are released by CRIU with the shim's
+  // plugin (release.h); the session takes it back where the runtime has no CRIU.
+  orch.set_release(cfg.release_inherited ? release_plugin_problem(criu_plugin_dir(cfg)) : "checkpoint.release_inherited is off");
 }
 
 }  // namespace nvproxy::checkpoint

@@ -20,6 +20,7 @@ struct Orchestrator::Classified {
   std::map<pid_t, std::string> state_error;  // the others: what GetState answered
   std::vector<pid_t> cuda;                   // running CUDA holders: the ones to toggle
   std::vector<ProcessReport> blockers;       // holders the toggle cannot release, with hints
+  ReleasePlan release;                       // forked children whose inherited device files the image leaves out
   std::string driver_error;                  // the CUDA driver cannot be asked at all: every holder is a blocker
 };
 

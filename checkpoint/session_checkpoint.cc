@@ -96,9 +96,9 @@ void CheckpointSession::checkpoint(const SnapshotRequest& sr) {
       for (const auto& [pid, uses] : facts.facts->processes)
         for (const auto& u : uses) req.device_bytes[pid] += u.used_bytes.value_or(0);
   }
-  CheckpointOutcome outcome = tools_.orchestrator().checkpoint(req, [&] {
+  CheckpointOutcome outcome = tools_.orchestrator().checkpoint(req, [&](const ReleasePlan& release) {
     try {
-      rt_.snapshot();
+      rt_.snapshot(release);
     } catch (const DeadlineError& e) {
       // Thawed before the orchestrator rolls CUDA back: frozen processes cannot take part.
       throw e.with(thaw.after_killed_snapshot(sr.paused));
@@ -108,6 +108,10 @@ void CheckpointSession::checkpoint(const SnapshotRequest& sr) {
   // The image exists now; note whether its processes carry checkpointed CUDA state, and what
   // they need from a host that restores them.
   ImageRecord rec = facts.record(tools_, t_.id, outcome.toggled, outcome.lost);
+  for (const auto& r : outcome.released) {
+    ProcessIdentity pi = tools_.identify(r.pid);
+    rec.released.push_back({.pid = pi.pid, .name = pi.name, .from = tools_.container_pid(r.from), .fds = r.fds});
+  }
   if (tools_.host_view() && !rec.gpu_error.empty())
     log_.warn(who + ": the image records no GPU facts for the restore preflight: " + rec.gpu_error);
   try {

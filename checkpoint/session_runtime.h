@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint/release.h"
+
 namespace nvproxy::checkpoint {
 
 class SessionRuntime {
@@ -24,8 +26,9 @@ class SessionRuntime {
   virtual void pause() = 0;
   virtual void resume() = 0;
   // The runtime's own checkpoint into the client's image (`runc checkpoint`, `runsc checkpoint`).
-  // Throws Error; a DeadlineError when it ran out of time and was killed.
-  virtual void snapshot() = 0;
+  // Throws Error; a DeadlineError when it ran out of time and was killed. A non-empty plan: CRIU
+  // leaves those processes' inherited device files out of the image (release.h).
+  virtual void snapshot(const ReleasePlan& release) = 0;
 
   // The CRIU the snapshot will run; nullopt when the runtime has none (runsc).
   struct Criu {

@@ -22,6 +22,8 @@ class HostTools final : public SessionTools {
     if (auto criu = rt.criu()) {
       criu_.emplace(criu->binary, criu->version, kernel_release());
       kit_.orch.set_snapshot_check(&*criu_);
+    } else {
+      kit_.orch.set_release("the runtime has no CRIU to leave them out of its image");
     }
   }
   Orchestrator& orchestrator() override { return kit_.orch; }
@@ -44,7 +46,9 @@ class HostTools final : public SessionTools {
 class SandboxSessionTools final : public SessionTools {
  public:
   SandboxSessionTools(const CheckpointConfig& cfg, SandboxTarget t, ProcessRunner& runner, Logger& log)
-      : kit_(cfg, std::move(t), runner, log) {}
+      : kit_(cfg, std::move(t), runner, log) {
+    kit_.orch.set_release("inside a gVisor sandbox, whose own checkpoint saves every open file, this is not done yet");
+  }
   Orchestrator& orchestrator() override { return kit_.orch; }
   ProcessLister& lister() override { return kit_.lister; }
   HolderScanner& scanner() override { return kit_.scanner; }

@@ -5,6 +5,7 @@
 #include <deque>
 #include <fstream>
 
+#include "common/criu_release.h"
 #include "common/error.h"
 #include "common/fs.h"
 #include "common/log.h"
@@ -267,8 +268,9 @@ std::string criu_option_hint(const std::string& errors) {
   return "";
 }
 
-std::vector<std::string> Runtime::criu_env(const std::string& id, const std::string& what, const std::filesystem::path& work) {
-  if (kind_ == RuntimeKind::Runsc || cfg_.criu_options.empty()) return {};
+std::vector<std::string> Runtime::criu_env(const std::string& id, const std::string& what, const std::filesystem::path& work,
+                                           const std::string& plugin_dir) {
+  if (kind_ == RuntimeKind::Runsc || (cfg_.criu_options.empty() && plugin_dir.empty())) return {};
   if (work.empty()) {
     log_.warn(std::string(runtime_kind_name(kind_)) + " " + what + " of container \"" + id +
               "\": no CRIU work directory, so checkpoint.criu_options are not passed");
@@ -277,7 +279,9 @@ std::vector<std::string> Runtime::criu_env(const std::string& id, const std::str
   auto file = work / "nvproxy-criu.conf";
   std::string text;
   try {
-    text = criu_config_text(cfg_.criu_options);
+    std::vector<std::string> lines = cfg_.criu_options;
+    if (!plugin_dir.empty()) lines.push_back("libdir " + plugin_dir);
+    text = criu_config_text(lines);
     std::filesystem::create_directories(work);
     write_file_atomic(file, text);
   } catch (const std::exception& e) {
@@ -294,7 +298,17 @@ std::vector<std::string> Runtime::criu_env(const std::string& id, const std::str
 void Runtime::checkpoint(const std::string& id, const CheckpointFlags& f) {
   std::vector<std::string> dropped;
   auto a = base_args();
-  std::vector<std::string> env = criu_env(id, "checkpoint", f.work_path);
+  if (!f.release_devices.empty() && (kind_ == RuntimeKind::Runsc || f.work_path.empty() || cfg_.criu_plugin_dir.empty()))
+    throw Error(Code::FailedPrecondition, "checkpoint of container \"" + id + "\": inherited GPU device files cannot be released " +
+                                              (kind_ == RuntimeKind::Runsc ? std::string("by runsc")
+                                               : f.work_path.empty()       ? std::string("without a CRIU work directory")
+                                                                           : std::string("without the shim's CRIU plugin")));
+  std::vector<std::string> env = criu_env(id, "checkpoint", f.work_path, f.release_devices.empty() ? "" : cfg_.criu_plugin_dir);
+  if (!f.release_devices.empty()) {
+    env.push_back(std::string(NVPROXY_RELEASE_ENV) + "=" + f.release_devices);
+    log_.info("checkpoint of \"" + id + "\": CRIU leaves the inherited device files of forked children out of the image " +
+              "(devices " + f.release_devices + ", plugin in " + cfg_.criu_plugin_dir + ")");
+  }
   hand_over_criu(id, "checkpoint", f.work_path, a, env);
   a.push_back("checkpoint");
   auto ca = checkpoint_args(kind_, f, dropped);
@@ -346,7 +360,18 @@ nlohmann::json Runtime::stats(const std::string& id) {
 
 void Runtime::restore(const std::string& id, const RestoreOptions& o) {
   auto a = base_args(o.extra_global);
-  std::vector<std::string> env = criu_env(id, "restore", o.work_path);
+  // An image whose forked children's device files were released needs the plugin again, to give
+  // them back as /dev/null and empty reservations.
+  std::string plugin_dir;
+  std::error_code exists_ec;
+  if (kind_ != RuntimeKind::Runsc && std::filesystem::exists(o.image_path / NVPROXY_RELEASED_RECORD_FILE, exists_ec)) {
+    if (cfg_.criu_plugin_dir.empty())
+      throw Error(Code::FailedPrecondition, "restore of container \"" + id + "\": its image (" + o.image_path.string() +
+                                                ") left forked children's GPU device files out, and the shim's CRIU plugin "
+                                                "that gives them back is not installed here (checkpoint.criu_plugin_dir)");
+    plugin_dir = cfg_.criu_plugin_dir;
+  }
+  std::vector<std::string> env = criu_env(id, "restore", o.work_path, plugin_dir);
   hand_over_criu(id, "restore", o.work_path, a, env);
   a.insert(a.end(), {"restore", "--detach", "--bundle", o.bundle.string(), "--image-path", o.image_path.string(), "--pid-file",
                      o.pid_file.string()});

@@ -40,6 +40,11 @@ struct RuntimeConfig {
   // annotation, else /etc/criu/runc.conf) is applied after it, so what the operator put there wins.
   // The shim's config sets this from checkpoint.criu_options. runsc has no CRIU.
   std::vector<std::string> criu_options = default_criu_options();
+  // The directory of the shim's CRIU plugin (checkpoint/release.h): CRIU loads it (its "libdir") for
+  // a checkpoint that releases forked children's device files, and for the restore of an image
+  // that did (one holding nvproxy-criu-released). The shim's config sets it from
+  // checkpoint.criu_plugin_dir, else the directory found beside the shim.
+  std::string criu_plugin_dir;
   // Deadlines: no runtime command may hang the shim. On expiry the runtime's whole process group
   // (runc and the CRIU it started) is killed and the call throws DeadlineError. The shim's config
   // sets the first two from checkpoint.snapshot_timeout_ms and checkpoint.restore_timeout_ms.
@@ -158,7 +163,9 @@ class Runtime {
   [[nodiscard]] std::string last_log_error() const;
   // runc/crun: writes config().criu_options to WORK/nvproxy-criu.conf and returns the environment
   // that points CRIU at it; nothing for runsc, no options or no work path.
-  std::vector<std::string> criu_env(const std::string& id, const std::string& what, const std::filesystem::path& work);
+  // plugin_dir: also a "libdir" line, so that CRIU loads the shim's plugin.
+  std::vector<std::string> criu_env(const std::string& id, const std::string& what, const std::filesystem::path& work,
+                                    const std::string& plugin_dir = "");
   // criu_path as this runtime's version takes it: the global flag (appended to `argv`, before the
   // command) or PATH (appended to `env`).
   void hand_over_criu(const std::string& id, const std::string& what, const std::filesystem::path& work,

@@ -23,6 +23,9 @@ struct CheckpointFlags {
   std::string cgroups_mode;
   std::string image_path;
   std::string work_path;
+  // Devices ("195:0,195:255") whose fds and mappings in forked children CRIU leaves out of the image
+  // with the shim's plugin (checkpoint/release.h); empty: none, the plugin is not loaded.
+  std::string release_devices;
 };
 
 // Translates containerd's checkpoint options into this runtime's `checkpoint` arguments.

@@ -18,6 +18,9 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source "$HERE/fetch-trixie.sh" # for nv_trixie_mirror
 
 CRIU_BIN=${CRIU_BIN:-/usr/local/sbin/criu}
+# CRIU's plugin header, for the shim's CRIU plugin (checkpoint/criu_release_plugin.c), as CRIU's own
+# `make install` would put it.
+CRIU_HEADER=${CRIU_HEADER:-/usr/local/include/criu/criu-plugin.h}
 CRIU_WORK=${CRIU_WORK:-/var/tmp/nvproxy-criu-build}
 CRIU_APT=${CRIU_APT:-/var/tmp/nvproxy-apt-sid-src}
 CRIU_VERSION=4.2.1
@@ -108,6 +111,19 @@ fetch_orig() {
   orig_ok || { echo "build-criu: $CRIU_WORK/$CRIU_ORIG does not match the pinned SHA256" >&2; return 1; }
 }
 
+# The plugin header alone, from the pinned tarball (a CRIU built before this script installed it).
+install_header() {
+  [[ -f $CRIU_HEADER ]] && return 0
+  mkdir -p "$CRIU_WORK"
+  fetch_orig
+  local tmp
+  tmp=$(mktemp)
+  tar -xOf "$CRIU_WORK/$CRIU_ORIG" --wildcards '*/criu/include/criu-plugin.h' >"$tmp"
+  install -D -m 0644 "$tmp" "$CRIU_HEADER"
+  rm -f "$tmp"
+  echo "build-criu: installed $CRIU_HEADER"
+}
+
 build() {
   local src=$CRIU_WORK/src
   rm -rf "$src"
@@ -120,6 +136,7 @@ build() {
     return 1
   fi
   install -D -m 0755 "$src/criu/criu" "$CRIU_BIN"
+  install -D -m 0644 "$src/criu/include/criu-plugin.h" "$CRIU_HEADER"
   is_current || {
     echo "build-criu: $CRIU_BIN reports '$(installed_version)', not $CRIU_VERSION" >&2
     return 1
@@ -141,6 +158,7 @@ main() {
   if [[ ${1:-} == --check ]]; then is_current; return; fi
   [[ $(id -u) == 0 ]] || { echo "build-criu: run as root" >&2; return 1; }
   if is_current; then
+    install_header
     echo "build-criu: $CRIU_BIN $CRIU_VERSION already installed"
     return 0
   fi

@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 
+#include "checkpoint/release.h"
 #include "common/error.h"
 #include "common/fs.h"
 
@@ -59,7 +60,8 @@ ShimConfig parse_config_unchecked(const std::string& text, const std::string& or
     check_keys(k,
                {"cuda", "cuda_checkpoint_path", "cuda_helper", "libcuda", "libnvml", "lock_timeout_ms", "toggle_timeout_ms",
                 "parallelism", "device_globs", "allow_unrestorable", "snapshot_timeout_ms", "restore_timeout_ms", "criu_options",
-                "allow_lost_cuda_processes", "check_space", "content_store", "exit_without_options"},
+                "allow_lost_cuda_processes", "check_space", "content_store", "exit_without_options", "release_inherited",
+                "criu_plugin_dir"},
                origin, "checkpoint");
     get(k, "cuda", c.checkpoint.cuda, origin, "checkpoint");
     get(k, "cuda_checkpoint_path", c.checkpoint.cuda_checkpoint_path, origin, "checkpoint");
@@ -77,6 +79,8 @@ ShimConfig parse_config_unchecked(const std::string& text, const std::string& or
     get(k, "check_space", c.checkpoint.check_space, origin, "checkpoint");
     get(k, "content_store", c.checkpoint.content_store, origin, "checkpoint");
     get(k, "exit_without_options", c.checkpoint.exit_without_options, origin, "checkpoint");
+    get(k, "release_inherited", c.checkpoint.release_inherited, origin, "checkpoint");
+    get(k, "criu_plugin_dir", c.checkpoint.criu_plugin_dir, origin, "checkpoint");
     // CRIU options travel with the runtime (oci::RuntimeConfig); [] passes none.
     get(k, "criu_options", c.runtime.criu_options, origin, "checkpoint");
     try {
@@ -88,6 +92,9 @@ ShimConfig parse_config_unchecked(const std::string& text, const std::string& or
                           std::pair{"restore_timeout_ms", c.checkpoint.restore_timeout_ms}})
       if (v == 0) throw Error(Code::InvalidArgument, origin + ": checkpoint." + key + ": must be greater than 0");
   }
+  // CRIU loads the release plugin from there (the checkpoint decides whether it can, the runtime
+  // hands it over).
+  c.runtime.criu_plugin_dir = checkpoint::criu_plugin_dir(c.checkpoint);
   // The runtime's checkpoint and restore run under these deadlines.
   c.runtime.checkpoint_timeout = std::chrono::milliseconds(c.checkpoint.snapshot_timeout_ms);
   c.runtime.restore_timeout = std::chrono::milliseconds(c.checkpoint.restore_timeout_ms);

@@ -26,9 +26,11 @@ class ContainerRuntime final : public checkpoint::SessionRuntime {
   std::string status() override { return c_.runtime().state(c_.id()).status; }
   void pause() override { c_.runtime().pause(c_.id()); }
   void resume() override { c_.runtime().resume(c_.id()); }
-  void snapshot() override {
+  void snapshot(const checkpoint::ReleasePlan& release) override {
     if (!flags_) throw Error(Code::Internal, "container \"" + c_.id() + "\": no checkpoint was asked for");
-    c_.runtime().checkpoint(c_.id(), *flags_);
+    oci::CheckpointFlags f = *flags_;
+    f.release_devices = release.devices_text();
+    c_.runtime().checkpoint(c_.id(), f);
   }
   std::optional<Criu> criu() override {
     auto info = c_.runtime().criu();

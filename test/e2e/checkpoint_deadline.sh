@@ -69,7 +69,9 @@ if [[ $NV_RUNTIME == runc ]]; then
   for c in "${cp[@]}"; do counters+=("$c.counter"); done
 else
   # runsc: CUDA is not toggled inside the sandbox (refused for GPU containers), so a plain worker.
-  nv_ctr run -d --runtime $NV_RT "${MOUNTS[@]}" "$NV_IMAGE" $ID sh -c 'i=0; while :; do i=$((i+1)); echo $i >/fakecuda/work.counter; sleep 0.05; done'
+  # It replaces its counter by a rename: `echo >file` truncates first, and a read in between got
+  # nothing (CI: "((: 7 > : syntax error")).
+  nv_ctr run -d --runtime $NV_RT "${MOUNTS[@]}" "$NV_IMAGE" $ID sh -c 'i=0; while :; do i=$((i+1)); echo $i >/fakecuda/work.new; mv /fakecuda/work.new /fakecuda/work.counter; sleep 0.05; done'
   nv_wait_for -t 20 counter_above work.counter 0 || nv_fail "the worker does not count"
   cp=()
   counters=(work.counter)

@@ -44,9 +44,10 @@ NV_RUNTIME_EXTRA="  criu_path: $kit/criu-under-test"
 export NV_RUNTIME_EXTRA
 nv_start_with_shim --containerd "$ctd"
 
+# The loop replaces its counter by a rename, so a read never sees it truncated.
 counter() { nv_ctr task exec --exec-id "c$RANDOM" "$1" cat /tmp/counter 2>/dev/null || echo 0; }
 counter_above() { (($(counter "$1") > $2)); }
-nv_ctr run -d --runtime $NV_RT "$NV_IMAGE" cp sh -c 'i=0; while :; do i=$((i+1)); echo $i >/tmp/counter; sleep 0.1; done'
+nv_ctr run -d --runtime $NV_RT "$NV_IMAGE" cp sh -c 'i=0; while :; do i=$((i+1)); echo $i >/tmp/counter.new; mv /tmp/counter.new /tmp/counter; sleep 0.1; done'
 nv_wait_for -t 30 counter_above cp 19 || nv_fail "counter does not advance: $(counter cp)"
 
 nv_log "checkpoint with runc $want and runtime.criu_path (CRIU not in PATH)"

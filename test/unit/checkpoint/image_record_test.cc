@@ -77,13 +77,25 @@ TEST(ImageRecord, RoundTripsAndWritesItsVersion) {
   ImageRecord r = image_record_from_json(nlohmann::json::parse(k030Runc));
   r.version = ImageRecord::kVersion;
   nlohmann::json j = to_json(r);
-  EXPECT_EQ(j.at("version"), ImageRecord::kVersion);
+  EXPECT_EQ(j.at("version"), ImageRecord::kVersionWithoutReleased) << "nothing released: a 0.3.0 shim can restore it";
   ImageRecord back = image_record_from_json(j);
   EXPECT_EQ(back.cuda_pids, r.cuda_pids);
   EXPECT_EQ(to_json(back), j);
   // 0.3.0's reader looked at these keys only: a 0.3.0 shim still restores what this one writes.
   EXPECT_EQ(j.at("cuda_processes"), 2);
   EXPECT_EQ(j.at("cuda_pids").at(0).at("name"), "python3");
+}
+
+// Released files need the release plugin at restore: the record says so with a version that a shim
+// without it refuses.
+TEST(ImageRecord, ReleasedProcessesRoundTripAsVersion2) {
+  ImageRecord r = image_record_from_json(nlohmann::json::parse(k030Runc));
+  r.released.push_back({.pid = 7, .name = "pt_data_worker", .from = 1, .fds = {5, 6, 9}});
+  nlohmann::json j = to_json(r);
+  EXPECT_EQ(j.at("version"), 2);
+  ImageRecord back = image_record_from_json(j);
+  EXPECT_EQ(back.released, r.released);
+  EXPECT_EQ(to_json(back), j);
 }
 
 TEST(ImageRecord, NoCudaWithoutProcesses) {

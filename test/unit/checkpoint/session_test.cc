@@ -24,6 +24,7 @@ class FakeRuntime final : public SessionRuntime {
   std::string state = "running";
   std::vector<std::string> verbs;
   std::function<void()> on_snapshot;
+  std::string released;  // the last snapshot's release plan
 
   std::vector<pid_t> ps() override { return pids; }
   pid_t init_pid() override { return pids.empty() ? 0 : pids.front(); }
@@ -36,7 +37,8 @@ class FakeRuntime final : public SessionRuntime {
     verbs.push_back("resume");
     state = "running";
   }
-  void snapshot() override {
+  void snapshot(const ReleasePlan& release) override {
+    released = release.devices_text();
     verbs.push_back("snapshot(" + state + ")");
     if (on_snapshot) on_snapshot();
   }
