@@ -823,6 +823,106 @@ TEST_F(OrchestratorTest, ForkedWorkersHoldTheirParentsOpenFilesAnOpenerItsOwn) {
   EXPECT_EQ(gpu.state(app), "running");
 }
 
+// Issue 25, item 2: workers holding only their CUDA parent's device files (a character device here,
+// as the GPU's are) are released from the image: the checkpoint goes ahead, the snapshot gets the
+// plan (their pids, fds and the device number for the CRIU plugin), and the parent alone is toggled.
+TEST_F(OrchestratorTest, ForkedWorkersWithOnlyInheritedFilesAreReleasedFromTheImage) {
+  cfg.device_globs.push_back("/dev/full");
+  pid_t app = gpu.start_app({"--fork-workers", "2", "--device", "/dev/full"});
+  std::vector<pid_t> kids = gpu.children(app);
+  ASSERT_EQ(kids.size(), 2u);
+  pids = {app, kids[0], kids[1]};
+  KcmpFileIdentity files;
+  auto o = make();
+  o.set_file_identity(&files);
+  o.set_release("");
+  ReleasePlan seen;
+  auto out = o.checkpoint(req(), ReleasingSnapshotFn([&](const ReleasePlan& plan) {
+                            ++snapshots;
+                            seen = plan;
+                            // The workers still hold the device: CRIU leaves their copies out.
+                            EXPECT_EQ(holders().size(), 2u);
+                            EXPECT_EQ(gpu.state(app), "checkpointed");
+                          }));
+  EXPECT_EQ(snapshots, 1);
+  EXPECT_EQ(out.toggled, std::vector<pid_t>{app});
+  ASSERT_EQ(seen.processes.size(), 2u);
+  EXPECT_EQ(seen.devices_text(), "1:7") << "/dev/full, for the plugin's $NVPROXY_CRIU_RELEASE";
+  for (const auto& r : seen.processes) {
+    EXPECT_EQ(r.from, app);
+    EXPECT_EQ(r.fds.size(), 1u);
+  }
+  ASSERT_EQ(out.released.size(), 2u);
+  auto j = diag_json();
+  EXPECT_EQ(j["verdict"], "done");
+  EXPECT_EQ(j["released"]["devices"], "1:7");
+  EXPECT_EQ(j["released"]["processes"].size(), 2u);
+  EXPECT_TRUE(has(j["reason"].get<std::string>(), "inherited from them left out of the image")) << j["reason"];
+  EXPECT_EQ(gpu.state(app), "running") << "resumed";
+}
+
+// Without the release (no plugin, runsc, or checkpoint.release_inherited off) they are refused,
+// and the hint says why the shim did not release them.
+TEST_F(OrchestratorTest, ForkedWorkersAreRefusedWhereTheReleaseIsUnavailable) {
+  cfg.device_globs.push_back("/dev/full");
+  pid_t app = gpu.start_app({"--fork-workers", "1", "--device", "/dev/full"});
+  pids = {app, gpu.children(app).at(0)};
+  KcmpFileIdentity files;
+  auto o = make();
+  o.set_file_identity(&files);
+  o.set_release("the shim's CRIU plugin is not in /nowhere (checkpoint.criu_plugin_dir)");
+  try {
+    o.checkpoint(req(), counting_snapshot());
+    FAIL() << "released without the plugin";
+  } catch (const Error& e) {
+    std::string m = e.what();
+    EXPECT_TRUE(has(m, "but not here: the shim's CRIU plugin is not in /nowhere")) << m;
+  }
+  EXPECT_EQ(snapshots, 0);
+  EXPECT_TRUE(gpu.calls("lock").empty()) << "refused before any toggle";
+}
+
+// A device file the plugin cannot name (not a character device) is not released either.
+TEST_F(OrchestratorTest, ForkedWorkersOfAPlainFileAreNotReleased) {
+  pid_t app = gpu.start_app({"--fork-workers", "1"});
+  pids = {app, gpu.children(app).at(0)};
+  KcmpFileIdentity files;
+  auto o = make();
+  o.set_file_identity(&files);
+  o.set_release("");
+  try {
+    o.checkpoint(req(), counting_snapshot());
+    FAIL() << "released a file that is no character device";
+  } catch (const Error& e) {
+    EXPECT_TRUE(has(e.what(), "is no character device the plugin can name")) << e.what();
+  }
+  EXPECT_EQ(snapshots, 0);
+}
+
+// Issue 25, item 3: a child forked after its parent opened the GPU that made a CUDA context of its
+// own is refused before anything is toggled, naming the parent and the shared fds.
+TEST_F(OrchestratorTest, AForkedChildWithItsOwnCudaContextIsRefused) {
+  pid_t app = gpu.start_app({"--fork-cuda"});
+  pid_t kid = gpu.children(app).at(0);
+  pids = {app, kid};
+  KcmpFileIdentity files;
+  auto o = make();
+  o.set_file_identity(&files);
+  o.set_release("");
+  try {
+    o.checkpoint(req(), counting_snapshot());
+    FAIL() << "a forked CUDA child was checkpointed";
+  } catch (const Error& e) {
+    std::string m = e.what();
+    EXPECT_TRUE(has(m, P(kid) + " (fake_cuda_app) was forked from CUDA process " + std::to_string(app) +
+                           " and holds its GPU device files (fd "))
+        << m;
+    EXPECT_TRUE(has(m, "beside a CUDA context of its own")) << m;
+  }
+  EXPECT_TRUE(gpu.calls("lock").empty()) << "refused before any toggle";
+  EXPECT_EQ(snapshots, 0);
+}
+
 TEST(KcmpFileIdentity, SameOpenFileOnlyWhenInherited) {
   auto dir = make_temp_dir();
   spit(dir / "dev", "x");
