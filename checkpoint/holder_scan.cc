@@ -99,7 +99,8 @@ std::vector<Holder> ProcHolderScanner::scan_one(pid_t pid) {
     if (ec) continue;  // closed meanwhile
     std::string t = target.string();
     if (matches(t))
-      out.push_back({.pid = pid, .kind = HolderKind::Fd, .fd = fd, .path = t, .device = char_device(dir / "fd" / std::to_string(fd))});
+      out.push_back(
+          {.pid = pid, .kind = HolderKind::Fd, .fd = fd, .path = t, .device = char_device(dir / "fd" / std::to_string(fd))});
   }
   // Mappings: one holder per device, however many ranges map it.
   if (auto maps = slurp(dir / "maps")) {

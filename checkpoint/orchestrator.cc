@@ -106,7 +106,8 @@ pid_t Orchestrator::cuda_ancestor(const ProcInfo& self, const Classified& c) {
 
 bool Orchestrator::try_release(ProcessReport& r, Classified& c) {
   if (r.inherited_from <= 0 || r.inherited_fds.empty() || !r.own_fds.empty()) return false;
-  const std::string cannot = "; the shim releases a forked child's inherited device files itself under runc and crun, but not here: ";
+  const std::string cannot =
+      "; the shim releases a forked child's inherited device files itself under runc and crun, but not here: ";
   if (!cfg_.release_inherited) {
     r.hint += cannot + "checkpoint.release_inherited is off";
     return false;

@@ -69,8 +69,8 @@ using SnapshotFn = std::function<void()>;
 using ReleasingSnapshotFn = std::function<void(const ReleasePlan&)>;
 
 struct CheckpointOutcome {
-  std::vector<pid_t> toggled;  // CUDA processes checkpointed for the snapshot
-  std::vector<pid_t> lost;     // toggled, but outside the init's tree: a restore will not bring them back
+  std::vector<pid_t> toggled;             // CUDA processes checkpointed for the snapshot
+  std::vector<pid_t> lost;                // toggled, but outside the init's tree: a restore will not bring them back
   std::vector<ReleasedProcess> released;  // forked children whose inherited device files the image leaves out
   std::vector<PhaseTiming> phases;
   std::vector<std::string> warnings;

@@ -55,7 +55,8 @@ class Orchestrator::Attempt {
     diag.verdict = "done";
     diag.reason = count_processes(out.toggled.size()) + " with CUDA state checkpointed";
     if (!out.released.empty())
-      diag.reason += "; the GPU device files " + count_processes(out.released.size()) + " inherited from them left out of the image";
+      diag.reason +=
+          "; the GPU device files " + count_processes(out.released.size()) + " inherited from them left out of the image";
     diag.toggled = out.toggled;
     diag.phases = out.phases;
     diag.warnings.insert(diag.warnings.end(), out.warnings.begin(), out.warnings.end());

@@ -14,7 +14,8 @@ namespace fs = std::filesystem;
 std::string ReleasePlan::devices_text() const {
   std::string s;
   for (std::uint64_t d : devices)
-    s += (s.empty() ? "" : ",") + std::to_string(major(static_cast<dev_t>(d))) + ":" + std::to_string(minor(static_cast<dev_t>(d)));
+    s += (s.empty() ? "" : ",") + std::to_string(major(static_cast<dev_t>(d))) + ":" +
+         std::to_string(minor(static_cast<dev_t>(d)));
   return s;
 }
 
@@ -34,7 +35,8 @@ std::string criu_plugin_dir(const CheckpointConfig& cfg) {
 
 std::string release_plugin_problem(const std::string& dir) {
   if (dir.empty())
-    return std::string("the shim's CRIU plugin (") + kReleasePluginFile + ") is not installed beside it (checkpoint.criu_plugin_dir)";
+    return std::string("the shim's CRIU plugin (") + kReleasePluginFile +
+           ") is not installed beside it (checkpoint.criu_plugin_dir)";
   if (::access((fs::path(dir) / kReleasePluginFile).c_str(), R_OK) != 0)
     return std::string("the shim's CRIU plugin is not in ") + dir + " (checkpoint.criu_plugin_dir)";
   return "";

@@ -21,9 +21,9 @@
 namespace nvproxy::checkpoint {
 
 struct ReleasedProcess {
-  pid_t pid = 0;        // host pid
-  pid_t from = 0;       // the CUDA ancestor whose open files it holds
-  std::vector<int> fds;  // its inherited device fds
+  pid_t pid = 0;             // host pid
+  pid_t from = 0;            // the CUDA ancestor whose open files it holds
+  std::vector<int> fds;      // its inherited device fds
   std::size_t mappings = 0;  // devices it maps
 };
 

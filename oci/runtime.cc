@@ -299,7 +299,8 @@ void Runtime::checkpoint(const std::string& id, const CheckpointFlags& f) {
   std::vector<std::string> dropped;
   auto a = base_args();
   if (!f.release_devices.empty() && (kind_ == RuntimeKind::Runsc || f.work_path.empty() || cfg_.criu_plugin_dir.empty()))
-    throw Error(Code::FailedPrecondition, "checkpoint of container \"" + id + "\": inherited GPU device files cannot be released " +
+    throw Error(Code::FailedPrecondition, "checkpoint of container \"" + id +
+                                              "\": inherited GPU device files cannot be released " +
                                               (kind_ == RuntimeKind::Runsc ? std::string("by runsc")
                                                : f.work_path.empty()       ? std::string("without a CRIU work directory")
                                                                            : std::string("without the shim's CRIU plugin")));

@@ -103,7 +103,8 @@ TEST_F(CriuReleasePlugin, DumpsOnlyTheNamedDevicesAndRestoresPlaceholders) {
   const size_t len = 1 << 20;
   void* p = ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, map_fd, 0);
   ASSERT_NE(p, MAP_FAILED);
-  EXPECT_NE(fs::read_symlink("/proc/self/fd/" + std::to_string(map_fd)).string().find("memfd:nvproxy-released-gpu-mapping"), std::string::npos);
+  EXPECT_NE(fs::read_symlink("/proc/self/fd/" + std::to_string(map_fd)).string().find("memfd:nvproxy-released-gpu-mapping"),
+            std::string::npos);
   pid_t kid = ::fork();
   if (kid == 0) {
     *static_cast<volatile char*>(p) = 1;
@@ -122,7 +123,8 @@ TEST_F(CriuReleasePlugin, ClaimsNothingInAnImageWithoutItsRecord) {
   EXPECT_EQ(hook<CR_PLUGIN_HOOK__RESTORE_EXT_FILE_t>(CR_PLUGIN_HOOK__RESTORE_EXT_FILE)(3), -ENOTSUP);
   std::uint64_t pgoff = 0;
   int fd = -1;
-  EXPECT_EQ(hook<CR_PLUGIN_HOOK__UPDATE_VMA_MAP_t>(CR_PLUGIN_HOOK__UPDATE_VMA_MAP)("/dev/dri/card0", 0, 0, &pgoff, &fd), -ENOTSUP);
+  EXPECT_EQ(hook<CR_PLUGIN_HOOK__UPDATE_VMA_MAP_t>(CR_PLUGIN_HOOK__UPDATE_VMA_MAP)("/dev/dri/card0", 0, 0, &pgoff, &fd),
+            -ENOTSUP);
   // And a dump without $NVPROXY_CRIU_RELEASE releases nothing.
   ASSERT_EQ(desc_->init(CR_PLUGIN_STAGE__DUMP), 0);
   int full = ::open("/dev/full", O_RDWR | O_CLOEXEC);
