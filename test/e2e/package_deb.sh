@@ -78,6 +78,7 @@ done
 contents=$(dpkg-deb -c "$deb" | awk '{print $1, $6}')
 for f in ./usr/bin/containerd-shim-nvproxy-v1 ./usr/libexec/containerd-shim-nvproxy/nvproxy-cuda-helper \
   ./usr/libexec/containerd-shim-nvproxy/nvproxy-sandbox-agent ./etc/containerd-shim-nvproxy/config.yaml \
+  ./usr/libexec/containerd-shim-nvproxy/criu-plugins/nvproxy_criu_release.so \
   ./usr/share/containerd-shim-nvproxy/containerd-config.toml ./usr/share/containerd-shim-nvproxy/docker-daemon.json \
   ./usr/share/man/man1/containerd-shim-nvproxy-v1.1.gz ./usr/share/doc/containerd-shim-nvproxy/copyright \
   ./usr/share/doc/containerd-shim-nvproxy/changelog.Debian.gz ./usr/share/doc/containerd-shim-nvproxy/LICENSE; do

@@ -54,6 +54,8 @@ expected="/etc/containerd-shim-nvproxy
 /etc/containerd-shim-nvproxy/config.yaml
 /usr/bin/containerd-shim-nvproxy-v1
 /usr/libexec/containerd-shim-nvproxy
+/usr/libexec/containerd-shim-nvproxy/criu-plugins
+/usr/libexec/containerd-shim-nvproxy/criu-plugins/nvproxy_criu_release.so
 /usr/libexec/containerd-shim-nvproxy/nvproxy-cuda-helper
 /usr/libexec/containerd-shim-nvproxy/nvproxy-sandbox-agent
 /usr/share/containerd-shim-nvproxy
