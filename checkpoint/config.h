@@ -41,6 +41,11 @@ struct CheckpointConfig {
   // empty reservations (runc, crun). false: such a container is refused, as before.
   bool release_inherited = true;
   std::string criu_plugin_dir;  // where nvproxy_criu_release.so is; empty: default_criu_plugin_dir()
+  // The shim's own image store (image_store.h): the runtime writes images there and the directory
+  // containerd handed over gets a reference, so that containerd's copies are a few hundred bytes.
+  // Empty: off (every image is self-contained where containerd asked for it).
+  std::string image_store;
+  unsigned image_store_keep = 3;  // entries kept per container; older ones go at its next checkpoint
 };
 
 }  // namespace nvproxy::checkpoint

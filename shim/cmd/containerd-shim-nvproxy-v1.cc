@@ -1,5 +1,5 @@
 // containerd-shim-nvproxy-v1: dispatches containerd's actions (start, delete, daemon) and the
-// operator commands (gpu-spec, diagnose) and the OCI hook mode.
+// operator commands (gpu-spec, diagnose, image) and the OCI hook mode.
 #include <malloc.h>
 #include <unistd.h>
 
@@ -15,6 +15,7 @@
 #include "shim/kit/daemon.h"
 #include "shim/kit/version.h"
 #include "shim/task/diagnose_cmd.h"
+#include "shim/task/image_cmd.h"
 #include "shim/task/info_cmd.h"
 #include "shim/task/task_shim.h"
 
@@ -34,6 +35,7 @@ int main(int argc, char** argv) {
       std::vector<std::string> rest(args.begin() + 1, args.end());
       if (args[0] == "gpu-spec") return gpu::gpu_spec_main(rest, std::cout, std::cerr);
       if (args[0] == "diagnose") return shim::diagnose_cmd(rest, std::cout, std::cerr);
+      if (args[0] == "image") return shim::image_cmd(rest, std::cout, std::cerr);
       if (args[0] == "hook") return hooks::hook_main(rest, std::cin, std::cerr);
     }
     shim::ShimArgs a = shim::parse_shim_args(args);

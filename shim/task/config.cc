@@ -61,7 +61,7 @@ ShimConfig parse_config_unchecked(const std::string& text, const std::string& or
                {"cuda", "cuda_checkpoint_path", "cuda_helper", "libcuda", "libnvml", "lock_timeout_ms", "toggle_timeout_ms",
                 "parallelism", "device_globs", "allow_unrestorable", "snapshot_timeout_ms", "restore_timeout_ms", "criu_options",
                 "allow_lost_cuda_processes", "check_space", "content_store", "exit_without_options", "release_inherited",
-                "criu_plugin_dir"},
+                "criu_plugin_dir", "image_store", "image_store_keep"},
                origin, "checkpoint");
     get(k, "cuda", c.checkpoint.cuda, origin, "checkpoint");
     get(k, "cuda_checkpoint_path", c.checkpoint.cuda_checkpoint_path, origin, "checkpoint");
@@ -81,6 +81,10 @@ ShimConfig parse_config_unchecked(const std::string& text, const std::string& or
     get(k, "exit_without_options", c.checkpoint.exit_without_options, origin, "checkpoint");
     get(k, "release_inherited", c.checkpoint.release_inherited, origin, "checkpoint");
     get(k, "criu_plugin_dir", c.checkpoint.criu_plugin_dir, origin, "checkpoint");
+    get(k, "image_store", c.checkpoint.image_store, origin, "checkpoint");
+    get(k, "image_store_keep", c.checkpoint.image_store_keep, origin, "checkpoint");
+    if (!c.checkpoint.image_store.empty() && c.checkpoint.image_store.front() != '/')
+      throw Error(Code::InvalidArgument, origin + ": checkpoint.image_store: must be an absolute path");
     // CRIU options travel with the runtime (oci::RuntimeConfig); [] passes none.
     get(k, "criu_options", c.runtime.criu_options, origin, "checkpoint");
     try {

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <thread>
 
+#include "checkpoint/image_store.h"
 #include "common/error.h"
 #include "shim/task/exec_table.h"
 #include "shim/task/runsc_filestore.h"
@@ -260,12 +261,17 @@ void InitProcess::run_start() {
 void InitProcess::run_restore() {
   const ContainerSetup& s = ctx_.setup;
   oci::Runtime& rt = *ctx_.runtime;
-  ctx_.env.checkpoints.before_restore(ctx_.container, s.checkpoint);
+  // An image of the shim's store is read where it is (image_store.h): containerd handed over its
+  // reference.
+  const std::filesystem::path image = checkpoint::resolve_image(s.checkpoint, s.config.checkpoint.image_store);
+  if (image != std::filesystem::path(s.checkpoint))
+    ctx_.env.log.info("restore of \"" + s.id + "\": the image is the store's " + image.string());
+  ctx_.env.checkpoints.before_restore(ctx_.container, image);
   remove_stale_runsc_filestores();
   auto pid_file = s.bundle / "init.pid";
   launch(pid_file, [&](const std::string& console, const oci::Stdio& stdio) {
     rt.restore(s.id, {.bundle = s.bundle,
-                      .image_path = s.checkpoint,
+                      .image_path = image,
                       .work_path = s.options.criu_work_path.empty() ? s.bundle / "criu-work"
                                                                     : std::filesystem::path(s.options.criu_work_path),
                       .pid_file = pid_file,
@@ -276,7 +282,7 @@ void InitProcess::run_restore() {
   });
   watch_oom();
   try {
-    ctx_.env.checkpoints.after_restore(ctx_.container, s.checkpoint);
+    ctx_.env.checkpoints.after_restore(ctx_.container, image);
   } catch (const Error& e) {
     // The runtime restored the processes but CUDA did not come back in all of them: the task's
     // start fails, so nothing of it may keep running behind containerd's back (Delete would not
@@ -329,7 +335,29 @@ void InitProcess::run_checkpoint(const oci::CheckpointFlags& flags, bool paused)
     std::error_code ec;
     std::filesystem::create_directories(f.work_path, ec);
   }
-  ctx_.env.checkpoints.checkpoint(ctx_.container, f, paused);
+  const checkpoint::CheckpointConfig& cc = ctx_.setup.config.checkpoint;
+  if (cc.image_store.empty() || f.image_path.empty()) {
+    ctx_.env.checkpoints.checkpoint(ctx_.container, f, paused);
+    return;
+  }
+  // The runtime writes into the shim's store; containerd's directory gets the reference.
+  checkpoint::ImageStore store(cc.image_store, cc.image_store_keep);
+  const std::string ns = ctx_.setup.bundle.parent_path().filename().string();
+  std::filesystem::path entry = store.create(ns, ctx_.setup.id);
+  const std::string client_dir = f.image_path;
+  f.image_path = entry.string();
+  try {
+    ctx_.env.checkpoints.checkpoint(ctx_.container, f, paused);
+    store.refer(client_dir, entry, ctx_.setup.id);
+  } catch (...) {
+    store.discard(entry);
+    throw;
+  }
+  ctx_.env.log.info("checkpoint of \"" + ctx_.setup.id + "\": image in the store at " + entry.string() + ", referred to from " +
+                    client_dir);
+  for (const auto& old : store.retain(ns, ctx_.setup.id))
+    ctx_.env.log.info("image store: removed " + old.string() + " (checkpoint.image_store_keep: " +
+                      std::to_string(cc.image_store_keep) + ")");
 }
 
 void InitProcess::run_delete() {

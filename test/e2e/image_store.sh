@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# Issue 26: one copy of a checkpoint on disk. With checkpoint.image_store, runc + CRIU write the
+# image into the shim's store and the directory containerd hands over gets a reference:
+#   - `ctr c checkpoint --task --rw`: containerd's content store grows by less than 1 MiB while the
+#     store's entry holds the process's memory (a shell holding 8 MB); the restore reads the entry
+#     and the loop goes on;
+#   - retention: after three checkpoints the container's two newest entries are left;
+#   - `image pack` makes a self-contained copy of a referred image; once an entry is gone its
+#     restore is refused with the reason, and nothing runs;
+#   - containerd 2.x: `ctr task checkpoint --image-path DIR` leaves only the reference in DIR.
+# Usage: image_store.sh [1.6|1.7|2.3]
+set -euo pipefail
+source "$(dirname "$0")/lib/shim-env.sh"
+STORE=$(mktemp -d /tmp/nvproxy-store.XXXXXX)
+nv_defer rm -rf "$STORE"
+NV_SHIM_EXTRA="checkpoint:
+  image_store: $STORE
+  image_store_keep: 2"
+export NV_SHIM_EXTRA
+nv_start_with_shim --containerd "${1:-1.6}"
+SHIM=$NVPROXY_SHIM_DIR/containerd-shim-nvproxy-v1
+
+counter() { nv_ctr task exec --exec-id "c$RANDOM" "$1" cat /tmp/counter 2>/dev/null || echo 0; }
+counter_above() { (($(counter "$1") > $2)); }
+content_bytes() { du -sb "$NV_DIR/root/io.containerd.content.v1.content" | awk '{print $1}'; }
+entries() { find "$STORE" -mindepth 3 -maxdepth 3 -type d | sort; }
+pages_bytes() { find "$1" -name 'pages-*.img' -printf '%s\n' | awk '{s+=$1} END {print s+0}'; }
+stop_rm() {
+  nv_ctr task kill -s KILL "$1"
+  nv_wait_for -t 20 bash -c "[[ \$(ctr -a $NV_SOCK -n $NV_NAMESPACE task ls | awk '\$1==\"$1\"{print \$3}') == STOPPED ]]" ||
+    nv_fail "$1 did not stop"
+  nv_ctr task rm "$1" >/dev/null
+  nv_ctr c rm "$1"
+}
+
+# A shell that holds 8 MB of non-zero memory, and counts (its counter replaced by a rename).
+nv_ctr run -d --runtime $NV_RT "$NV_IMAGE" st sh -c 'big=$(head -c 8000000 /dev/zero | tr "\0" a); i=0
+  while :; do i=$((i+1)); echo $i >/tmp/counter.new; mv /tmp/counter.new /tmp/counter; sleep 0.1; done'
+nv_wait_for -t 30 counter_above st 19 || nv_fail "the counter does not advance"
+
+nv_log "ctr c checkpoint: the image goes to the store, containerd keeps a reference"
+c0=$(content_bytes)
+before=$(counter st)
+nv_ctr c checkpoint --task --rw st stref1
+grown=$(($(content_bytes) - c0))
+mapfile -t es < <(entries)
+nv_assert_eq 1 "${#es[@]}" "store entries after one checkpoint"
+[[ ${es[0]} == "$STORE/$NV_NAMESPACE/st/"* ]] || nv_fail "the entry is not the container's: ${es[0]}"
+pages=$(pages_bytes "${es[0]}")
+((pages > 8000000)) || nv_fail "the store's entry holds $pages bytes of pages, not the shell's 8 MB"
+((grown < 1048576)) || nv_fail "containerd's content store grew by $grown bytes: the image was copied"
+nv_log "store entry: $pages bytes of pages; containerd's content store grew by $grown bytes"
+nv_assert_eq 700 "$(stat -c %a "$STORE")" "the store's mode"
+nv_assert_eq RUNNING "$(nv_ctr task ls | awk '$1=="st"{print $3}')" "container after a leave-running checkpoint"
+
+nv_log "restore from the reference"
+stop_rm st
+nv_ctr c restore --live --rw st stref1 </dev/null
+grep -q "the image is the store's ${es[0]}" "$NV_DIR/containerd.log" || nv_fail "the restore did not read the store's entry"
+nv_wait_for -t 10 counter_above st 0 || nv_fail "cannot read the restored counter"
+after=$(counter st)
+((after >= before)) || nv_fail "the restored loop did not go on from the checkpoint: before=$before after=$after"
+nv_wait_for -t 10 counter_above st "$after" || nv_fail "the restored loop does not run"
+
+nv_log "retention: three checkpoints leave the newest two"
+nv_ctr c checkpoint --task --rw st stref2
+nv_ctr c checkpoint --task --rw st stref3
+mapfile -t es2 < <(entries)
+nv_assert_eq 2 "${#es2[@]}" "store entries after three checkpoints (image_store_keep: 2)"
+[[ ! -d ${es[0]} ]] || nv_fail "the oldest entry ${es[0]} was kept"
+grep -q "image store: removed ${es[0]}" "$NV_DIR/containerd.log" || nv_fail "the removal is not logged"
+
+nv_log "the removed image's restore is refused with the reason; nothing runs"
+stop_rm st
+set +e
+err=$(nv_ctr c restore --live --rw st stref1 </dev/null 2>&1)
+rc=$?
+set -e
+((rc != 0)) || nv_fail "a restore of a removed store entry succeeded"
+nv_assert_contains "$err" "which is gone" "the refusal says the entry is gone"
+if nv_ctr task ls | awk '$1=="st"{print $3}' | grep -qx RUNNING; then nv_fail "something of st runs"; fi
+nv_ctr task rm -f st >/dev/null 2>&1 || true
+nv_ctr c rm st >/dev/null 2>&1 || true
+
+if [[ $NV_CONTAINERD_VERSION == 2.* ]]; then
+  nv_log "containerd 2: ctr task checkpoint --image-path DIR keeps only the reference in DIR; image pack"
+  nv_ctr c restore --live --rw st stref3 </dev/null
+  nv_wait_for -t 10 counter_above st 0 || nv_fail "cannot read the counter restored from stref3"
+  dir=$NV_DIR/imgpath
+  nv_ctr task checkpoint --image-path "$dir" st
+  [[ -f $dir/nvproxy-image-ref.json ]] || nv_fail "no reference in $dir: $(ls "$dir")"
+  [[ -z $(find "$dir" -name 'pages-*.img') ]] || nv_fail "pages in $dir: the image was written there"
+  "$SHIM" image pack "$dir" "$NV_DIR/packed" --store "$STORE"
+  (($(pages_bytes "$NV_DIR/packed") > 8000000)) || nv_fail "the packed image lacks the pages: $(ls "$NV_DIR/packed")"
+  [[ -f $NV_DIR/packed/inventory.img ]] || nv_fail "the packed image lacks CRIU's inventory"
+  stop_rm st
+fi
+
+nv_log "image prune removes entries by age"
+"$SHIM" image prune --older-than 0 --store "$STORE"
+nv_assert_eq "" "$(entries)" "store entries after image prune --older-than 0"
+echo "PASS image_store (containerd $NV_CONTAINERD_VERSION)"
