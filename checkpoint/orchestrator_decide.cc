@@ -127,7 +127,10 @@ std::optional<Orchestrator::Refusal> Orchestrator::space_refusal(const Checkpoin
   }
   SpaceVerdict v;
   try {
-    v = check_space(need, req.image_path, req.content_store, *space_);
+    // Under the shim's store (image_store.h) the image is written once; containerd keeps a reference.
+    const std::string store = cfg_.image_store;
+    bool in_store = !store.empty() && req.image_path.string().rfind(store + "/", 0) == 0;
+    v = check_space(need, req.image_path, req.content_store, *space_, in_store ? "image store" : "");
   } catch (const Error& e) {
     v.json = {{"error", e.what()}};
     d.warnings.push_back(std::string("cannot tell whether the checkpoint fits: ") + e.what());

@@ -99,12 +99,16 @@ struct SpaceVerdict {
 };
 
 // `content_store`: containerd's root when it copies the image (empty: no copy).
+// `path`: which way the image goes, for the report ("image store", "containerd's content store
+// copy", "image path").
 inline SpaceVerdict check_space(const SpaceNeed& need, const std::filesystem::path& image_dir,
-                                const std::filesystem::path& content_store, SpaceProbe& probe) {
+                                const std::filesystem::path& content_store, SpaceProbe& probe, const std::string& path = "") {
   SpaceVerdict v;
   FsSpace img = probe.space(image_dir);
   std::uint64_t image = need.image();
-  v.json = {{"image_path", image_dir.string()},
+  v.json = {{"path", !path.empty() ? path : content_store.empty() ? "image path" : "containerd's content store copy"},
+            {"copies", content_store.empty() ? 1 : 2},
+            {"image_path", image_dir.string()},
             {"image_bytes", image},
             {"process_bytes", need.process_bytes},
             {"device_bytes", need.device_bytes},
@@ -131,7 +135,8 @@ inline SpaceVerdict check_space(const SpaceNeed& need, const std::filesystem::pa
       v.reason = "the checkpoint image needs about " + what + " at " + image_dir.string() +
                  " and as much again when containerd copies it into its content store (" + content_store.string() +
                  ", same filesystem): " + format_bytes(2 * image) + ", but only " + format_bytes(img.available) +
-                 " are free; containerd 2.x makes no copy with `ctr task checkpoint --image-path DIR` (containerd 1.7 "
+                 " are free; with checkpoint.image_store the image is written once, in the store, on every path; "
+                 "containerd 2.x also makes no copy with `ctr task checkpoint --image-path DIR` (containerd 1.7 "
                  "takes an image path only from runtimes named io.containerd.runc.*)";
     }
     return v;
@@ -145,6 +150,7 @@ inline SpaceVerdict check_space(const SpaceNeed& need, const std::filesystem::pa
     v.reason = "the checkpoint image needs about " + what + " at " + image_dir.string() +
                " and again in containerd's content store (" + content_store.string() + "), but only ";
     for (size_t i = 0; i < short_where.size(); ++i) v.reason += (i ? " and " : "") + short_where[i];
+    v.reason += "; with checkpoint.image_store the image is written once, in the store";
   }
   return v;
 }

@@ -624,6 +624,8 @@ TEST_F(OrchestratorTest, CheckpointThatCannotFitIsRefusedWithTheNumbers) {
   auto j = diag_json();
   EXPECT_EQ(j["space"]["image_bytes"], 52 * GiB);
   EXPECT_EQ(j["space"]["same_filesystem"], true);
+  EXPECT_EQ(j["space"]["path"], "containerd's content store copy");
+  EXPECT_EQ(j["space"]["copies"], 2);
   // diagnose, asked about the same image path, says the same.
   auto ins = o.inspect(r);
   EXPECT_TRUE(ins.would_refuse);
@@ -646,12 +648,26 @@ TEST_F(OrchestratorTest, CheckpointThatCannotFitIsRefusedWithTheNumbers) {
     EXPECT_TRUE(has(e.what(), "only 10.0 GiB free at /img")) << e.what();
     EXPECT_FALSE(has(e.what(), "free in containerd's content store")) << e.what();
   }
+  // Issue 26: an entry of the shim's image store is written once, and the report says which path.
+  cfg.image_store = "/store";
+  space.fs["/store/ns/c1/20261202T000000Z-1"] = {.available = 60 * GiB, .device = 9, .at = "/store"};
+  r.image_path = "/store/ns/c1/20261202T000000Z-1";
+  r.content_store.clear();
+  auto stored = make();
+  stored.set_space_probe(&space);
+  stored.checkpoint(r, counting_snapshot());
+  EXPECT_EQ(snapshots, 2);
+  EXPECT_EQ(diag_json()["space"]["path"], "image store");
+  EXPECT_EQ(diag_json()["space"]["copies"], 1);
+  cfg.image_store.clear();
+  r.image_path = "/img";
+  r.content_store = "/var/lib/containerd";
   // checkpoint.check_space: false turns it off.
   cfg.check_space = false;
   auto off = make();
   off.set_space_probe(&space);
   off.checkpoint(r, counting_snapshot());
-  EXPECT_EQ(snapshots, 2);
+  EXPECT_EQ(snapshots, 3);
 }
 
 TEST(SpaceCheck, ContainerdTempDirAndHostProbe) {
