@@ -59,6 +59,25 @@ class OrchestratorTest : public ::testing::Test {
     return Error(Code::Ok, "");
   }
   nlohmann::json diag_json() { return nlohmann::json::parse(slurp(diag_path)); }
+  // An orchestrator that tells inherited files apart (kcmp), with the release available ("") or not.
+  KcmpFileIdentity files;
+  Orchestrator make_releasing(const std::string& unavailable = "") {
+    auto o = make();
+    o.set_file_identity(&files);
+    o.set_release(unavailable);
+    return o;
+  }
+  // Runs a checkpoint expected to be refused; returns its message (nothing snapshotted).
+  std::string refusal(Orchestrator& o) {
+    try {
+      o.checkpoint(req(), counting_snapshot());
+    } catch (const Error& e) {
+      EXPECT_EQ(snapshots, 0);
+      return e.what();
+    }
+    ADD_FAILURE() << "the checkpoint was not refused";
+    return "";
+  }
   std::vector<Holder> holders() { return ProcHolderScanner(cfg.device_globs).scan(pids); }
   static bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 };
@@ -810,7 +829,6 @@ TEST_F(OrchestratorTest, ForkedWorkersHoldTheirParentsOpenFilesAnOpenerItsOwn) {
   ASSERT_EQ(kids.size(), 3u);
   pid_t opener = kids[0], w1 = kids[1], w2 = kids[2];
   pids = {app, opener, w1, w2};
-  KcmpFileIdentity files;
   auto o = make();
   o.set_file_identity(&files);
   try {
@@ -848,10 +866,7 @@ TEST_F(OrchestratorTest, ForkedWorkersWithOnlyInheritedFilesAreReleasedFromTheIm
   std::vector<pid_t> kids = gpu.children(app);
   ASSERT_EQ(kids.size(), 2u);
   pids = {app, kids[0], kids[1]};
-  KcmpFileIdentity files;
-  auto o = make();
-  o.set_file_identity(&files);
-  o.set_release("");
+  auto o = make_releasing();
   ReleasePlan seen;
   auto out = o.checkpoint(req(), ReleasingSnapshotFn([&](const ReleasePlan& plan) {
                             ++snapshots;
@@ -883,18 +898,9 @@ TEST_F(OrchestratorTest, ForkedWorkersAreRefusedWhereTheReleaseIsUnavailable) {
   cfg.device_globs.push_back("/dev/full");
   pid_t app = gpu.start_app({"--fork-workers", "1", "--device", "/dev/full"});
   pids = {app, gpu.children(app).at(0)};
-  KcmpFileIdentity files;
-  auto o = make();
-  o.set_file_identity(&files);
-  o.set_release("the shim's CRIU plugin is not in /nowhere (checkpoint.criu_plugin_dir)");
-  try {
-    o.checkpoint(req(), counting_snapshot());
-    FAIL() << "released without the plugin";
-  } catch (const Error& e) {
-    std::string m = e.what();
-    EXPECT_TRUE(has(m, "but not here: the shim's CRIU plugin is not in /nowhere")) << m;
-  }
-  EXPECT_EQ(snapshots, 0);
+  auto o = make_releasing("the shim's CRIU plugin is not in /nowhere (checkpoint.criu_plugin_dir)");
+  std::string m = refusal(o);
+  EXPECT_TRUE(has(m, "but not here: the shim's CRIU plugin is not in /nowhere")) << m;
   EXPECT_TRUE(gpu.calls("lock").empty()) << "refused before any toggle";
 }
 
@@ -902,17 +908,9 @@ TEST_F(OrchestratorTest, ForkedWorkersAreRefusedWhereTheReleaseIsUnavailable) {
 TEST_F(OrchestratorTest, ForkedWorkersOfAPlainFileAreNotReleased) {
   pid_t app = gpu.start_app({"--fork-workers", "1"});
   pids = {app, gpu.children(app).at(0)};
-  KcmpFileIdentity files;
-  auto o = make();
-  o.set_file_identity(&files);
-  o.set_release("");
-  try {
-    o.checkpoint(req(), counting_snapshot());
-    FAIL() << "released a file that is no character device";
-  } catch (const Error& e) {
-    EXPECT_TRUE(has(e.what(), "is no character device the plugin can name")) << e.what();
-  }
-  EXPECT_EQ(snapshots, 0);
+  auto o = make_releasing();
+  std::string m = refusal(o);
+  EXPECT_TRUE(has(m, "is no character device the plugin can name")) << m;
 }
 
 // Issue 25, item 3: a child forked after its parent opened the GPU that made a CUDA context of its
@@ -921,22 +919,13 @@ TEST_F(OrchestratorTest, AForkedChildWithItsOwnCudaContextIsRefused) {
   pid_t app = gpu.start_app({"--fork-cuda"});
   pid_t kid = gpu.children(app).at(0);
   pids = {app, kid};
-  KcmpFileIdentity files;
-  auto o = make();
-  o.set_file_identity(&files);
-  o.set_release("");
-  try {
-    o.checkpoint(req(), counting_snapshot());
-    FAIL() << "a forked CUDA child was checkpointed";
-  } catch (const Error& e) {
-    std::string m = e.what();
-    EXPECT_TRUE(has(m, P(kid) + " (fake_cuda_app) was forked from CUDA process " + std::to_string(app) +
-                           " and holds its GPU device files (fd "))
-        << m;
-    EXPECT_TRUE(has(m, "beside a CUDA context of its own")) << m;
-  }
+  auto o = make_releasing();
+  std::string m = refusal(o);
+  EXPECT_TRUE(has(m, P(kid) + " (fake_cuda_app) was forked from CUDA process " + std::to_string(app) +
+                         " and holds its GPU device files (fd "))
+      << m;
+  EXPECT_TRUE(has(m, "beside a CUDA context of its own")) << m;
   EXPECT_TRUE(gpu.calls("lock").empty()) << "refused before any toggle";
-  EXPECT_EQ(snapshots, 0);
 }
 
 TEST(KcmpFileIdentity, SameOpenFileOnlyWhenInherited) {
