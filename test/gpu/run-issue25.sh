@@ -1,0 +1,172 @@
+#!/bin/bash
+# Issue 25 on the GPU machine (H200, no network), from the repo root, after test/gpu/pack.sh (which
+# carries the CRIU release plugin in .carry/bin/criu-plugins). Through ctr -> containerd 1.7 (the
+# kit's) -> our shim -> runc -> CRIU 4.2.1 (the kit's), PyTorch's fork shapes
+# (workloads/fork_workload.py), each: ctr c checkpoint --task --rw, kill, ctr c restore --live --rw;
+# the parent keeps computing with its device data intact, the forked workers keep producing, and no
+# process holds a GPU device file but the CUDA parent:
+#   dataloader   DataLoader(num_workers=2, pin_memory=True, persistent_workers=True), fork
+#   compile      a torch.compile'd function with inductor's default compile workers
+#   pool         multiprocessing.Pool(4) (fork) of CPU workers in a CUDA parent
+#   off          dataloader with checkpoint.release_inherited: false: refused, nothing toggled
+# Prints "RESULT PASS|FAIL name: detail"; containerd25.log.gz and diagnostics25.json to $OUT.
+# Run: set -o pipefail; timeout 560 bash test/gpu/run-issue25.sh 2>&1 | tee $OUT/run25.log
+set -uo pipefail
+REPO=$(pwd)
+PACK=${PACK:-$REPO/.carry}
+OUTD=${OUT:-/tmp/nvgpu-out}
+CASES=${CASES:-dataloader compile pool off}
+mkdir -p "$OUTD"
+W=/var/tmp/nvgpu25
+T0=$(date +%s.%N)
+ts() { awk -v a="$T0" -v b="$(date +%s.%N)" 'BEGIN{printf "%6.1f", b-a}'; }
+log() { echo "[$(ts)] $*"; }
+RESULTS=()
+result() { RESULTS+=("RESULT $1 $2: $3"); echo "RESULT $1 $2: $3"; }
+now() { date +%s.%N; }
+dt() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.2f", b-a}'; }
+
+mkdir -p /opt/kit/bin && tar -C /opt/kit -xJf "$PACK/kit/kit.tar.xz"
+printf '#!/bin/sh\nLD_LIBRARY_PATH=/opt/kit/root/usr/lib/x86_64-linux-gnu exec /opt/kit/root/usr/sbin/criu.real "$@"\n' >/opt/kit/bin/criu
+mv /opt/kit/root/usr/sbin/criu /opt/kit/root/usr/sbin/criu.real 2>/dev/null
+chmod +x /opt/kit/bin/criu
+CTDDIR=/opt/kit/root/usr/bin
+PY=/opt/torch/.venv/bin/python3
+export PATH=$PACK/bin:$CTDDIR:$PATH:/usr/local/nvidia/bin
+log "kernel $(uname -r); criu: $(/opt/kit/bin/criu --version | head -1); runc: $(/opt/kit/root/usr/sbin/runc --version | head -1); plugin: $(ls "$PACK/bin/criu-plugins")"
+
+rm -rf "$W" /var/tmp/nvgpu23 /var/tmp/nvgpu16 /var/tmp/nvgpu-runsc; mkdir -p "$W"
+SOCK=$W/containerd.sock
+CFG=$W/shim.yaml
+write_cfg() {  # RELEASE(true|false)
+  cat >"$CFG" <<EOF
+runtime:
+  binary: /opt/kit/root/usr/sbin/runc
+  root: /run/containerd/nvproxy-gpu25
+  criu_path: /opt/kit/bin/criu
+log_level: debug
+gpu:
+  driver_root: /
+checkpoint:
+  libcuda: /usr/local/nvidia/lib64/libcuda.so.1
+  libnvml: /usr/local/nvidia/lib64/libnvidia-ml.so.1
+  content_store: $W/root
+  release_inherited: $1
+EOF
+}
+write_cfg true
+cat >"$W/config.toml" <<EOF
+version = 2
+root = "$W/root"
+state = "$W/state"
+disabled_plugins = ["io.containerd.grpc.v1.cri", "io.containerd.nri.v1.nri"]
+[grpc]
+  address = "$SOCK"
+[ttrpc]
+  address = "$SOCK.ttrpc"
+EOF
+NVPROXY_SHIM_CONFIG=$CFG setsid "$CTDDIR/containerd" --config "$W/config.toml" </dev/null >"$W/containerd.log" 2>&1 &
+CTDPID=$!
+CTR() { timeout "${TMO:-240}" "$CTDDIR/ctr" -a "$SOCK" -n gpu "$@"; }
+for _ in $(seq 50); do CTR version >/dev/null 2>&1 && break; sleep 0.2; done
+IMAGE=docker.io/library/nvproxy-gpu:test
+CTR images import --local --snapshotter native "$PACK/gpu-image.tar" >/dev/null || { log "image import failed"; exit 1; }
+teardown() {
+  for t in $(CTR task ls -q 2>/dev/null); do TMO=10 CTR task kill -a -s KILL "$t" >/dev/null 2>&1; done
+  sleep 2
+  for t in $(CTR task ls -q 2>/dev/null); do TMO=20 CTR task rm -f "$t" >/dev/null 2>&1; done
+  kill "$CTDPID" 2>/dev/null; sleep 1
+  gzip -c "$W/containerd.log" >"$OUTD/containerd25.log.gz" 2>/dev/null
+  printf '%s\n' "${RESULTS[@]}"
+}
+trap teardown EXIT
+
+BINDS=()
+bind_ro() { BINDS+=(--mount "type=bind,src=$1,dst=$1,options=bind:ro"); }
+for d in /usr/*; do [[ $d == /usr/local || -L $d || ! -d $d ]] || bind_ro "$d"; done
+[[ -d /opt/torch ]] && bind_ro /opt/torch
+H=$W/host
+start_wl() {  # NAME SHAPE
+  mkdir -p "$H/$1"
+  CTR run -d --snapshotter native --runtime io.containerd.nvproxy.v1 --net-host "${BINDS[@]}" \
+    --mount "type=bind,src=$H/$1,dst=/out,options=rbind:rw" --env NVIDIA_VISIBLE_DEVICES=all --env HOME=/tmp \
+    --env PYTHONUNBUFFERED=1 $IMAGE "$1" sh -c "exec $PY /probe/fork_workload.py $2 >/log/$1.log 2>&1" >/dev/null ||
+    log "start of $1 failed"
+}
+iter() { local v; v=$(cut -d' ' -f1 "$1" 2>/dev/null); [[ $v =~ ^[0-9]+$ ]] && echo "$v" || echo 0; }
+workers() { ls "$H/$1" | grep -c '^worker-.*\.txt$'; }
+# The newest modification time among the workers' progress files (epoch seconds).
+workers_newest() { stat -c %Y "$H/$1"/worker-*.txt 2>/dev/null | sort -n | tail -1; }
+wait_until() {  # SECONDS CMD...
+  local end=$(($(date +%s) + $1)); shift
+  until "$@"; do (($(date +%s) < end)) || return 1; sleep 0.5; done
+}
+parent_past() { (($(iter "$H/$1/parent.txt") > $2)); }
+workers_since() { (($(workers_newest "$1") > $2)); }
+intact() { grep -q ' True' "$H/$1/parent.txt"; }
+task_status() { CTR task ls | awk -v id="$1" '$1==id{print $3}'; }
+pids_of() { CTR task ps "$1" | awk 'NR>1{print $1}'; }
+# Host pids in container $1 holding a /dev/nvidia* fd.
+gpu_holders() {
+  local p f
+  for p in $(pids_of "$1"); do
+    for f in /proc/$p/fd/*; do [[ $(readlink "$f" 2>/dev/null) == /dev/nvidia* ]] && { echo "$p"; break; }; done
+  done
+}
+report() { local r="$W/state/io.containerd.runtime.v2.task/gpu/$1/checkpoint-diagnostic.json"; { echo "// $1 $2"; cat "$r" 2>/dev/null; echo; } >>"$OUTD/diagnostics25.json"; }
+
+run_case() {  # NAME SHAPE
+  local id=$1 shape=$2 s e err rc rrc at released parent_host holders t_restore
+  start_wl "$id" "$shape"
+  wait_until 240 bash -c "[[ -s $H/$id/parent.txt ]] && (( \$(ls $H/$id | grep -c '^worker-') >= 1 ))" ||
+    { result FAIL "$id" "did not start: $(tail -5 "$W/containerd.log")"; return; }
+  wait_until 60 parent_past "$id" 3
+  log "$id: running, $(workers "$id") workers reporting, parent at $(iter "$H/$id/parent.txt"); GPU holders $(gpu_holders "$id" | paste -sd,)"
+  s=$(now); err=$(CTR c checkpoint --task --rw "$id" "ckpt-$id" 2>&1); rc=$?; e=$(now)
+  report "$id" checkpoint
+  at=$(iter "$H/$id/parent.txt")
+  released=$("$PY" -c 'import json,sys; print(len(json.load(open(sys.argv[1])).get("released", {}).get("processes", [])))' \
+    "$W/state/io.containerd.runtime.v2.task/gpu/$id/checkpoint-diagnostic.json" 2>/dev/null)
+  log "$id: checkpoint rc=$rc in $(dt "$s" "$e") s, released ${released:-0} processes, parent at $at"
+  [[ -n $err ]] && echo "$err" | sed 's/^/  | /'
+  TMO=30 CTR task kill -a -s KILL "$id" >/dev/null
+  wait_until 20 bash -c "[[ \$($CTDDIR/ctr -a $SOCK -n gpu task ls | awk '\$1==\"$id\"{print \$3}') == STOPPED ]]"
+  CTR task rm "$id" >/dev/null; CTR c rm "$id" >/dev/null
+  t_restore=$(date +%s)
+  s=$(now); err=$(CTR c restore --live --rw "$id" "ckpt-$id" </dev/null 2>&1); rrc=$?; e=$(now)
+  log "$id: restore rc=$rrc in $(dt "$s" "$e") s; status $(task_status "$id")"
+  [[ -n $err ]] && echo "$err" | sed 's/^/  | /'
+  local ok=1
+  wait_until 30 parent_past "$id" "$at" || { ok=0; log "$id: the parent does not go on"; }
+  wait_until 30 workers_since "$id" "$t_restore" || { ok=0; log "$id: no worker produced after the restore"; }
+  intact "$id" || { ok=0; log "$id: device data not intact: $(cat "$H/$id/parent.txt")"; }
+  holders=$(gpu_holders "$id" | paste -sd,)
+  parent_host=$(CTR task ls | awk -v id="$id" '$1==id{print $2}')
+  # Only CUDA processes may hold the GPU: the parent (it may be the init's child under sh -c exec).
+  local n_holders; n_holders=$(gpu_holders "$id" | wc -l)
+  ((n_holders == 1)) || { ok=0; log "$id: GPU device holders after the restore: $holders (init $parent_host)"; }
+  local nulls=0 p
+  for p in $(pids_of "$id"); do [[ $p == "$holders" ]] && continue; nulls=$((nulls + $(ls -l /proc/$p/fd 2>/dev/null | grep -c ' /dev/null$'))); done
+  log "$id: after the restore parent at $(iter "$H/$id/parent.txt"), GPU holders [$holders], /dev/null fds in the others: $nulls"
+  ((rc == 0 && rrc == 0 && ${released:-0} > 0)) || ok=0
+  if ((ok)); then result PASS "$id" "$shape: checkpoint $(dt "$s" "$e") s, released $released forked processes, restored; parent on, workers producing, data intact, only the parent holds the GPU"
+  else result FAIL "$id" "$shape: rc=$rc restore rc=$rrc released=${released:-0}"; fi
+  TMO=30 CTR task kill -a -s KILL "$id" >/dev/null 2>&1
+}
+
+for c in $CASES; do
+  case $c in
+    dataloader | compile | pool) run_case "$c" "$c" ;;
+    off)
+      write_cfg false
+      start_wl off dataloader
+      wait_until 240 bash -c "[[ -s $H/off/parent.txt ]]" || { result FAIL off "did not start"; continue; }
+      s=$(now); err=$(CTR c checkpoint --task --rw off ckpt-off 2>&1); rc=$?; e=$(now)
+      echo "$err" | sed 's/^/  | /'; report off refused
+      if ((rc != 0)) && [[ $err == *"release_inherited is off"* && $(task_status off) == RUNNING ]] && intact off; then
+        result PASS off "refused in $(dt "$s" "$e") s naming the workers and the key; still running"
+      else result FAIL off "rc=$rc status $(task_status off)"; fi
+      write_cfg true
+      ;;
+  esac
+done
