@@ -54,7 +54,8 @@ bool plain_entry(const std::string& entry) {
 void make_private_dir(const fs::path& d) {
   std::error_code ec;
   fs::create_directories(d, ec);
-  if (ec || !fs::is_directory(d)) throw Error(Code::Internal, "cannot create the image store directory " + d.string() + ": " + ec.message());
+  if (ec || !fs::is_directory(d))
+    throw Error(Code::Internal, "cannot create the image store directory " + d.string() + ": " + ec.message());
   fs::permissions(d, fs::perms::owner_all, fs::perm_options::replace, ec);
 }
 
@@ -71,14 +72,16 @@ std::vector<fs::path> sorted_dirs(const fs::path& d) {
 
 fs::path ImageStore::create(const std::string& ns, const std::string& container) {
   if (ns.empty() || container.empty() || ns.find('/') != std::string::npos || container.find('/') != std::string::npos)
-    throw Error(Code::InvalidArgument, "image store: namespace \"" + ns + "\" / container \"" + container + "\" cannot name an entry");
+    throw Error(Code::InvalidArgument,
+                "image store: namespace \"" + ns + "\" / container \"" + container + "\" cannot name an entry");
   make_private_dir(dir_);
   fs::path owner = dir_ / ns / container;
   make_private_dir(owner);
   fs::path entry = owner / entry_name();
   std::error_code ec;
   if (!fs::create_directory(entry, ec))
-    throw Error(Code::Internal, "cannot create the image store entry " + entry.string() + ": " + (ec ? ec.message() : "it exists"));
+    throw Error(Code::Internal,
+                "cannot create the image store entry " + entry.string() + ": " + (ec ? ec.message() : "it exists"));
   fs::permissions(entry, fs::perms::owner_all, fs::perm_options::replace, ec);
   return entry;
 }
@@ -152,13 +155,13 @@ std::optional<ImageRef> read_image_ref(const fs::path& dir) {
 fs::path resolve_image(const fs::path& dir, const fs::path& store) {
   std::optional<ImageRef> ref = read_image_ref(dir);
   if (!ref) return dir;
-  const std::string what = "the checkpoint image " + dir.string() + " refers to entry " + ref->entry + " of the image store " + ref->store;
-  if (store.empty())
-    throw Error(Code::FailedPrecondition, what + ", but this shim has no image store (checkpoint.image_store)");
+  const std::string what =
+      "the checkpoint image " + dir.string() + " refers to entry " + ref->entry + " of the image store " + ref->store;
+  if (store.empty()) throw Error(Code::FailedPrecondition, what + ", but this shim has no image store (checkpoint.image_store)");
   std::error_code ec;
   if (fs::weakly_canonical(ref->store, ec) != fs::weakly_canonical(store, ec))
-    throw Error(Code::FailedPrecondition, what + ", not this shim's store " + store.string() +
-                                               " (an image from another host: move it with `image pack`)");
+    throw Error(Code::FailedPrecondition,
+                what + ", not this shim's store " + store.string() + " (an image from another host: move it with `image pack`)");
   if (!plain_entry(ref->entry)) throw Error(Code::InvalidArgument, what + ": the entry is not a store entry's name");
   fs::path entry = store / ref->entry;
   if (!fs::is_directory(entry, ec))

@@ -106,7 +106,9 @@ inline SpaceVerdict check_space(const SpaceNeed& need, const std::filesystem::pa
   SpaceVerdict v;
   FsSpace img = probe.space(image_dir);
   std::uint64_t image = need.image();
-  v.json = {{"path", !path.empty() ? path : content_store.empty() ? "image path" : "containerd's content store copy"},
+  v.json = {{"path", !path.empty()           ? path
+                     : content_store.empty() ? "image path"
+                                             : "containerd's content store copy"},
             {"copies", content_store.empty() ? 1 : 2},
             {"image_path", image_dir.string()},
             {"image_bytes", image},

@@ -58,10 +58,27 @@ ShimConfig parse_config_unchecked(const std::string& text, const std::string& or
   if (auto g = root["gpu"]) c.gpu = gpu::gpu_config_from_yaml(g, origin);
   if (auto k = root["checkpoint"]) {
     check_keys(k,
-               {"cuda", "cuda_checkpoint_path", "cuda_helper", "libcuda", "libnvml", "lock_timeout_ms", "toggle_timeout_ms",
-                "parallelism", "device_globs", "allow_unrestorable", "snapshot_timeout_ms", "restore_timeout_ms", "criu_options",
-                "allow_lost_cuda_processes", "check_space", "content_store", "exit_without_options", "release_inherited",
-                "criu_plugin_dir", "image_store", "image_store_keep"},
+               {"cuda",
+                "cuda_checkpoint_path",
+                "cuda_helper",
+                "libcuda",
+                "libnvml",
+                "lock_timeout_ms",
+                "toggle_timeout_ms",
+                "parallelism",
+                "device_globs",
+                "allow_unrestorable",
+                "snapshot_timeout_ms",
+                "restore_timeout_ms",
+                "criu_options",
+                "allow_lost_cuda_processes",
+                "check_space",
+                "content_store",
+                "exit_without_options",
+                "release_inherited",
+                "criu_plugin_dir",
+                "image_store",
+                "image_store_keep"},
                origin, "checkpoint");
     get(k, "cuda", c.checkpoint.cuda, origin, "checkpoint");
     get(k, "cuda_checkpoint_path", c.checkpoint.cuda_checkpoint_path, origin, "checkpoint");

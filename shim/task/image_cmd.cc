@@ -19,8 +19,8 @@ constexpr const char* kUsage =
 
 int image_cmd(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   po::options_description opts;
-  opts.add_options()("store", po::value<std::string>())("config", po::value<std::string>())(
-      "older-than", po::value<double>())("verb", po::value<std::string>())("paths", po::value<std::vector<std::string>>());
+  opts.add_options()("store", po::value<std::string>())("config", po::value<std::string>())("older-than", po::value<double>())(
+      "verb", po::value<std::string>())("paths", po::value<std::vector<std::string>>());
   po::positional_options_description pos;
   pos.add("verb", 1).add("paths", -1);
   po::variables_map vm;

@@ -356,8 +356,8 @@ void InitProcess::run_checkpoint(const oci::CheckpointFlags& flags, bool paused)
   ctx_.env.log.info("checkpoint of \"" + ctx_.setup.id + "\": image in the store at " + entry.string() + ", referred to from " +
                     client_dir);
   for (const auto& old : store.retain(ns, ctx_.setup.id))
-    ctx_.env.log.info("image store: removed " + old.string() + " (checkpoint.image_store_keep: " +
-                      std::to_string(cc.image_store_keep) + ")");
+    ctx_.env.log.info("image store: removed " + old.string() +
+                      " (checkpoint.image_store_keep: " + std::to_string(cc.image_store_keep) + ")");
 }
 
 void InitProcess::run_delete() {

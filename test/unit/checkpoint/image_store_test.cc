@@ -65,7 +65,8 @@ TEST_F(ImageStoreTest, AReferenceIsRefusedOutsideThisShimsStoreOrOnceItsEntryIsG
   store.discard(entry);
   EXPECT_NE(refused(root_ / "store").find("which is gone"), std::string::npos);
   // A crafted reference cannot point a restore out of the store.
-  write_file_atomic(client / kImageRefFile, R"({"version":1,"store":")" + (root_ / "store").string() + R"(","entry":"../../etc/x"})");
+  write_file_atomic(client / kImageRefFile,
+                    R"({"version":1,"store":")" + (root_ / "store").string() + R"(","entry":"../../etc/x"})");
   EXPECT_THROW(resolve_image(client, root_ / "store"), Error);
   write_file_atomic(client / kImageRefFile, "{nope");
   EXPECT_THROW(read_image_ref(client), Error);
