@@ -8,7 +8,7 @@
 #   - `image pack` makes a self-contained copy of a referred image; once an entry is gone its
 #     restore is refused with the reason, and nothing runs;
 #   - containerd 2.x: `ctr task checkpoint --image-path DIR` leaves only the reference in DIR.
-# Usage: image_store.sh [1.6|1.7|2.3]
+# Usage: image_store.sh [1.6|1.7|2.3]   (NV_RUNTIME=runc|runsc)
 set -euo pipefail
 source "$(dirname "$0")/lib/shim-env.sh"
 STORE=$(mktemp -d /tmp/nvproxy-store.XXXXXX)
@@ -24,7 +24,8 @@ counter() { nv_ctr task exec --exec-id "c$RANDOM" "$1" cat /tmp/counter 2>/dev/n
 counter_above() { (($(counter "$1") > $2)); }
 content_bytes() { du -sb "$NV_DIR/root/io.containerd.content.v1.content" | awk '{print $1}'; }
 entries() { find "$STORE" -mindepth 3 -maxdepth 3 -type d | sort; }
-pages_bytes() { find "$1" -name 'pages-*.img' -printf '%s\n' | awk '{s+=$1} END {print s+0}'; }
+# The image's memory: CRIU's pages-*.img (runc), runsc's checkpoint.img.
+pages_bytes() { find "$1" \( -name 'pages-*.img' -o -name 'checkpoint.img' \) -printf '%s\n' | awk '{s+=$1} END {print s+0}'; }
 stop_rm() {
   nv_ctr task kill -s KILL "$1"
   nv_wait_for -t 20 bash -c "[[ \$(ctr -a $NV_SOCK -n $NV_NAMESPACE task ls | awk '\$1==\"$1\"{print \$3}') == STOPPED ]]" ||
@@ -33,8 +34,9 @@ stop_rm() {
   nv_ctr c rm "$1"
 }
 
-# A shell that holds 8 MB of non-zero memory, and counts (its counter replaced by a rename).
-nv_ctr run -d --runtime $NV_RT "$NV_IMAGE" st sh -c 'big=$(head -c 8000000 /dev/zero | tr "\0" a); i=0
+# A shell that holds 8 MB of random hex (memory no image format compresses away: runsc's does), and
+# counts (its counter replaced by a rename).
+nv_ctr run -d --runtime $NV_RT "$NV_IMAGE" st sh -c 'big=$(head -c 4000000 /dev/urandom | od -An -tx1 | tr -d " \n"); i=0
   while :; do i=$((i+1)); echo $i >/tmp/counter.new; mv /tmp/counter.new /tmp/counter; sleep 0.1; done'
 nv_wait_for -t 30 counter_above st 19 || nv_fail "the counter does not advance"
 
@@ -47,7 +49,7 @@ mapfile -t es < <(entries)
 nv_assert_eq 1 "${#es[@]}" "store entries after one checkpoint"
 [[ ${es[0]} == "$STORE/$NV_NAMESPACE/st/"* ]] || nv_fail "the entry is not the container's: ${es[0]}"
 pages=$(pages_bytes "${es[0]}")
-((pages > 8000000)) || nv_fail "the store's entry holds $pages bytes of pages, not the shell's 8 MB"
+((pages > 4000000)) || nv_fail "the store's entry holds $pages bytes of pages, not the shell's 8 MB"
 ((grown < 1048576)) || nv_fail "containerd's content store grew by $grown bytes: the image was copied"
 nv_log "store entry: $pages bytes of pages; containerd's content store grew by $grown bytes"
 nv_assert_eq 700 "$(stat -c %a "$STORE")" "the store's mode"
@@ -91,8 +93,8 @@ if [[ $NV_CONTAINERD_VERSION == 2.* ]]; then
   [[ -f $dir/nvproxy-image-ref.json ]] || nv_fail "no reference in $dir: $(ls "$dir")"
   [[ -z $(find "$dir" -name 'pages-*.img') ]] || nv_fail "pages in $dir: the image was written there"
   "$SHIM" image pack "$dir" "$NV_DIR/packed" --store "$STORE"
-  (($(pages_bytes "$NV_DIR/packed") > 8000000)) || nv_fail "the packed image lacks the pages: $(ls "$NV_DIR/packed")"
-  [[ -f $NV_DIR/packed/inventory.img ]] || nv_fail "the packed image lacks CRIU's inventory"
+  (($(pages_bytes "$NV_DIR/packed") > 4000000)) || nv_fail "the packed image lacks the pages: $(ls "$NV_DIR/packed")"
+  [[ -f $NV_DIR/packed/inventory.img || -f $NV_DIR/packed/checkpoint.img ]] || nv_fail "the packed image is not one: $(ls "$NV_DIR/packed")"
   stop_rm st
 fi
 
