@@ -892,6 +892,26 @@ TEST_F(OrchestratorTest, ForkedWorkersWithOnlyInheritedFilesAreReleasedFromTheIm
   EXPECT_EQ(gpu.state(app), "running") << "resumed";
 }
 
+// diagnose decides as the checkpoint does: the workers are shown as released, nothing refused.
+TEST_F(OrchestratorTest, DiagnoseShowsForkedWorkersAsReleased) {
+  cfg.device_globs.push_back("/dev/full");
+  pid_t app = gpu.start_app({"--fork-workers", "1", "--device", "/dev/full"});
+  pid_t w = gpu.children(app).at(0);
+  pids = {app, w};
+  auto o = make_releasing();
+  Inspection ins = o.inspect(req());
+  EXPECT_FALSE(ins.would_refuse) << ins.diagnostic.reason;
+  bool shown = false;
+  for (const auto& r : ins.diagnostic.processes)
+    if (r.pid == w) {
+      shown = true;
+      EXPECT_EQ(r.inherited_from, app);
+      EXPECT_TRUE(has(r.hint, "a checkpoint leaves them out of the image")) << r.hint;
+    }
+  EXPECT_TRUE(shown) << "the released worker has no row";
+  EXPECT_TRUE(gpu.calls("lock").empty()) << "diagnose toggles nothing";
+}
+
 // Without the release (no plugin, runsc, or checkpoint.release_inherited off) they are refused,
 // and the hint says why the shim did not release them.
 TEST_F(OrchestratorTest, ForkedWorkersAreRefusedWhereTheReleaseIsUnavailable) {
