@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "checkpoint/config.h"
+#include "checkpoint/image_record.h"
 #include "checkpoint/session_runtime.h"
 #include "checkpoint/session_tools.h"
 #include "common/log.h"
@@ -61,6 +62,8 @@ class CheckpointSession {
   void after_restore(const std::filesystem::path& image);
 
  private:
+  void check_released(const ImageRecord& rec, const std::vector<pid_t>& cuda, const std::string& who);
+
   SessionTarget t_;
   SessionRuntime& rt_;
   SessionTools& tools_;

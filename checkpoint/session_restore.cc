@@ -1,4 +1,5 @@
 // CheckpointSession::before_restore and after_restore: the restore verb (session.h).
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <optional>
 
@@ -101,6 +102,32 @@ void CheckpointSession::after_restore(const std::filesystem::path& image) {
   for (pid_t p : outcome.resumed) pids += " " + std::to_string(p);
   log_.info(who + "CUDA resumed in " + std::to_string(outcome.resumed.size()) + " processes (pids" + pids + ");" +
             phases_text(outcome.phases));
+  if (!rec->released.empty() && tools_.host_view()) check_released(*rec, outcome.resumed, who);
+}
+
+// The forked children whose inherited device files the image left out hold none now: the plugin
+// gave them /dev/null. One that does (a plugin that did not run) is named in the log: it holds a
+// GPU device it did not open itself, which the next checkpoint would stumble on.
+void CheckpointSession::check_released(const ImageRecord& rec, const std::vector<pid_t>& cuda, const std::string& who) {
+  std::vector<pid_t> pids;
+  try {
+    pids = tools_.lister().list();
+  } catch (const std::exception& e) {
+    log_.warn(who + "cannot list the restored processes to check the released ones: " + e.what());
+    return;
+  }
+  std::string still;
+  for (const auto& h : tools_.scanner().scan(pids)) {
+    if (std::find(cuda.begin(), cuda.end(), h.pid) != cuda.end()) continue;
+    pid_t in_ct = tools_.container_pid(h.pid);
+    for (const auto& r : rec.released)
+      if (r.pid == in_ct) still += " " + std::to_string(in_ct) + " (" + h.path + ")";
+  }
+  if (still.empty())
+    log_.info(who + std::to_string(rec.released.size()) +
+              " forked processes hold no GPU device (their inherited files are /dev/null)");
+  else
+    log_.warn(who + "released processes still hold GPU devices:" + still);
 }
 
 }  // namespace nvproxy::checkpoint

@@ -127,6 +127,8 @@ for w in "${workers[@]}"; do
   hp=$(host_pid rel "$w") || nv_fail "worker $w is not in the restored container"
   nv_assert_eq /dev/null "$(readlink "/proc/$hp/fd/${wfd[$w]}")" "worker $w's released fd after the restore"
 done
+grep -qF 'rel\": 2 forked processes hold no GPU device' "$NV_DIR/containerd.log" ||
+  nv_fail "the shim did not check the released processes after the restore"
 hp_parent=$(host_pid rel "$parent")
 nv_assert_eq "$hp_parent" "$(holders_of_dev rel | tr '\n' ' ' | sed 's/ $//')" "processes holding $DEV after the restore (the parent's own reopened fd)"
 stop_task rel
