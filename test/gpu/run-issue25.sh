@@ -9,7 +9,7 @@
 #   compile      a torch.compile'd function with inductor's default compile workers
 #   pool         multiprocessing.Pool(4) (fork) of CPU workers in a CUDA parent
 #   off          dataloader with checkpoint.release_inherited: false: refused, nothing toggled
-# Prints "RESULT PASS|FAIL name: detail"; containerd25.log.gz and diagnostics25.json to $OUT.
+# Prints "RESULT PASS|FAIL name: detail"; containerd-25.log.gz and diagnostics25.json to $OUT.
 # Run: set -o pipefail; timeout 560 bash test/gpu/run-issue25.sh 2>&1 | tee $OUT/run25.log
 set -uo pipefail
 REPO=$(pwd)
@@ -55,36 +55,14 @@ checkpoint:
 EOF
 }
 write_cfg true
-cat >"$W/config.toml" <<EOF
-version = 2
-root = "$W/root"
-state = "$W/state"
-disabled_plugins = ["io.containerd.grpc.v1.cri", "io.containerd.nri.v1.nri"]
-[grpc]
-  address = "$SOCK"
-[ttrpc]
-  address = "$SOCK.ttrpc"
-EOF
-NVPROXY_SHIM_CONFIG=$CFG setsid "$CTDDIR/containerd" --config "$W/config.toml" </dev/null >"$W/containerd.log" 2>&1 &
-CTDPID=$!
-CTR() { timeout "${TMO:-240}" "$CTDDIR/ctr" -a "$SOCK" -n gpu "$@"; }
-for _ in $(seq 50); do CTR version >/dev/null 2>&1 && break; sleep 0.2; done
-IMAGE=docker.io/library/nvproxy-gpu:test
-CTR images import --local --snapshotter native "$PACK/gpu-image.tar" >/dev/null || { log "image import failed"; exit 1; }
+source "$REPO/test/gpu/lib/kit-containerd.sh"
+kit_start "$W" "$CFG" || { log "containerd or the image import failed"; exit 1; }
 teardown() {
-  for t in $(CTR task ls -q 2>/dev/null); do TMO=10 CTR task kill -a -s KILL "$t" >/dev/null 2>&1; done
-  sleep 2
-  for t in $(CTR task ls -q 2>/dev/null); do TMO=20 CTR task rm -f "$t" >/dev/null 2>&1; done
-  kill "$CTDPID" 2>/dev/null; sleep 1
-  gzip -c "$W/containerd.log" >"$OUTD/containerd25.log.gz" 2>/dev/null
+  kit_teardown 25
   printf '%s\n' "${RESULTS[@]}"
 }
 trap teardown EXIT
 
-BINDS=()
-bind_ro() { BINDS+=(--mount "type=bind,src=$1,dst=$1,options=bind:ro"); }
-for d in /usr/*; do [[ $d == /usr/local || -L $d || ! -d $d ]] || bind_ro "$d"; done
-[[ -d /opt/torch ]] && bind_ro /opt/torch
 H=$W/host
 start_wl() {  # NAME SHAPE
   mkdir -p "$H/$1"
