@@ -18,19 +18,13 @@ OUTD=${OUT:-/tmp/nvgpu-out}
 CASES=${CASES:-dataloader compile pool off}
 mkdir -p "$OUTD"
 W=/var/tmp/nvgpu25
-T0=$(date +%s.%N)
-ts() { awk -v a="$T0" -v b="$(date +%s.%N)" 'BEGIN{printf "%6.1f", b-a}'; }
-log() { echo "[$(ts)] $*"; }
-RESULTS=()
-result() { RESULTS+=("RESULT $1 $2: $3"); echo "RESULT $1 $2: $3"; }
-now() { date +%s.%N; }
-dt() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.2f", b-a}'; }
+CTDDIR=/opt/kit/root/usr/bin
+source "$REPO/test/gpu/lib/kit-containerd.sh"
 
 mkdir -p /opt/kit/bin && tar -C /opt/kit -xJf "$PACK/kit/kit.tar.xz"
 printf '#!/bin/sh\nLD_LIBRARY_PATH=/opt/kit/root/usr/lib/x86_64-linux-gnu exec /opt/kit/root/usr/sbin/criu.real "$@"\n' >/opt/kit/bin/criu
 mv /opt/kit/root/usr/sbin/criu /opt/kit/root/usr/sbin/criu.real 2>/dev/null
 chmod +x /opt/kit/bin/criu
-CTDDIR=/opt/kit/root/usr/bin
 PY=/opt/torch/.venv/bin/python3
 export PATH=$PACK/bin:$CTDDIR:$PATH:/usr/local/nvidia/bin
 log "kernel $(uname -r); criu: $(/opt/kit/bin/criu --version | head -1); runc: $(/opt/kit/root/usr/sbin/runc --version | head -1); plugin: $(ls "$PACK/bin/criu-plugins")"
@@ -55,7 +49,6 @@ checkpoint:
 EOF
 }
 write_cfg true
-source "$REPO/test/gpu/lib/kit-containerd.sh"
 kit_start "$W" "$CFG" || { log "containerd or the image import failed"; exit 1; }
 teardown() {
   kit_teardown 25

@@ -3,8 +3,16 @@
 # machine: kit_start W CFG SOCKNAME starts it with its root and state under W and the shim's config
 # CFG, defines CTR (ctr with a deadline, namespace gpu), imports the GPU image ($IMAGE); kit_teardown
 # kills every task and containerd, and keeps its log as $OUTD/containerd-$1.log.gz; BINDS holds the
-# host's /usr and /opt/torch as read-only binds. Needs PACK, OUTD, CTDDIR.
+# host's /usr and /opt/torch as read-only binds; log, result (RESULTS), now and dt as the other
+# runs have them. Needs PACK, OUTD, CTDDIR.
 IMAGE=docker.io/library/nvproxy-gpu:test
+T0=$(date +%s.%N)
+ts() { awk -v a="$T0" -v b="$(date +%s.%N)" 'BEGIN{printf "%6.1f", b-a}'; }
+log() { echo "[$(ts)] $*"; }
+RESULTS=()
+result() { RESULTS+=("RESULT $1 $2: $3"); echo "RESULT $1 $2: $3"; }
+now() { date +%s.%N; }
+dt() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.2f", b-a}'; }
 
 kit_start() {  # W CFG
   W_KIT=$1
