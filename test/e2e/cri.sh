@@ -40,6 +40,14 @@ checkpoint:
   libnvml: $FIX/libnvidia-ml.so
   lock_timeout_ms: 5000
   device_globs: [\"/dev/nvidia*\", \"/dev/fakegpu*\"]"
+# NV_IMAGE_STORE=1: the shim writes checkpoint images into its own store, and CRI's archive carries
+# the reference (issue 26).
+if [[ -n ${NV_IMAGE_STORE:-} ]]; then
+  STORE=$(mktemp -d /var/tmp/nvproxy-cristore.XXXXXX)
+  nv_defer rm -rf "$STORE"
+  NV_CRI_SHIM_EXTRA+="
+  image_store: $STORE"
+fi
 nv_cri_start "$VER"
 sed -i "s|CRI_CDI_DIR|$NV_CRI_DIR/cdi|" "$NV_CRI_SHIM_CONFIG" # the same directory as CRI's cdi_spec_dirs
 cat >"$NV_CRI_DIR/cdi/vendor.yaml" <<YAML
@@ -218,7 +226,15 @@ for c in "${cp[@]}"; do
 done
 nv_assert_eq CONTAINER_RUNNING "$(nv_cri_state "$K")" "container after ContainerCheckpoint"
 listing=$(tar -tf "$ARCHIVE")
-for f in config.dump spec.dump status.dump checkpoint/inventory.img checkpoint/nvproxy-cuda.json; do
+if [[ -n ${NV_IMAGE_STORE:-} ]]; then
+  # The image is in the store; the archive carries the reference (and the record), not CRIU's files.
+  want=(config.dump spec.dump status.dump checkpoint/nvproxy-image-ref.json checkpoint/nvproxy-cuda.json)
+  if grep -qE '^checkpoint/(inventory|pages-[0-9]+)\.img$' <<<"$listing"; then nv_fail "CRIU's image is in the archive: $listing"; fi
+  [[ -n $(find "$STORE" -name inventory.img) ]] || nv_fail "no image in the store $STORE"
+else
+  want=(config.dump spec.dump status.dump checkpoint/inventory.img checkpoint/nvproxy-cuda.json)
+fi
+for f in "${want[@]}"; do
   grep -qxF "$f" <<<"$listing" || nv_fail "the archive has no $f: $listing"
 done
 # CRI names CRIU's work directory only for io.containerd.runc.* runtimes (documented difference).
