@@ -172,18 +172,23 @@ fs::path resolve_image(const fs::path& dir, const fs::path& store) {
 std::uintmax_t pack_image(const fs::path& dir, const fs::path& store, const fs::path& out) {
   fs::path src = resolve_image(dir, store);
   std::error_code ec;
-  if (fs::exists(out, ec) && !fs::is_empty(out, ec))
-    throw Error(Code::InvalidArgument, "image pack: " + out.string() + " is not empty");
+  if (!fs::is_directory(src, ec)) throw Error(Code::InvalidArgument, src.string() + " is no directory");
+  // A copy into the image itself would copy itself without end.
+  std::string from = fs::weakly_canonical(src, ec).string(), to = fs::weakly_canonical(out, ec).string();
+  if (to == from || to.rfind(from + "/", 0) == 0 || from.rfind(to + "/", 0) == 0)
+    throw Error(Code::InvalidArgument, out.string() + " and the image " + src.string() + " overlap");
+  if (fs::exists(out, ec) && !fs::is_empty(out, ec)) throw Error(Code::InvalidArgument, out.string() + " is not empty");
   fs::create_directories(out, ec);
-  if (ec) throw Error(Code::Internal, "image pack: cannot create " + out.string() + ": " + ec.message());
+  if (ec) throw Error(Code::Internal, "cannot create " + out.string() + ": " + ec.message());
   std::uintmax_t bytes = 0;
-  for (const auto& e : fs::recursive_directory_iterator(src)) {
+  std::vector<fs::directory_entry> entries(fs::recursive_directory_iterator(src), fs::recursive_directory_iterator{});
+  for (const auto& e : entries) {
     fs::path to = out / fs::relative(e.path(), src);
     if (e.is_directory()) {
       fs::create_directories(to);
     } else {
       fs::copy_file(e.path(), to, fs::copy_options::overwrite_existing, ec);
-      if (ec) throw Error(Code::Internal, "image pack: cannot copy " + e.path().string() + ": " + ec.message());
+      if (ec) throw Error(Code::Internal, "cannot copy " + e.path().string() + ": " + ec.message());
       bytes += e.file_size();
     }
   }

@@ -102,6 +102,10 @@ TEST_F(ImageStoreTest, PackMakesASelfContainedCopy) {
   EXPECT_FALSE(fs::exists(root_ / "out" / kImageRefFile));
   EXPECT_EQ(resolve_image(root_ / "out", ""), root_ / "out") << "restorable without the store";
   EXPECT_THROW(pack_image(client, root_ / "store", root_ / "out"), Error) << "not over a non-empty directory";
+  // Never into the image itself (it would copy itself without end), nor around it.
+  EXPECT_THROW(pack_image(root_ / "out", "", root_ / "out" / "again"), Error);
+  EXPECT_THROW(pack_image(root_ / "out", "", root_), Error);
+  EXPECT_FALSE(fs::exists(root_ / "out" / "again"));
 }
 
 }  // namespace
