@@ -9,14 +9,15 @@
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 c=$repo/.carry
-cmake --build "$repo/build" --target containerd-shim-nvproxy-v1 nvproxy-cuda-helper nvproxy_criu_release -j"$(nproc)" >/dev/null
+cmake --build "$repo/build" --target containerd-shim-nvproxy-v1 nvproxy-cuda-helper nvproxy_criu_release gpu_hold -j"$(nproc)" >/dev/null
 rm -rf "$c/bin" "$c/lib"
 mkdir -p "$c/bin"
 for b in containerd-shim-nvproxy-v1 nvproxy-cuda-helper; do
   install -m 0755 "$repo/build/shim/$b" "$c/bin/$b"
   strip "$c/bin/$b"
 done
-# The CRIU release plugin, where the shim looks for it (criu-plugins beside it).
+# bench/gpu_hold for run-issue26.sh; the CRIU release plugin, where the shim looks for it.
+install -m 0755 "$repo/build/bench/gpu_hold" "$c/bin/gpu_hold"
 install -D -m 0644 "$repo/build/shim/criu-plugins/nvproxy_criu_release.so" "$c/bin/criu-plugins/nvproxy_criu_release.so"
 if [[ ${1:-} != --no-kit || ! -s $c/kit/kit.tar.xz ]]; then
   [[ -s $c/kit/kit.tar.xz ]] || bash "$repo/../shared/tools/gpu-kit.sh" "$c/kit"

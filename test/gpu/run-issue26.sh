@@ -1,0 +1,104 @@
+#!/bin/bash
+# Issue 26 on the GPU machine (H200, 64 GB disk, no network), from the repo root, after
+# test/gpu/pack.sh (which also carries bench/gpu_hold as .carry/bin/gpu_hold). Through ctr ->
+# containerd 1.7 (the kit's) -> our shim -> runc -> CRIU 4.2.1 (the kit's), one process holding G GiB
+# on the GPU (gpu_hold: allocates, fills, checks the whole buffer at SIGTERM), for each size and path:
+#   content-store   `ctr c checkpoint --task` / `ctr c restore`: containerd copies the image
+#   image-store     the same with checkpoint.image_store: containerd keeps a reference
+# and `three`: three 12 GiB processes in one container through the store (the rate against one's).
+# Per run: end to end, the shim's phases (CUDA checkpoint + CRIU dump = the driver + CRIU floor),
+# the image, peak disk (sampled every 0.2 s) and the restore; after the restore the data is checked.
+# Prints "RESULT ..." lines and a markdown table; containerd-26.log.gz and diagnostics26.json to $OUT.
+# Run: set -o pipefail; SIZES="12 24 40" timeout 590 bash test/gpu/run-issue26.sh 2>&1 | tee $OUT/run26.log
+set -uo pipefail
+REPO=$(pwd)
+PACK=${PACK:-$REPO/.carry}
+OUTD=${OUT:-/tmp/nvgpu-out}
+SIZES=${SIZES:-12 24 40}
+PATHS=${PATHS:-image-store content-store}
+THREE=${THREE:-yes}
+mkdir -p "$OUTD"
+W=/var/tmp/nvgpu26
+CTDDIR=/opt/kit/root/usr/bin
+source "$REPO/test/gpu/lib/kit-containerd.sh"
+
+mkdir -p /opt/kit/bin && tar -C /opt/kit -xJf "$PACK/kit/kit.tar.xz"
+printf '#!/bin/sh\nLD_LIBRARY_PATH=/opt/kit/root/usr/lib/x86_64-linux-gnu exec /opt/kit/root/usr/sbin/criu.real "$@"\n' >/opt/kit/bin/criu
+mv /opt/kit/root/usr/sbin/criu /opt/kit/root/usr/sbin/criu.real 2>/dev/null
+chmod +x /opt/kit/bin/criu
+export PATH=$PACK/bin:$CTDDIR:$PATH:/usr/local/nvidia/bin
+rm -rf "$W" /var/tmp/nvgpu23 /var/tmp/nvgpu16 /var/tmp/nvgpu25 /var/tmp/nvgpu-runsc; mkdir -p "$W/store" "$W/tools"
+cp "$PACK/bin/gpu_hold" "$W/tools/"
+CFG=$W/shim.yaml
+write_cfg() {  # STORE (empty: none)
+  cat >"$CFG" <<EOF
+runtime: {binary: /opt/kit/root/usr/sbin/runc, root: /run/containerd/nvproxy-gpu26, criu_path: /opt/kit/bin/criu}
+log_level: debug
+gpu: {driver_root: /}
+checkpoint:
+  libcuda: /usr/local/nvidia/lib64/libcuda.so.1
+  libnvml: /usr/local/nvidia/lib64/libnvidia-ml.so.1
+  content_store: $W/root
+${1:+  image_store: $1
+  image_store_keep: 1}
+EOF
+}
+write_cfg ""
+kit_start "$W" "$CFG" || { log "containerd or the image import failed"; exit 1; }
+trap 'kit_teardown 26; printf "%s\n" "${RESULTS[@]}"; printf "%s\n" "${ROWS[@]}"' EXIT
+log "kernel $(uname -r); disk free $(df -h /var/tmp | awk 'NR==2{print $4}'); criu $(/opt/kit/bin/criu --version | head -1)"
+
+used() { df -B1 --output=used /var/tmp | tail -1; }
+phase() { "$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["phases"].get(sys.argv[2] + "_ms", 0) / 1000)' "$1" "$2" 2>/dev/null || echo 0; }
+PY=python3
+# sampled CMD...: runs it; sets SEC and PEAK (bytes above the start).
+sampled() {
+  local base peak=0 u t0 pid rc
+  base=$(used); t0=$(now)
+  "$@" >"$W/cmd.out" 2>&1 &
+  pid=$!
+  while kill -0 "$pid" 2>/dev/null; do u=$(used); ((u > peak)) && peak=$u; sleep 0.2; done
+  wait "$pid"; rc=$?
+  SEC=$(dt "$t0" "$(now)"); PEAK=$((peak > base ? peak - base : 0))
+  ((rc == 0)) || { log "failed ($rc): $* :: $(tail -3 "$W/cmd.out")"; return 1; }
+}
+gib() { awk -v b="$1" 'BEGIN{printf "%.1f", b/1073741824}'; }
+ROWS=("| path | GiB | checkpoint s | CUDA ckpt s | CRIU dump s | floor s | x floor | image GiB | peak disk x image | restore s | data |"
+  "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
+n=0
+run_one() {  # PATH GIB PROCS
+  local path=$1 g=$2 procs=$3 id rep img cmd i ok data
+  n=$((n + 1)); id=s$n
+  if [[ $path == image-store ]]; then write_cfg "$W/store"; else write_cfg ""; fi
+  cmd=""; for i in $(seq "$procs"); do cmd+="/tools/gpu_hold hold $g /out/ready$i >/out/log$i 2>&1 & "; done
+  mkdir -p "$W/h/$id"
+  CTR run -d --snapshotter native --runtime io.containerd.nvproxy.v1 --net-host "${BINDS[@]}" \
+    --mount "type=bind,src=$W/tools,dst=/tools,options=rbind:ro" --mount "type=bind,src=$W/h/$id,dst=/out,options=rbind:rw" \
+    --env NVIDIA_VISIBLE_DEVICES=all $IMAGE $id sh -c "$cmd wait" >/dev/null || { log "$id: start failed"; return; }
+  for _ in $(seq 600); do [[ $(ls "$W/h/$id" | grep -c '^ready') -ge $procs ]] && break; sleep 0.5; done
+  sync; echo 3 >/proc/sys/vm/drop_caches
+  sampled CTR c checkpoint --task $id ${id}ref || { result FAIL "$id" "$path $g GiB x$procs: checkpoint failed"; return; }
+  local ck=$SEC ckpeak=$PEAK
+  rep=$W/state/io.containerd.runtime.v2.task/gpu/$id/checkpoint-diagnostic.json
+  { echo "// $id $path $g x$procs"; cat "$rep"; echo; } >>"$OUTD/diagnostics26.json"
+  local cuda snap floor
+  cuda=$(phase "$rep" checkpoint); snap=$(phase "$rep" snapshot); floor=$(awk -v a="$cuda" -v b="$snap" 'BEGIN{print a+b}')
+  if [[ $path == image-store ]]; then img=$(du -sb "$W/store" | awk '{print $1}'); else img=$((g * procs * 1073741824)); fi
+  TMO=60 CTR task kill -a -s KILL $id >/dev/null
+  for _ in $(seq 100); do [[ $(CTR task ls | awk -v i=$id '$1==i{print $3}') == STOPPED ]] && break; sleep 0.2; done
+  CTR task rm $id >/dev/null; CTR c rm $id >/dev/null
+  sync; echo 3 >/proc/sys/vm/drop_caches
+  sampled CTR c restore --live $id ${id}ref </dev/null || { result FAIL "$id" "$path $g GiB x$procs: restore failed"; return; }
+  local rs=$SEC
+  TMO=60 CTR task kill -a -s TERM $id >/dev/null
+  for _ in $(seq 300); do [[ $(cat "$W/h/$id"/log* 2>/dev/null | grep -c 'data ') -ge $procs ]] && break; sleep 0.2; done
+  data=$(cat "$W/h/$id"/log* | grep -o 'data [A-Z]*' | sort | uniq -c | paste -sd' ')
+  ok=1; [[ $data == *"data OK"* && $data != *BAD* ]] || ok=0
+  ROWS+=("| $path x$procs | $g | $ck | $cuda | $snap | $floor | $(awk -v a="$ck" -v b="$floor" 'BEGIN{printf "%.2f", a/b}') | $(gib "$img") | $(awk -v a="$ckpeak" -v b="$img" 'BEGIN{printf "%.2f", a/b}') | $rs | $data |")
+  log "${ROWS[-1]}"
+  ((ok)) && result PASS "$id" "$path $g GiB x$procs" || result FAIL "$id" "$path $g GiB x$procs: $data"
+  CTR task rm -f $id >/dev/null 2>&1; CTR c rm $id >/dev/null 2>&1; CTR image rm ${id}ref >/dev/null 2>&1
+  "$PACK/bin/containerd-shim-nvproxy-v1" image prune --older-than 0 --store "$W/store" >/dev/null
+}
+for g in $SIZES; do for p in $PATHS; do run_one "$p" "$g" 1; done; done
+if [[ $THREE == yes ]]; then run_one image-store 12 1; run_one image-store 12 3; fi
