@@ -11,6 +11,7 @@
 
 #include "checkpoint/cuda_checkpoint_bin.h"
 #include "checkpoint/cuda_helper_wire.h"
+#include "checkpoint/shim_files.h"
 #include "common/error.h"
 #include "common/ttrpc/client.h"
 
@@ -19,16 +20,8 @@ namespace nvproxy::checkpoint {
 namespace fs = std::filesystem;
 
 std::string default_cuda_helper_path() {
-  std::error_code ec;
-  fs::path self = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec) {
-    fs::path dir = self.parent_path();
-    for (const fs::path& p :
-         {dir / "nvproxy-cuda-helper", dir.parent_path() / "libexec/containerd-shim-nvproxy/nvproxy-cuda-helper"}) {
-      if (::access(p.c_str(), X_OK) == 0) return p.string();
-    }
-  }
-  return "/usr/libexec/containerd-shim-nvproxy/nvproxy-cuda-helper";
+  std::string p = find_beside_shim("nvproxy-cuda-helper", X_OK);
+  return p.empty() ? std::string(kPackagedLibexecDir) + "/nvproxy-cuda-helper" : p;
 }
 
 struct CudaHelper::Instance {

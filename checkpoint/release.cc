@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "checkpoint/config.h"
+#include "checkpoint/shim_files.h"
 
 namespace nvproxy::checkpoint {
 
@@ -20,13 +21,8 @@ std::string ReleasePlan::devices_text() const {
 }
 
 std::string default_criu_plugin_dir() {
-  std::error_code ec;
-  fs::path self = fs::read_symlink("/proc/self/exe", ec);
-  if (ec) return "";
-  fs::path dir = self.parent_path();
-  for (const fs::path& d : {dir / "criu-plugins", dir.parent_path() / "libexec/containerd-shim-nvproxy/criu-plugins"})
-    if (::access((d / kReleasePluginFile).c_str(), R_OK) == 0) return d.string();
-  return "";
+  std::string p = find_beside_shim(std::string("criu-plugins/") + kReleasePluginFile, R_OK);
+  return p.empty() ? "" : fs::path(p).parent_path().string();
 }
 
 std::string criu_plugin_dir(const CheckpointConfig& cfg) {

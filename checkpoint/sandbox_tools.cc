@@ -8,6 +8,7 @@
 #include <regex>
 
 #include "checkpoint/sandbox_agent.h"
+#include "checkpoint/shim_files.h"
 #include "common/error.h"
 
 namespace nvproxy::checkpoint {
@@ -16,14 +17,8 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 std::string default_sandbox_agent_path() {
-  std::error_code ec;
-  fs::path self = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec) {
-    fs::path dir = self.parent_path();
-    for (const fs::path& p : {dir / kSandboxAgentName, dir.parent_path() / "libexec/containerd-shim-nvproxy" / kSandboxAgentName})
-      if (::access(p.c_str(), X_OK) == 0) return p.string();
-  }
-  return std::string("/usr/libexec/containerd-shim-nvproxy/") + kSandboxAgentName;
+  std::string p = find_beside_shim(kSandboxAgentName, X_OK);
+  return p.empty() ? std::string(kPackagedLibexecDir) + "/" + kSandboxAgentName : p;
 }
 
 namespace {
