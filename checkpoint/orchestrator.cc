@@ -92,6 +92,11 @@ Orchestrator::Classified Orchestrator::classify(const std::string& id, const std
   return c;
 }
 
+bool Orchestrator::shares_open_file(pid_t pid, int fd, pid_t anc, const std::vector<Holder>& theirs) {
+  return std::any_of(theirs.begin(), theirs.end(),
+                     [&](const Holder& a) { return a.kind == HolderKind::Fd && files_->same_file(pid, fd, anc, a.fd); });
+}
+
 pid_t Orchestrator::cuda_ancestor(const ProcInfo& self, const Classified& c) {
   // Bounded: a loop in a stale process table must not hang the checkpoint.
   pid_t anc = self.ppid;
@@ -145,13 +150,8 @@ void Orchestrator::refuse_forked_cuda(Classified& c) {
     pid_t anc = self ? cuda_ancestor(*self, c) : 0;
     std::vector<int> shared;
     if (anc > 0) {
-      for (const auto& h : c.holders.at(pid)) {
-        if (h.kind != HolderKind::Fd) continue;
-        const auto& theirs = c.holders.at(anc);
-        if (std::any_of(theirs.begin(), theirs.end(),
-                        [&](const Holder& a) { return a.kind == HolderKind::Fd && files_->same_file(pid, h.fd, anc, a.fd); }))
-          shared.push_back(h.fd);
-      }
+      for (const auto& h : c.holders.at(pid))
+        if (h.kind == HolderKind::Fd && shares_open_file(pid, h.fd, anc, c.holders.at(anc))) shared.push_back(h.fd);
     }
     if (shared.empty()) {
       keep.push_back(pid);
@@ -182,9 +182,7 @@ bool Orchestrator::explain_inherited(pid_t pid, const ProcInfo& self, const Clas
       ++mappings;
       continue;
     }
-    bool same = std::any_of(theirs->second.begin(), theirs->second.end(),
-                            [&](const Holder& a) { return a.kind == HolderKind::Fd && files_->same_file(pid, h.fd, anc, a.fd); });
-    (same ? inherited : own).push_back(h.fd);
+    (shares_open_file(pid, h.fd, anc, theirs->second) ? inherited : own).push_back(h.fd);
   }
   if (inherited.empty() && own.empty()) return false;  // mappings alone: nothing to compare
   if (!inherited.empty()) r.inherited_from = anc;

@@ -139,8 +139,9 @@ class Orchestrator {
   // itself (file_identity.h), for the refusal's table and hint.
   void set_file_identity(FileIdentity* files) { files_ = files; }
   // Whether the snapshot can release forked children's inherited device files (release.h): "" when
-  // it can (checkpoint.release_inherited, the runtime's CRIU and the shim's plugin), else why not,
-  // for the refusal's hint. Needs the file identity. Off until set.
+  // it can (the runtime's CRIU and the shim's plugin), else why not, for the refusal's hint; with
+  // checkpoint.release_inherited off nothing is released either way. Needs the file identity. Off
+  // until set.
   void set_release(std::string unavailable) { release_unavailable_ = std::move(unavailable); }
 
   struct Classified;  // internal, shared by checkpoint() and inspect()
@@ -217,6 +218,8 @@ class Orchestrator {
   // A holder without CUDA: are its device fds the open files of its nearest CUDA ancestor? Fills
   // r.inherited_* and r.hint; false when nothing is inherited (or it cannot be told).
   bool explain_inherited(pid_t pid, const ProcInfo& self, const Classified& c, ProcessReport& r);
+  // Whether pid's fd is one of the open file descriptions among anc's device fds (`theirs`).
+  bool shares_open_file(pid_t pid, int fd, pid_t anc, const std::vector<Holder>& theirs);
   // The nearest ancestor of `self` that is a running CUDA process of this container; 0 if none.
   pid_t cuda_ancestor(const ProcInfo& self, const Classified& c);
   // A holder explained as inherited (r.inherited_*): released when everything it holds is its

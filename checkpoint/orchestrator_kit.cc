@@ -12,7 +12,7 @@ OrchestratorKit::OrchestratorKit(const CheckpointConfig& cfg, std::unique_ptr<Pr
   orch.set_file_identity(&files);
   // On the host, forked children's inherited device files are released by CRIU with the shim's
   // plugin (release.h); the session takes it back where the runtime has no CRIU.
-  orch.set_release(cfg.release_inherited ? release_plugin_problem(criu_plugin_dir(cfg)) : "checkpoint.release_inherited is off");
+  orch.set_release(release_plugin_problem(criu_plugin_dir(cfg)));
 }
 
 }  // namespace nvproxy::checkpoint
