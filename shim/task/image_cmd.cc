@@ -38,11 +38,9 @@ int image_cmd(const std::vector<std::string>& args, std::ostream& out, std::ostr
   }
   try {
     std::string store = vm.count("store") ? vm["store"].as<std::string>() : "";
-    unsigned keep = 1;
     if (store.empty()) {
       ShimConfig c = load_config(vm.count("config") ? vm["config"].as<std::string>() : "");
       store = c.checkpoint.image_store;
-      keep = c.checkpoint.image_store_keep;
     }
     if (verb == "pack") {
       std::uintmax_t bytes = checkpoint::pack_image(paths[0], store, paths[1]);
@@ -58,7 +56,7 @@ int image_cmd(const std::vector<std::string>& args, std::ostream& out, std::ostr
       err << "image prune: --older-than must not be negative\n";
       return 2;
     }
-    checkpoint::ImageStore s(store, keep);
+    checkpoint::ImageStore s(store, 1);  // pruning goes by age; the per-container retention is not asked
     for (const auto& p : s.prune_older_than(std::chrono::seconds(static_cast<long long>(hours * 3600))))
       out << "removed " << p.string() << "\n";
     return 0;
