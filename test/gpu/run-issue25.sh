@@ -18,15 +18,9 @@ OUTD=${OUT:-/tmp/nvgpu-out}
 CASES=${CASES:-dataloader compile pool off}
 mkdir -p "$OUTD"
 W=/var/tmp/nvgpu25
-CTDDIR=/opt/kit/root/usr/bin
 source "$REPO/test/gpu/lib/kit-containerd.sh"
-
-mkdir -p /opt/kit/bin && tar -C /opt/kit -xJf "$PACK/kit/kit.tar.xz"
-printf '#!/bin/sh\nLD_LIBRARY_PATH=/opt/kit/root/usr/lib/x86_64-linux-gnu exec /opt/kit/root/usr/sbin/criu.real "$@"\n' >/opt/kit/bin/criu
-mv /opt/kit/root/usr/sbin/criu /opt/kit/root/usr/sbin/criu.real 2>/dev/null
-chmod +x /opt/kit/bin/criu
+kit_install
 PY=/opt/torch/.venv/bin/python3
-export PATH=$PACK/bin:$CTDDIR:$PATH:/usr/local/nvidia/bin
 log "kernel $(uname -r); criu: $(/opt/kit/bin/criu --version | head -1); runc: $(/opt/kit/root/usr/sbin/runc --version | head -1); plugin: $(ls "$PACK/bin/criu-plugins")"
 
 rm -rf "$W" /var/tmp/nvgpu23 /var/tmp/nvgpu16 /var/tmp/nvgpu-runsc; mkdir -p "$W"

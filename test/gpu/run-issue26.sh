@@ -19,14 +19,8 @@ PATHS=${PATHS:-image-store content-store}
 THREE=${THREE:-yes}
 mkdir -p "$OUTD"
 W=/var/tmp/nvgpu26
-CTDDIR=/opt/kit/root/usr/bin
 source "$REPO/test/gpu/lib/kit-containerd.sh"
-
-mkdir -p /opt/kit/bin && tar -C /opt/kit -xJf "$PACK/kit/kit.tar.xz"
-printf '#!/bin/sh\nLD_LIBRARY_PATH=/opt/kit/root/usr/lib/x86_64-linux-gnu exec /opt/kit/root/usr/sbin/criu.real "$@"\n' >/opt/kit/bin/criu
-mv /opt/kit/root/usr/sbin/criu /opt/kit/root/usr/sbin/criu.real 2>/dev/null
-chmod +x /opt/kit/bin/criu
-export PATH=$PACK/bin:$CTDDIR:$PATH:/usr/local/nvidia/bin
+kit_install
 rm -rf "$W" /var/tmp/nvgpu23 /var/tmp/nvgpu16 /var/tmp/nvgpu25 /var/tmp/nvgpu-runsc; mkdir -p "$W/store" "$W/tools"
 cp "$PACK/bin/gpu_hold" "$W/tools/"
 CFG=$W/shim.yaml

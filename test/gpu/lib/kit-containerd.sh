@@ -1,11 +1,13 @@
 # shellcheck shell=bash
 # The GPU runs' private containerd 1.7 (the kit's), for scripts sourced from the repo root on the GPU
-# machine: kit_start W CFG SOCKNAME starts it with its root and state under W and the shim's config
+# machine: kit_install unpacks the kit (containerd, runc, CRIU 4.2.1 as /opt/kit/bin/criu) and puts
+# the shim and the kit on PATH; kit_start W CFG starts it with its root and state under W and the shim's config
 # CFG, defines CTR (ctr with a deadline, namespace gpu), imports the GPU image ($IMAGE); kit_teardown
 # kills every task and containerd, and keeps its log as $OUTD/containerd-$1.log.gz; BINDS holds the
 # host's /usr and /opt/torch as read-only binds; log, result (RESULTS), now and dt as the other
-# runs have them. Needs PACK, OUTD, CTDDIR.
+# runs have them. Needs PACK and OUTD.
 IMAGE=docker.io/library/nvproxy-gpu:test
+CTDDIR=/opt/kit/root/usr/bin
 T0=$(date +%s.%N)
 ts() { awk -v a="$T0" -v b="$(date +%s.%N)" 'BEGIN{printf "%6.1f", b-a}'; }
 log() { echo "[$(ts)] $*"; }
@@ -13,6 +15,14 @@ RESULTS=()
 result() { RESULTS+=("RESULT $1 $2: $3"); echo "RESULT $1 $2: $3"; }
 now() { date +%s.%N; }
 dt() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.2f", b-a}'; }
+
+kit_install() {
+  mkdir -p /opt/kit/bin && tar -C /opt/kit -xJf "$PACK/kit/kit.tar.xz"
+  printf '#!/bin/sh\nLD_LIBRARY_PATH=/opt/kit/root/usr/lib/x86_64-linux-gnu exec /opt/kit/root/usr/sbin/criu.real "$@"\n' >/opt/kit/bin/criu
+  mv /opt/kit/root/usr/sbin/criu /opt/kit/root/usr/sbin/criu.real 2>/dev/null
+  chmod +x /opt/kit/bin/criu
+  export PATH=$PACK/bin:$CTDDIR:$PATH:/usr/local/nvidia/bin
+}
 
 kit_start() {  # W CFG
   W_KIT=$1
