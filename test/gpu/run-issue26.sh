@@ -21,7 +21,11 @@ mkdir -p "$OUTD"
 W=/var/tmp/nvgpu26
 source "$REPO/test/gpu/lib/kit-containerd.sh"
 kit_install
-rm -rf "$W" /var/tmp/nvgpu23 /var/tmp/nvgpu16 /var/tmp/nvgpu25 /var/tmp/nvgpu-runsc; mkdir -p "$W/store" "$W/tools"
+rm -rf "$W" /var/tmp/nvgpu23 /var/tmp/nvgpu16 /var/tmp/nvgpu25 /var/tmp/nvgpu-runsc; mkdir -p "$W/tools"
+# STORE: the image store (e.g. a tmpfs, to tell the disk from CRIU); DROP=no keeps the page cache
+# before the restore (the image read from memory).
+STORE=${STORE:-$W/store}; DROP=${DROP:-yes}
+rm -rf "$STORE"; mkdir -p "$STORE"
 cp "$PACK/bin/gpu_hold" "$W/tools/"
 CFG=$W/shim.yaml
 write_cfg() {  # STORE (empty: none)
@@ -40,6 +44,7 @@ EOF
 write_cfg ""
 kit_start "$W" "$CFG" || { log "containerd or the image import failed"; exit 1; }
 trap 'kit_teardown 26; printf "%s\n" "${RESULTS[@]}"; printf "%s\n" "${ROWS[@]}"' EXIT
+log "store $STORE, page cache dropped before the restore: $DROP"
 log "kernel $(uname -r); disk free $(df -h /var/tmp | awk 'NR==2{print $4}'); criu $(/opt/kit/bin/criu --version | head -1)"
 
 used() { df -B1 --output=used /var/tmp | tail -1; }
@@ -57,13 +62,13 @@ sampled() {
   ((rc == 0)) || { log "failed ($rc): $* :: $(tail -3 "$W/cmd.out")"; return 1; }
 }
 gib() { awk -v b="$1" 'BEGIN{printf "%.1f", b/1073741824}'; }
-ROWS=("| path | GiB | checkpoint s | CUDA ckpt s | CRIU dump s | floor s | x floor | image GiB | peak disk x image | restore s | data |"
+ROWS=("| path | GiB | checkpoint s | CUDA ckpt s | CRIU dump s | floor s (+ CUDA resume) | x floor | image GiB | peak disk x image | restore s | data |"
   "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
 n=0
 run_one() {  # PATH GIB PROCS
   local path=$1 g=$2 procs=$3 id rep img cmd i ok data
   n=$((n + 1)); id=s$n
-  if [[ $path == image-store ]]; then write_cfg "$W/store"; else write_cfg ""; fi
+  if [[ $path == image-store ]]; then write_cfg "$STORE"; else write_cfg ""; fi
   cmd=""; for i in $(seq "$procs"); do cmd+="/tools/gpu_hold hold $g /out/ready$i >/out/log$i 2>&1 & "; done
   mkdir -p "$W/h/$id"
   CTR run -d --snapshotter native --runtime io.containerd.nvproxy.v1 --net-host "${BINDS[@]}" \
@@ -71,28 +76,91 @@ run_one() {  # PATH GIB PROCS
     --env NVIDIA_VISIBLE_DEVICES=all $IMAGE $id sh -c "$cmd wait" >/dev/null || { log "$id: start failed"; return; }
   for _ in $(seq 600); do [[ $(ls "$W/h/$id" | grep -c '^ready') -ge $procs ]] && break; sleep 0.5; done
   sync; echo 3 >/proc/sys/vm/drop_caches
-  sampled CTR c checkpoint --task $id ${id}ref || { result FAIL "$id" "$path $g GiB x$procs: checkpoint failed"; return; }
+  if ! sampled CTR c checkpoint --task $id ${id}ref; then
+    # The content store's path cannot hold two copies of 40 GiB on this disk: a refusal is the answer.
+    if grep -q 'free' "$W/cmd.out" && [[ $(CTR task ls | awk -v i=$id '$1==i{print $3}') == RUNNING ]]; then
+      result REFUSED "$id" "$path $g GiB x$procs in $SEC s, still running: $(tail -c 500 "$W/cmd.out" | tr '\n' ' ')"
+    else result FAIL "$id" "$path $g GiB x$procs: checkpoint failed"; fi
+    TMO=60 CTR task kill -a -s KILL $id >/dev/null; sleep 2; CTR task rm -f $id >/dev/null 2>&1; CTR c rm $id >/dev/null 2>&1
+    return
+  fi
   local ck=$SEC ckpeak=$PEAK
   rep=$W/state/io.containerd.runtime.v2.task/gpu/$id/checkpoint-diagnostic.json
   { echo "// $id $path $g x$procs"; cat "$rep"; echo; } >>"$OUTD/diagnostics26.json"
-  local cuda snap floor
-  cuda=$(phase "$rep" checkpoint); snap=$(phase "$rep" snapshot); floor=$(awk -v a="$cuda" -v b="$snap" 'BEGIN{print a+b}')
-  if [[ $path == image-store ]]; then img=$(du -sb "$W/store" | awk '{print $1}'); else img=$((g * procs * 1073741824)); fi
+  local cuda snap res floor
+  cuda=$(phase "$rep" checkpoint); snap=$(phase "$rep" snapshot); res=$(phase "$rep" resume)
+  # The driver + CRIU chain: CUDA checkpoint, CRIU dump, and CUDA back in the container that runs on.
+  floor=$(awk -v a="$cuda" -v b="$snap" -v c="$res" 'BEGIN{printf "%.2f", a+b+c}')
+  if [[ $path == image-store ]]; then img=$(du -sb "$STORE" | awk '{print $1}'); else img=$((g * procs * 1073741824)); fi
   TMO=60 CTR task kill -a -s KILL $id >/dev/null
   for _ in $(seq 100); do [[ $(CTR task ls | awk -v i=$id '$1==i{print $3}') == STOPPED ]] && break; sleep 0.2; done
   CTR task rm $id >/dev/null; CTR c rm $id >/dev/null
-  sync; echo 3 >/proc/sys/vm/drop_caches
+  [[ $DROP == no ]] || { sync; echo 3 >/proc/sys/vm/drop_caches; }
   sampled CTR c restore --live $id ${id}ref </dev/null || { result FAIL "$id" "$path $g GiB x$procs: restore failed"; return; }
   local rs=$SEC
   TMO=60 CTR task kill -a -s TERM $id >/dev/null
   for _ in $(seq 300); do [[ $(cat "$W/h/$id"/log* 2>/dev/null | grep -c 'data ') -ge $procs ]] && break; sleep 0.2; done
   data=$(cat "$W/h/$id"/log* | grep -o 'data [A-Z]*' | sort | uniq -c | paste -sd' ')
   ok=1; [[ $data == *"data OK"* && $data != *BAD* ]] || ok=0
-  ROWS+=("| $path x$procs | $g | $ck | $cuda | $snap | $floor | $(awk -v a="$ck" -v b="$floor" 'BEGIN{printf "%.2f", a/b}') | $(gib "$img") | $(awk -v a="$ckpeak" -v b="$img" 'BEGIN{printf "%.2f", a/b}') | $rs | $data |")
+  ROWS+=("| $path x$procs | $g | $ck | $(printf %.2f "$cuda") | $(printf %.2f "$snap") | $floor | $(awk -v a="$ck" -v b="$floor" 'BEGIN{printf "%.2f", a/b}') | $(gib "$img") | $(awk -v a="$ckpeak" -v b="$img" 'BEGIN{printf "%.2f", a/b}') | $rs | $data |")
   log "${ROWS[-1]}"
   ((ok)) && result PASS "$id" "$path $g GiB x$procs" || result FAIL "$id" "$path $g GiB x$procs: $data"
   CTR task rm -f $id >/dev/null 2>&1; CTR c rm $id >/dev/null 2>&1; CTR image rm ${id}ref >/dev/null 2>&1
-  "$PACK/bin/containerd-shim-nvproxy-v1" image prune --older-than 0 --store "$W/store" >/dev/null
+  "$PACK/bin/containerd-shim-nvproxy-v1" image prune --older-than 0 --store "$STORE" >/dev/null
 }
-for g in $SIZES; do for p in $PATHS; do run_one "$p" "$g" 1; done; done
-if [[ $THREE == yes ]]; then run_one image-store 12 1; run_one image-store 12 3; fi
+# par:GIB:N: N containers of one GIB process each, checkpointed at once and restored at once (each its
+# own CRIU), through the store; their wall time against the same size's single run.
+run_par() {  # GIB N
+  local g=$1 k=$2 ids=() i id t0 t1 data rc=0
+  write_cfg "$STORE"
+  for i in $(seq "$k"); do
+    n=$((n + 1)); id=s$n; ids+=("$id"); mkdir -p "$W/h/$id"
+    CTR run -d --snapshotter native --runtime io.containerd.nvproxy.v1 --net-host "${BINDS[@]}" \
+      --mount "type=bind,src=$W/tools,dst=/tools,options=rbind:ro" --mount "type=bind,src=$W/h/$id,dst=/out,options=rbind:rw" \
+      --env NVIDIA_VISIBLE_DEVICES=all $IMAGE $id sh -c "/tools/gpu_hold hold $g /out/ready1 >/out/log1 2>&1 & wait" >/dev/null ||
+      { log "$id: start failed"; return; }
+  done
+  for id in "${ids[@]}"; do for _ in $(seq 600); do [[ -e $W/h/$id/ready1 ]] && break; sleep 0.5; done; done
+  sync; echo 3 >/proc/sys/vm/drop_caches
+  t0=$(now)
+  local pids=()
+  for id in "${ids[@]}"; do CTR c checkpoint --task $id ${id}ref >"$W/$id.ck" 2>&1 & pids+=($!); done
+  for i in "${pids[@]}"; do wait "$i" || rc=1; done
+  t1=$(now)
+  for id in "${ids[@]}"; do
+    { echo "// $id par $g x$k"; cat "$W/state/io.containerd.runtime.v2.task/gpu/$id/checkpoint-diagnostic.json"; echo; } >>"$OUTD/diagnostics26.json"
+    grep -q . "$W/$id.ck" && log "$id checkpoint: $(cat "$W/$id.ck")"
+  done
+  local ck; ck=$(dt "$t0" "$t1")
+  for id in "${ids[@]}"; do TMO=60 CTR task kill -a -s KILL $id >/dev/null; done
+  for id in "${ids[@]}"; do
+    for _ in $(seq 100); do [[ $(CTR task ls | awk -v i=$id '$1==i{print $3}') == STOPPED ]] && break; sleep 0.2; done
+    CTR task rm $id >/dev/null; CTR c rm $id >/dev/null
+  done
+  [[ $DROP == no ]] || { sync; echo 3 >/proc/sys/vm/drop_caches; }
+  t0=$(now)
+  pids=()
+  for id in "${ids[@]}"; do CTR c restore --live $id ${id}ref </dev/null >"$W/$id.rs" 2>&1 & pids+=($!); done
+  for i in "${pids[@]}"; do wait "$i" || rc=$((rc + 2)); done
+  t1=$(now)
+  local rs; rs=$(dt "$t0" "$t1")
+  for id in "${ids[@]}"; do grep -q . "$W/$id.rs" && log "$id restore: $(cat "$W/$id.rs")"; done
+  for id in "${ids[@]}"; do TMO=60 CTR task kill -a -s TERM $id >/dev/null; done
+  for id in "${ids[@]}"; do for _ in $(seq 300); do grep -q 'data ' "$W/h/$id/log1" 2>/dev/null && break; sleep 0.2; done; done
+  data=$(for id in "${ids[@]}"; do cat "$W/h/$id/log1" 2>/dev/null; done | grep -o 'data [A-Z]*' | sort | uniq -c | paste -sd' ')
+  ROWS+=("| par x$k containers | $g | $ck | | | | | $(gib $(du -sb "$STORE" | awk '{print $1}')) | | $rs | $data |")
+  log "${ROWS[-1]}"
+  ((rc == 0)) && [[ $data == *"$k data OK"* ]] && result PASS "par$k" "$k containers of $g GiB at once: checkpoint $ck s, restore $rs s" ||
+    result FAIL "par$k" "$k containers of $g GiB: rc=$rc $data"
+  for id in "${ids[@]}"; do CTR task rm -f $id >/dev/null 2>&1; CTR c rm $id >/dev/null 2>&1; CTR image rm ${id}ref >/dev/null 2>&1; done
+  "$PACK/bin/containerd-shim-nvproxy-v1" image prune --older-than 0 --store "$STORE" >/dev/null
+}
+# RUNS: PATH:GIB:PROCS in order (default: every size on both paths, then one and three 12 GiB).
+if [[ -z ${RUNS:-} ]]; then
+  RUNS=""; for g in $SIZES; do for p in $PATHS; do RUNS+=" $p:$g:1"; done; done
+  [[ $THREE == yes ]] && RUNS+=" image-store:12:1 image-store:12:3"
+fi
+for r in $RUNS; do
+  IFS=: read -r p g k <<<"$r"
+  if [[ $p == par ]]; then run_par "$g" "$k"; else run_one "$p" "$g" "$k"; fi
+done
