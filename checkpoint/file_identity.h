@@ -15,6 +15,8 @@ class FileIdentity {
   // true: fd_a of pid_a and fd_b of pid_b are the same open file description. false when they are
   // not, or when it cannot be told (a process gone, no permission): then nothing counts as inherited.
   virtual bool same_file(pid_t pid_a, int fd_a, pid_t pid_b, int fd_b) = 0;
+  // true: asking stops pid_a for a moment (ptrace), so it is not asked of CUDA processes.
+  [[nodiscard]] virtual bool stops_processes() const { return false; }
 };
 
 // kcmp(2) with KCMP_FILE (Linux >= 3.5, ptrace access to both processes: the shim runs as root).

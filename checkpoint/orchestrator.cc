@@ -111,8 +111,7 @@ pid_t Orchestrator::cuda_ancestor(const ProcInfo& self, const Classified& c) {
 
 bool Orchestrator::try_release(ProcessReport& r, Classified& c) {
   if (r.inherited_from <= 0 || r.inherited_fds.empty() || !r.own_fds.empty()) return false;
-  const std::string cannot =
-      "; the shim releases a forked child's inherited device files itself under runc and crun, but not here: ";
+  const std::string cannot = "; the shim releases a forked child's inherited device files itself, but not here: ";
   if (!cfg_.release_inherited) {
     r.hint += cannot + "checkpoint.release_inherited is off";
     return false;
@@ -124,12 +123,13 @@ bool Orchestrator::try_release(ProcessReport& r, Classified& c) {
   ReleasedProcess rp{.pid = r.pid, .from = r.inherited_from, .fds = r.inherited_fds};
   std::vector<std::uint64_t> devices;
   for (const auto& h : r.holders) {
-    if (h.device == 0) {
+    if (release_way_ == ReleaseWay::CriuPlugin && h.device == 0) {
       r.hint += cannot + h.path + " is no character device the plugin can name";
       return false;
     }
     if (h.kind == HolderKind::Mapping) ++rp.mappings;
-    devices.push_back(h.device);
+    if (h.device != 0) devices.push_back(h.device);
+    if (std::find(rp.paths.begin(), rp.paths.end(), h.path) == rp.paths.end()) rp.paths.push_back(h.path);
   }
   log_.info("checkpoint: pid " + std::to_string(r.pid) + " (" + r.name + ") holds only the GPU device files of CUDA process " +
             std::to_string(rp.from) + " (fd " + comma_list(rp.fds) + ", " + std::to_string(rp.mappings) +
@@ -143,7 +143,8 @@ bool Orchestrator::try_release(ProcessReport& r, Classified& c) {
 }
 
 void Orchestrator::refuse_forked_cuda(Classified& c) {
-  if (!files_) return;
+  // A CUDA process is never stopped to be asked: there the driver's own refusal names it.
+  if (!files_ || files_->stops_processes()) return;
   std::vector<pid_t> keep;
   for (pid_t pid : c.cuda) {
     auto self = scanner_.info(pid);

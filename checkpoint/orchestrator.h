@@ -141,8 +141,11 @@ class Orchestrator {
   // Whether the snapshot can release forked children's inherited device files (release.h): "" when
   // it can (the runtime's CRIU and the shim's plugin), else why not, for the refusal's hint; with
   // checkpoint.release_inherited off nothing is released either way. Needs the file identity. Off
-  // until set.
-  void set_release(std::string unavailable) { release_unavailable_ = std::move(unavailable); }
+  // until set. `way`: how the snapshot releases them (the plugin needs character devices).
+  void set_release(std::string unavailable, ReleaseWay way = ReleaseWay::CriuPlugin) {
+    release_unavailable_ = std::move(unavailable);
+    release_way_ = way;
+  }
 
   struct Classified;  // internal, shared by checkpoint() and inspect()
 
@@ -242,6 +245,7 @@ class Orchestrator {
   ProcessHolds* holds_ = nullptr;
   FileIdentity* files_ = nullptr;
   std::string release_unavailable_ = "not set up";
+  ReleaseWay release_way_ = ReleaseWay::CriuPlugin;
   Logger& log_;
 };
 

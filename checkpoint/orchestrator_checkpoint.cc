@@ -254,7 +254,9 @@ void Orchestrator::verify(Attempt& a, const std::vector<pid_t>& pids, const Clas
     auto it = left.find(p.pid);
     if (it == left.end()) continue;
     bool only_released = std::all_of(it->second.begin(), it->second.end(), [&](const Holder& h) {
-      bool dev = std::binary_search(c.release.devices.begin(), c.release.devices.end(), h.device);
+      // By number where the scan saw one (the host), else by path (a sandbox's scan).
+      bool dev = h.device != 0 ? std::binary_search(c.release.devices.begin(), c.release.devices.end(), h.device)
+                               : std::find(p.paths.begin(), p.paths.end(), h.path) != p.paths.end();
       return dev && (h.kind == HolderKind::Mapping || std::find(p.fds.begin(), p.fds.end(), h.fd) != p.fds.end());
     });
     if (!only_released) continue;

@@ -8,6 +8,7 @@
 // plugin (criu_release_plugin.c) loaded, leaves those files and mappings out of the image and the
 // restore gives them back as /dev/null and empty reservations at the same fds and addresses. The
 // running container is never changed by it, so a failed checkpoint leaves it exactly as it was.
+// Under runsc the sandbox's checkpoint has no such hook: there the children drop them in place.
 #pragma once
 
 #include <sys/types.h>
@@ -21,11 +22,17 @@
 namespace nvproxy::checkpoint {
 
 struct ReleasedProcess {
-  pid_t pid = 0;             // host pid
-  pid_t from = 0;            // the CUDA ancestor whose open files it holds
-  std::vector<int> fds;      // its inherited device fds
-  std::size_t mappings = 0;  // devices it maps
+  pid_t pid = 0;                   // host pid
+  pid_t from = 0;                  // the CUDA ancestor whose open files it holds
+  std::vector<int> fds;            // its inherited device fds
+  std::size_t mappings = 0;        // devices it maps
+  std::vector<std::string> paths;  // the devices it holds (fds and mappings), for a drop in place
 };
+
+// How the snapshot releases them: the runtime's CRIU with the shim's plugin (runc, crun; needs the
+// devices' numbers), or the sandbox agent dropping them in the running children just before the
+// sandbox's own checkpoint (runsc; drop_in_place.h).
+enum class ReleaseWay { CriuPlugin, InPlace };
 
 // What the runtime's snapshot must release; empty: nothing (the plugin is not loaded).
 struct ReleasePlan {

@@ -5,10 +5,13 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "checkpoint/comm_probe.h"
 #include "checkpoint/cuda_driver_api.h"
+#include "checkpoint/drop_in_place.h"
 #include "checkpoint/holder_scan.h"
 #include "common/error.h"
 
@@ -114,11 +117,51 @@ int cuda(const std::vector<std::string>& args, std::ostream& out) {
   return 0;
 }
 
+// drop PID [--fd N]... [--path DEVICE]...: the forked child's inherited fds and its mappings of
+// those devices replaced in place (drop_in_place.h).
+json drop(const std::vector<std::string>& args) {
+  if (args.empty()) throw Error(Code::InvalidArgument, "usage: drop PID [--fd N]... [--path DEVICE]...");
+  DropRequest req{.pid = parse_pid(args[0])};
+  std::vector<std::string> paths;
+  for (size_t i = 1; i < args.size(); ++i) {
+    if (args[i] == "--fd" && i + 1 < args.size())
+      req.fds.push_back(static_cast<int>(parse_pid(args[++i])));
+    else if (args[i] == "--path" && i + 1 < args.size())
+      paths.push_back(args[++i]);
+    else
+      throw Error(Code::InvalidArgument, "drop: unknown argument \"" + args[i] + "\"");
+  }
+  if (!paths.empty()) req.mappings = mappings_of(req.pid, paths);
+  drop_in_place(req);
+  return {{"ok", true}, {"pid", req.pid}, {"fds", req.fds}, {"mappings", req.mappings.size()}};
+}
+
+// shared PID OTHER [--glob G]...: which of PID's device fds are OTHER's open files (shared_with).
+json shared(const std::vector<std::string>& args) {
+  if (args.size() < 2) throw Error(Code::InvalidArgument, "usage: shared PID OTHER [--glob G]...");
+  pid_t pid = parse_pid(args[0]), other = parse_pid(args[1]);
+  std::vector<std::string> globs;
+  for (size_t i = 2; i < args.size(); ++i) {
+    if (args[i] == "--glob" && i + 1 < args.size())
+      globs.push_back(args[++i]);
+    else
+      throw Error(Code::InvalidArgument, "shared: unknown argument \"" + args[i] + "\"");
+  }
+  if (globs.empty()) globs.emplace_back("/dev/nvidia*");
+  std::map<pid_t, std::vector<int>> fds;
+  for (const Holder& h : ProcHolderScanner(globs).scan({pid, other}))
+    if (h.kind == HolderKind::Fd) fds[h.pid].push_back(h.fd);
+  json pairs = json::array();
+  for (const auto& [mine, theirs] : shared_with(pid, fds[pid], other, fds[other])) pairs.push_back({mine, theirs});
+  return {{"pid", pid}, {"other", other}, {"shared", pairs}};
+}
+
 }  // namespace
 
 int sandbox_agent_main(const std::vector<std::string>& args, std::ostream& out) {
   try {
-    if (args.empty()) throw Error(Code::InvalidArgument, "usage: nvproxy-sandbox-agent list | scan ... | cuda ...");
+    if (args.empty())
+      throw Error(Code::InvalidArgument, "usage: nvproxy-sandbox-agent list | scan ... | cuda ... | shared ... | drop ...");
     std::vector<std::string> rest(args.begin() + 1, args.end());
     if (args[0] == "list") {
       out << json{{"self", ::getpid()}, {"pids", all_pids_but_self()}}.dump() << "\n";
@@ -129,6 +172,14 @@ int sandbox_agent_main(const std::vector<std::string>& args, std::ostream& out) 
       return 0;
     }
     if (args[0] == "cuda") return cuda(rest, out);
+    if (args[0] == "shared") {
+      out << shared(rest).dump() << "\n";
+      return 0;
+    }
+    if (args[0] == "drop") {
+      out << drop(rest).dump() << "\n";
+      return 0;
+    }
     throw Error(Code::InvalidArgument, "unknown request \"" + args[0] + "\"");
   } catch (const CudaError& e) {
     // The library could not be used at all (get-state of a non-CUDA process lands here too).

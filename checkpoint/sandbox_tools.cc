@@ -84,25 +84,28 @@ json sandbox_tools_mount(const fs::path& dir) {
   return {{"destination", kSandboxToolsMount}, {"type", "bind"}, {"source", dir.string()}, {"options", {"rbind", "ro"}}};
 }
 
-std::vector<std::string> SandboxAgent::argv(const std::vector<std::string>& args) const {
+std::vector<std::string> SandboxAgent::argv(const std::vector<std::string>& args,
+                                            const std::vector<std::string>& exec_flags) const {
   const std::string m = kSandboxToolsMount;
   std::string libpath = m + "/lib";
   for (const auto& d : t_.lib_dirs) libpath += ":" + d;
   std::vector<std::string> a = t_.runsc;
   // Root in the sandbox: reading other processes' fds and the driver's checkpoint calls need it.
-  a.insert(a.end(),
-           {"exec", "--user=0:0", t_.container_id, m + "/ld.so", "--library-path", libpath, m + "/" + kSandboxAgentName});
+  a.insert(a.end(), {"exec", "--user=0:0"});
+  a.insert(a.end(), exec_flags.begin(), exec_flags.end());
+  a.insert(a.end(), {t_.container_id, m + "/ld.so", "--library-path", libpath, m + "/" + kSandboxAgentName});
   a.insert(a.end(), args.begin(), args.end());
   return a;
 }
 
-json SandboxAgent::call(const std::vector<std::string>& args, std::chrono::milliseconds timeout) {
+json SandboxAgent::call(const std::vector<std::string>& args, std::chrono::milliseconds timeout,
+                        const std::vector<std::string>& exec_flags) {
   if (timeout.count() == 0) timeout = t_.timeout;
   const std::string what = "nvproxy-sandbox-agent " + (args.empty() ? std::string() : args[0]) + " in container \"" +
                            t_.container_id + "\" (runsc exec)";
   RunResult r;
   try {
-    r = runner_.run({.argv = argv(args), .new_process_group = true, .timeout = timeout});
+    r = runner_.run({.argv = argv(args, exec_flags), .new_process_group = true, .timeout = timeout});
   } catch (const Error& e) {
     throw Error(Code::FailedPrecondition, "cannot run " + what + ": " + e.what());
   }
@@ -223,6 +226,39 @@ std::map<pid_t, std::set<std::string>> SandboxGpuProbe::gpus_by_pid() {
   return out;
 }
 
+bool SandboxFileIdentity::same_file(pid_t pid_a, int fd_a, pid_t pid_b, int fd_b) {
+  std::lock_guard lk(mu_);
+  auto key = std::make_pair(pid_a, pid_b);
+  auto it = asked_.find(key);
+  if (it == asked_.end()) {
+    std::map<int, int> pairs;
+    std::vector<std::string> args{"shared", std::to_string(pid_a), std::to_string(pid_b)};
+    for (const auto& g : globs_) args.insert(args.end(), {"--glob", g});
+    // An answer that cannot be had counts as "not the same" (the holder is refused, as before).
+    try {
+      json j = a_.call(args, {}, {"--cap=CAP_SYS_PTRACE"});
+      for (const auto& p : j.value("shared", json::array())) pairs[p.at(0).get<int>()] = p.at(1).get<int>();
+    } catch (const Error&) {
+    }
+    it = asked_.emplace(key, std::move(pairs)).first;
+  }
+  auto m = it->second.find(fd_a);
+  return m != it->second.end() && m->second == fd_b;
+}
+
+void drop_in_sandbox(SandboxAgent& agent, const ReleasePlan& plan, std::chrono::milliseconds timeout) {
+  for (const auto& p : plan.processes) {
+    std::vector<std::string> args{"drop", std::to_string(p.pid)};
+    for (int fd : p.fds) args.insert(args.end(), {"--fd", std::to_string(fd)});
+    for (const auto& path : p.paths) args.insert(args.end(), {"--path", path});
+    // Not an ancestor of the child: ptrace needs the capability (gVisor applies Yama's scope 1).
+    json j = agent.call(args, timeout, {"--cap=CAP_SYS_PTRACE"});
+    if (!j.value("ok", false))
+      throw Error(Code::FailedPrecondition, "dropping the inherited GPU device files of pid " + std::to_string(p.pid) +
+                                                " in container \"" + agent.target().container_id + "\": " + j.dump());
+  }
+}
+
 std::map<pid_t, CommFinding> SandboxCommProbe::scan(const std::vector<pid_t>& pids) {
   json j = s_.scan_json(pids);
   std::map<pid_t, CommFinding> out;
@@ -245,8 +281,10 @@ SandboxKit::SandboxKit(const CheckpointConfig& cfg, SandboxTarget t, ProcessRunn
                   : std::make_unique<SandboxCudaToggler>(agent, std::chrono::milliseconds(cfg.snapshot_timeout_ms))),
       probe(lister, scanner),
       comm(scanner),
+      files(agent, cfg.device_globs),
       orch(cfg, lister, scanner, toggler.get(), &probe, log) {
   orch.set_comm_probe(&comm);
+  orch.set_file_identity(&files);
 }
 
 }  // namespace nvproxy::checkpoint

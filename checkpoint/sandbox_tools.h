@@ -32,10 +32,12 @@
 #include "checkpoint/comm_probe.h"
 #include "checkpoint/config.h"
 #include "checkpoint/cuda_toggler.h"
+#include "checkpoint/file_identity.h"
 #include "checkpoint/gpu_usage.h"
 #include "checkpoint/holder_scan.h"
 #include "checkpoint/orchestrator.h"
 #include "checkpoint/process_list.h"
+#include "checkpoint/release.h"
 #include "common/log.h"
 #include "common/process.h"
 
@@ -66,12 +68,14 @@ struct SandboxTarget {
 class SandboxAgent {
  public:
   SandboxAgent(ProcessRunner& runner, SandboxTarget t) : runner_(runner), t_(std::move(t)) {}
-  // The argv that runs the agent with `args` in the sandbox.
-  [[nodiscard]] std::vector<std::string> argv(const std::vector<std::string>& args) const;
+  // The argv that runs the agent with `args` in the sandbox; `exec_flags` go to `runsc exec`.
+  [[nodiscard]] std::vector<std::string> argv(const std::vector<std::string>& args,
+                                              const std::vector<std::string>& exec_flags = {}) const;
   // Runs the agent; returns its JSON answer. A driver refusal (exit 3 with an "error" object) is
   // returned as is; anything else that is not a clean answer throws Error naming the container
   // and the request; a run past `timeout` (0: the target's) throws DeadlineError.
-  nlohmann::json call(const std::vector<std::string>& args, std::chrono::milliseconds timeout = {});
+  nlohmann::json call(const std::vector<std::string>& args, std::chrono::milliseconds timeout = {},
+                      const std::vector<std::string>& exec_flags = {});
   [[nodiscard]] const SandboxTarget& target() const { return t_; }
 
  private:
@@ -134,6 +138,27 @@ class SandboxGpuProbe final : public GpuUsageProbe {
   SandboxHolderScanner& s_;
 };
 
+// gVisor has no kcmp. The agent asks the kernel another way (drop_in_place.h, shared_with): the
+// child flips a status flag on its fd and the ancestor's fd that flips with it is the same open
+// file. One `runsc exec` per (child, ancestor) pair, answered for all their fds at once. The child
+// is stopped by ptrace meanwhile, so it is asked only of processes without CUDA.
+class SandboxFileIdentity final : public FileIdentity {
+ public:
+  SandboxFileIdentity(SandboxAgent& a, std::vector<std::string> globs) : a_(a), globs_(std::move(globs)) {}
+  bool same_file(pid_t pid_a, int fd_a, pid_t pid_b, int fd_b) override;
+  [[nodiscard]] bool stops_processes() const override { return true; }
+
+ private:
+  SandboxAgent& a_;
+  std::vector<std::string> globs_;
+  std::mutex mu_;
+  std::map<std::pair<pid_t, pid_t>, std::map<int, int>> asked_;  // (child, ancestor) -> child fd: ancestor fd
+};
+
+// The released children's inherited device files dropped in place by the agent (drop_in_place.h),
+// one `runsc exec` per child, with CAP_SYS_PTRACE for it. Throws Error naming the child.
+void drop_in_sandbox(SandboxAgent& agent, const ReleasePlan& plan, std::chrono::milliseconds timeout);
+
 class SandboxCommProbe final : public CommProbe {
  public:
   explicit SandboxCommProbe(SandboxHolderScanner& s) : s_(s) {}
@@ -155,6 +180,7 @@ struct SandboxKit {
   std::unique_ptr<SandboxCudaToggler> toggler;  // null with checkpoint.cuda: none
   SandboxGpuProbe probe;
   SandboxCommProbe comm;
+  SandboxFileIdentity files;
   Orchestrator orch;  // last: it refers to the tools above
 };
 

@@ -98,7 +98,7 @@ void CheckpointSession::checkpoint(const SnapshotRequest& sr) {
   }
   CheckpointOutcome outcome = tools_.orchestrator().checkpoint(req, [&](const ReleasePlan& release) {
     try {
-      rt_.snapshot(release);
+      rt_.snapshot(tools_.release_before_snapshot(release));
     } catch (const DeadlineError& e) {
       // Thawed before the orchestrator rolls CUDA back: frozen processes cannot take part.
       throw e.with(thaw.after_killed_snapshot(sr.paused));

@@ -102,22 +102,22 @@ void CheckpointSession::after_restore(const std::filesystem::path& image) {
   for (pid_t p : outcome.resumed) pids += " " + std::to_string(p);
   log_.info(who + "CUDA resumed in " + std::to_string(outcome.resumed.size()) + " processes (pids" + pids + ");" +
             phases_text(outcome.phases));
-  if (!rec->released.empty() && tools_.host_view()) check_released(*rec, outcome.resumed, who);
+  if (!rec->released.empty()) check_released(*rec, outcome.resumed, who);
 }
 
 // The forked children whose inherited device files the image left out hold none now: the plugin
-// gave them /dev/null. One that does (a plugin that did not run) is named in the log: it holds a
-// GPU device it did not open itself, which the next checkpoint would stumble on.
+// gave them /dev/null (under runsc they dropped them before the checkpoint). One that does (a plugin that did not run) is named
+// in the log: it holds a GPU device it did not open itself, which the next checkpoint would stumble on.
 void CheckpointSession::check_released(const ImageRecord& rec, const std::vector<pid_t>& cuda, const std::string& who) {
-  std::vector<pid_t> pids;
+  std::vector<Holder> holders;
   try {
-    pids = tools_.lister().list();
+    holders = tools_.scanner().scan(tools_.lister().list());
   } catch (const std::exception& e) {
-    log_.warn(who + "cannot list the restored processes to check the released ones: " + e.what());
+    log_.warn(who + "cannot scan the restored processes to check the released ones: " + e.what());
     return;
   }
   std::string still;
-  for (const auto& h : tools_.scanner().scan(pids)) {
+  for (const auto& h : holders) {
     if (std::find(cuda.begin(), cuda.end(), h.pid) != cuda.end()) continue;
     pid_t in_ct = tools_.container_pid(h.pid);
     for (const auto& r : rec.released)

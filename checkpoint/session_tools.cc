@@ -47,7 +47,7 @@ class SandboxSessionTools final : public SessionTools {
  public:
   SandboxSessionTools(const CheckpointConfig& cfg, SandboxTarget t, ProcessRunner& runner, Logger& log)
       : kit_(cfg, std::move(t), runner, log) {
-    kit_.orch.set_release("inside a gVisor sandbox, whose own checkpoint saves every open file, this is not done yet");
+    kit_.orch.set_release("", ReleaseWay::InPlace);
   }
   Orchestrator& orchestrator() override { return kit_.orch; }
   ProcessLister& lister() override { return kit_.lister; }
@@ -61,6 +61,12 @@ class SandboxSessionTools final : public SessionTools {
   }
   pid_t container_pid(pid_t pid) override { return pid; }  // sandbox pids survive `runsc restore`
   [[nodiscard]] std::string label() const override { return " (runsc sandbox)"; }
+  // runsc's checkpoint saves every open file: the children drop theirs first (drop_in_place.h).
+  ReleasePlan release_before_snapshot(const ReleasePlan& plan) override {
+    if (plan.empty()) return plan;
+    drop_in_sandbox(kit_.agent, plan, kit_.agent.target().timeout);
+    return {};
+  }
 
  private:
   SandboxKit kit_;

@@ -43,6 +43,10 @@ class SessionTools {
   virtual pid_t container_pid(pid_t pid) = 0;
   // For log lines: "" or " (runsc sandbox)".
   [[nodiscard]] virtual std::string label() const = 0;
+  // Called with the orchestrator's release plan right before the runtime's snapshot; returns what
+  // the snapshot itself must still release. The host's CRIU does it all (the plan unchanged); a
+  // sandbox's children drop their inherited files in place first (nothing left). Throws Error.
+  virtual ReleasePlan release_before_snapshot(const ReleasePlan& plan) { return plan; }
 };
 
 // runc and crun: processes from the runtime's `ps` (none when list_processes is false: a runsc

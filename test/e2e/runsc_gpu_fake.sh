@@ -15,6 +15,9 @@
 #            container exec, pause/resume, a checkpoint whose toggle fails (rolled back, both keep
 #            working) and a second checkpoint work as on a fresh one; a restore whose CUDA restore
 #            fails names the sandbox pid and the driver's answer
+#   fork     a CUDA parent with 2 forked workers holding its device fd and mapping: the workers drop
+#            them in place (the agent, ptrace) before runsc's checkpoint; both count on, their fd is
+#            /dev/null, checkpoint and restore succeed
 # Usage: runsc_gpu_fake.sh [1.6|1.7|2.3]   (77: the current runsc is not unpacked here)
 set -euo pipefail
 source "$(dirname "$0")/lib/shim-env.sh"
@@ -218,4 +221,40 @@ nv_assert_contains "$err" "${cp[1]}" "the failed restore names the sandbox pid"
 nv_assert_contains "$err" "CUDA_ERROR_NOT_SUPPORTED" "the failed restore carries the driver's answer"
 ctr_t task kill -s KILL cuda >/dev/null 2>&1 || true
 ctr_t task rm -f cuda >/dev/null 2>&1 || true
+nv_log "case fork: a CUDA parent's 2 forked workers drop their inherited device files in place, checkpoint, restore"
+rm -f "$FAKE"/cuda/*
+ctr_t run -d --runtime $NV_RT "${GPU[@]}" "${MOUNTS[@]}" "$NV_IMAGE" fork \
+  /fake/fake_cuda_app --dir /fakecuda --device /dev/fakegpu0 --map --fork-workers 2
+nv_wait_for -t 20 bash -c "[[ \$(ls $FAKE/cuda | grep -c '\.ready$') -ge 3 ]]" || nv_fail "fork app did not start: $(ls "$FAKE/cuda")"
+parent=$(cuda_cpids)
+mapfile -t workers < <(ls "$FAKE/cuda" | sed -n 's/^\([0-9]*\)\.fd$/\1/p' | sort -n)
+nv_assert_eq 2 "${#workers[@]}" "forked workers in the sandbox"
+in_sandbox_fd() { CTR_DEADLINE=30 ctr_t task exec --exec-id "fd$1$RANDOM" fork ls -l "/proc/$1/fd/$(cat "$FAKE/cuda/$1.fd")"; }
+for w in "${workers[@]}"; do nv_assert_contains "$(in_sandbox_fd "$w")" "/dev/fakegpu0" "worker $w holds the inherited device"; done
+ctr_t c checkpoint --task --rw fork forkref
+rep=$(bundle fork)/checkpoint-diagnostic.json
+jq -e '.verdict == "done" and (.released.processes | length) == 2' "$rep" >/dev/null || nv_fail "checkpoint report: $(cat "$rep")"
+for w in "${workers[@]}"; do
+  nv_assert_contains "$(in_sandbox_fd "$w")" "/dev/null" "worker $w's inherited fd after the drop"
+  advancing "$w" || nv_fail "worker $w does not work after the drop and the checkpoint"
+done
+advancing "$parent" || nv_fail "the CUDA parent does not work after the checkpoint"
+ctr_t task kill -s KILL fork
+stopped fork
+ctr_t task rm fork >/dev/null
+ctr_t c rm fork
+printf checkpointed >"$FAKE/cuda/$parent.state"
+touch "$FAKE/cuda/$parent.closed"
+ctr_t c restore --live --rw fork forkref </dev/null
+nv_assert_eq RUNNING "$(nv_task_status fork)" "restored container state"
+nv_assert_eq running "$(state_of "$parent")" "CUDA state of the parent after the restore"
+advancing "$parent" || nv_fail "the CUDA parent does not work after the restore"
+for w in "${workers[@]}"; do
+  advancing "$w" || nv_fail "worker $w does not work after the restore"
+  nv_assert_contains "$(in_sandbox_fd "$w")" "/dev/null" "worker $w's inherited fd after the restore"
+done
+ctr_t task kill -s KILL fork >/dev/null 2>&1 || true
+stopped fork
+ctr_t task rm -f fork >/dev/null 2>&1 || true
+
 echo "PASS runsc_gpu_fake ($RUNSC, containerd $NV_CONTAINERD_VERSION)"

@@ -5,14 +5,16 @@
 #                                           (glibc only), where the shim looks for it
 #   .carry/kit/kit.tar.xz                   containerd 1.7, ctr, runc, CRIU + libs (the workplace's gpu-kit tool)
 #   .carry/gpu-image.tar                    the skeleton image (test/gpu/make-gpu-image.sh)
+#   .carry/runsc.tar.xz                     the current runsc (the shared deps'), for RUNTIME=runsc
+#   (nvproxy-sandbox-agent, bench/gpu_hold and the CRIU release plugin go to .carry/bin as well)
 # Usage: test/gpu/pack.sh [--no-kit]   (builds the shim target first)
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 c=$repo/.carry
-cmake --build "$repo/build" --target containerd-shim-nvproxy-v1 nvproxy-cuda-helper nvproxy_criu_release gpu_hold -j"$(nproc)" >/dev/null
+cmake --build "$repo/build" --target containerd-shim-nvproxy-v1 nvproxy-cuda-helper nvproxy-sandbox-agent nvproxy_criu_release gpu_hold -j"$(nproc)" >/dev/null
 rm -rf "$c/bin" "$c/lib"
 mkdir -p "$c/bin"
-for b in containerd-shim-nvproxy-v1 nvproxy-cuda-helper; do
+for b in containerd-shim-nvproxy-v1 nvproxy-cuda-helper nvproxy-sandbox-agent; do
   install -m 0755 "$repo/build/shim/$b" "$c/bin/$b"
   strip "$c/bin/$b"
 done
@@ -22,5 +24,7 @@ install -D -m 0644 "$repo/build/shim/criu-plugins/nvproxy_criu_release.so" "$c/b
 if [[ ${1:-} != --no-kit || ! -s $c/kit/kit.tar.xz ]]; then
   [[ -s $c/kit/kit.tar.xz ]] || bash "$repo/../shared/tools/gpu-kit.sh" "$c/kit"
 fi
+# The current runsc (the shared deps' tarball) for RUNTIME=runsc in run-issue25.sh.
+cp "$(ls "$repo"/../shared/deps/runsc-*-linux-amd64.tar.xz | head -1)" "$c/runsc.tar.xz"
 bash "$repo/test/gpu/make-gpu-image.sh" "$c/gpu-image.tar" >/dev/null
 du -sh "$c"/* | sed 's|'"$repo"'/||'

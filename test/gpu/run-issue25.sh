@@ -11,6 +11,8 @@
 #   pool         multiprocessing.Pool(4) (fork) of CPU workers in a CUDA parent
 #   off          dataloader with checkpoint.release_inherited: false: refused, nothing toggled
 # Prints "RESULT PASS|FAIL name: detail"; containerd-25.log.gz and diagnostics25.json to $OUT.
+# RUNTIME=runsc: the same through the current runsc with nvproxy (.carry/runsc.tar.xz): there the
+# workers drop their inherited files in place (the sandbox agent) before runsc's own checkpoint.
 # Run: set -o pipefail; timeout 560 bash test/gpu/run-issue25.sh 2>&1 | tee $OUT/run25.log
 set -uo pipefail
 REPO=$(pwd)
@@ -18,9 +20,14 @@ PACK=${PACK:-$REPO/.carry}
 OUTD=${OUT:-/tmp/nvgpu-out}
 CASES=${CASES:-dataloader compile compile-fork pool off}
 mkdir -p "$OUTD"
+RUNTIME=${RUNTIME:-runc}
 W=/var/tmp/nvgpu25
 source "$REPO/test/gpu/lib/kit-containerd.sh"
 kit_install
+if [[ $RUNTIME == runsc ]]; then
+  mkdir -p /opt/runsc && tar -C /opt/runsc -xJf "$PACK/runsc.tar.xz"
+  log "runsc: $(/opt/runsc/bin/runsc --version | head -1)"
+fi
 PY=/opt/torch/.venv/bin/python3
 log "kernel $(uname -r); criu: $(/opt/kit/bin/criu --version | head -1); runc: $(/opt/kit/root/usr/sbin/runc --version | head -1); plugin: $(ls "$PACK/bin/criu-plugins")"
 
@@ -28,11 +35,10 @@ rm -rf "$W" /var/tmp/nvgpu23 /var/tmp/nvgpu16 /var/tmp/nvgpu-runsc; mkdir -p "$W
 SOCK=$W/containerd.sock
 CFG=$W/shim.yaml
 write_cfg() {  # RELEASE(true|false)
+  local rt="{binary: /opt/kit/root/usr/sbin/runc, root: /run/containerd/nvproxy-gpu25, criu_path: /opt/kit/bin/criu}"
+  [[ $RUNTIME == runsc ]] && rt="{binary: /opt/runsc/bin/runsc, root: /run/containerd/nvproxy-gpu25-runsc, extra_args: [\"--network=none\", \"--ignore-cgroups\"]}"
   cat >"$CFG" <<EOF
-runtime:
-  binary: /opt/kit/root/usr/sbin/runc
-  root: /run/containerd/nvproxy-gpu25
-  criu_path: /opt/kit/bin/criu
+runtime: $rt
 log_level: debug
 gpu:
   driver_root: /
@@ -56,7 +62,8 @@ H=$W/host
 start_wl() {  # NAME SHAPE [ENV=VALUE]
   mkdir -p "$H/$1"
   local extra=(); [[ -n ${3:-} ]] && extra=(--env "$3")
-  CTR run -d --snapshotter native --runtime io.containerd.nvproxy.v1 --net-host "${BINDS[@]}" \
+  local net=(--net-host); [[ $RUNTIME == runsc ]] && net=()
+  CTR run -d --snapshotter native --runtime io.containerd.nvproxy.v1 "${net[@]}" "${BINDS[@]}" \
     --mount "type=bind,src=$H/$1,dst=/out,options=rbind:rw" --env NVIDIA_VISIBLE_DEVICES=all --env HOME=/tmp \
     --env PYTHONUNBUFFERED=1 "${extra[@]}" $IMAGE "$1" sh -c "exec $PY /probe/fork_workload.py $2 >/out/workload.log 2>&1" >/dev/null ||
     log "start of $1 failed"
@@ -74,9 +81,13 @@ workers_since() { (($(workers_newest "$1") > $2)); }
 intact() { grep -q ' True' "$H/$1/parent.txt"; }
 task_status() { CTR task ls | awk -v id="$1" '$1==id{print $3}'; }
 pids_of() { CTR task ps "$1" | awk 'NR>1{print $1}'; }
-# Host pids in container $1 holding a /dev/nvidia* fd.
+# Pids in container $1 holding a /dev/nvidia* fd (host pids; under runsc the sandbox's, seen inside).
 gpu_holders() {
   local p f
+  if [[ $RUNTIME == runsc ]]; then
+    CTR task exec --exec-id "h$RANDOM" "$1" sh -c 'for p in /proc/[0-9]*; do ls -l $p/fd 2>/dev/null | grep -q " /dev/nvidia" && echo ${p#/proc/}; done; true'
+    return
+  fi
   for p in $(pids_of "$1"); do
     for f in /proc/$p/fd/*; do [[ $(readlink "$f" 2>/dev/null) == /dev/nvidia* ]] && { echo "$p"; break; }; done
   done
@@ -122,7 +133,11 @@ run_case() {  # NAME SHAPE [ENV=VALUE]
   local n_holders; n_holders=$(gpu_holders "$id" | wc -l)
   ((n_holders == 1)) || { ok=0; log "$id: GPU device holders after the restore: $holders (init $parent_host)"; }
   local nulls=0 p
-  for p in $(pids_of "$id"); do [[ $p == "$holders" ]] && continue; nulls=$((nulls + $(ls -l /proc/$p/fd 2>/dev/null | grep -c ' /dev/null$'))); done
+  if [[ $RUNTIME == runsc ]]; then
+    nulls=$(CTR task exec --exec-id "n$RANDOM" "$id" sh -c "for p in /proc/[0-9]*; do [ \${p#/proc/} = $holders ] || ls -l \$p/fd 2>/dev/null; done" | grep -c ' /dev/null$')
+  else
+    for p in $(pids_of "$id"); do [[ $p == "$holders" ]] && continue; nulls=$((nulls + $(ls -l /proc/$p/fd 2>/dev/null | grep -c ' /dev/null$'))); done
+  fi
   log "$id: after the restore parent at $(iter "$H/$id/parent.txt"), GPU holders [$holders], /dev/null fds in the others: $nulls"
   # inductor's default compile workers are exec'd (subprocess): nothing of theirs to release.
   local need=1; [[ $id == compile ]] && need=0
