@@ -933,6 +933,56 @@ TEST_F(OrchestratorTest, ForkedWorkersOfAPlainFileAreNotReleased) {
   EXPECT_TRUE(has(m, "is no character device the plugin can name")) << m;
 }
 
+// Under runsc the children drop their files in place (ReleaseWay::InPlace): no device number is
+// needed, the plan names the devices by path, and verify lets exactly those remain.
+TEST_F(OrchestratorTest, InPlaceReleaseNeedsNoCharacterDeviceAndNamesThePaths) {
+  pid_t app = gpu.start_app({"--fork-workers", "2"});
+  std::vector<pid_t> kids = gpu.children(app);
+  pids = {app, kids[0], kids[1]};
+  auto o = make();
+  o.set_file_identity(&files);
+  o.set_release("", ReleaseWay::InPlace);
+  ReleasePlan seen;
+  auto out = o.checkpoint(req(), ReleasingSnapshotFn([&](const ReleasePlan& plan) {
+                            ++snapshots;
+                            seen = plan;
+                          }));
+  EXPECT_EQ(snapshots, 1);
+  EXPECT_EQ(out.toggled, std::vector<pid_t>{app});
+  ASSERT_EQ(seen.processes.size(), 2u);
+  EXPECT_TRUE(seen.devices.empty()) << "a plain file has no device number, and none is needed";
+  for (const auto& r : seen.processes) {
+    ASSERT_EQ(r.paths.size(), 1u);
+    EXPECT_EQ(r.paths[0], gpu.device());
+  }
+}
+
+// An identity that stops the process it asks about (the sandbox's) is never used on CUDA
+// processes: a forked child with its own CUDA context is toggled, and the inherited fd the toggle
+// leaves is caught by verify, which rolls everything back (no refusal up front, as on the host).
+TEST_F(OrchestratorTest, AnIdentityThatStopsProcessesIsNotAskedAboutCudaProcesses) {
+  struct Stopping : FileIdentity {
+    int asked = 0;
+    bool same_file(pid_t, int, pid_t, int) override {
+      ++asked;
+      return true;
+    }
+    [[nodiscard]] bool stops_processes() const override { return true; }
+  } stopping;
+  pid_t app = gpu.start_app({"--fork-cuda"});
+  pid_t kid = gpu.children(app).at(0);
+  pids = {app, kid};
+  auto o = make();
+  o.set_file_identity(&stopping);
+  o.set_release("", ReleaseWay::InPlace);
+  std::string m = refusal(o);
+  EXPECT_EQ(stopping.asked, 0);
+  EXPECT_TRUE(has(m, "still holds GPU devices after CUDA toggle")) << m;
+  EXPECT_TRUE(has(m, "rolled back")) << m;
+  EXPECT_EQ(gpu.state(app), "running");
+  EXPECT_EQ(gpu.state(kid), "running");
+}
+
 // Issue 25, item 3: a child forked after its parent opened the GPU that made a CUDA context of its
 // own is refused before anything is toggled, naming the parent and the shared fds.
 TEST_F(OrchestratorTest, AForkedChildWithItsOwnCudaContextIsRefused) {
