@@ -44,33 +44,18 @@ std::vector<pid_t> threads_of(pid_t pid) {
 class StoppedProcess {
  public:
   StoppedProcess(pid_t pid, Clock::time_point deadline) : pid_(pid), deadline_(deadline) {
-    // Threads started while the others were being stopped show up in the next listing.
-    for (int round = 0; round < 16; ++round) {
-      bool fresh = false;
-      for (pid_t tid : threads_of(pid)) {
-        if (pending_.count(tid)) continue;
-        if (::ptrace(PTRACE_SEIZE, tid, nullptr, nullptr) != 0) {
-          if (errno == ESRCH) continue;  // ended meanwhile
-          throw sys_error(what(tid) + ": ptrace(SEIZE)");
-        }
-        pending_[tid] = 0;
-        fresh = true;
-        if (::ptrace(PTRACE_INTERRUPT, tid, nullptr, nullptr) != 0) throw sys_error(what(tid) + ": ptrace(INTERRUPT)");
-        int st = wait_stop(tid);
-        if (st >> 16 != PTRACE_EVENT_STOP) pending_[tid] = WSTOPSIG(st);  // a signal on its way in
-      }
-      if (!fresh) break;
+    try {
+      seize_all();
+    } catch (...) {
+      detach_all();  // no destructor runs for a constructor that throws
+      throw;
     }
-    if (!pending_.count(pid)) throw Error(Code::NotFound, "pid " + std::to_string(pid) + " is gone");
   }
   StoppedProcess(const StoppedProcess&) = delete;
   StoppedProcess& operator=(const StoppedProcess&) = delete;
-  ~StoppedProcess() {
-    for (const auto& [tid, sig] : pending_)
-      ::ptrace(PTRACE_DETACH, tid, nullptr, reinterpret_cast<void*>(static_cast<std::intptr_t>(sig)));
-  }
+  ~StoppedProcess() { detach_all(); }
 
-  // Waits for tid's next stop; a stop for a signal other than `expect` is kept for the detach.
+  // Waits for tid's next ptrace stop; returns its wait status.
   int wait_stop(pid_t tid) {
     for (;;) {
       int st = 0;
@@ -91,6 +76,32 @@ class StoppedProcess {
   }
 
  private:
+  void seize_all() {
+    // Threads started while the others were being stopped show up in the next listing.
+    for (int round = 0; round < 16; ++round) {
+      bool fresh = false;
+      for (pid_t tid : threads_of(pid_)) {
+        if (pending_.count(tid)) continue;
+        if (::ptrace(PTRACE_SEIZE, tid, nullptr, nullptr) != 0) {
+          if (errno == ESRCH) continue;  // ended meanwhile
+          throw sys_error(what(tid) + ": ptrace(SEIZE)");
+        }
+        pending_[tid] = 0;
+        fresh = true;
+        if (::ptrace(PTRACE_INTERRUPT, tid, nullptr, nullptr) != 0) throw sys_error(what(tid) + ": ptrace(INTERRUPT)");
+        int st = wait_stop(tid);
+        if (st >> 16 != PTRACE_EVENT_STOP) pending_[tid] = WSTOPSIG(st);  // a signal on its way in
+      }
+      if (!fresh) break;
+    }
+    if (!pending_.count(pid_)) throw Error(Code::NotFound, "pid " + std::to_string(pid_) + " is gone");
+  }
+  void detach_all() {
+    for (const auto& [tid, sig] : pending_)
+      ::ptrace(PTRACE_DETACH, tid, nullptr, reinterpret_cast<void*>(static_cast<std::intptr_t>(sig)));
+    pending_.clear();
+  }
+
   pid_t pid_;
   Clock::time_point deadline_;
   std::map<pid_t, int> pending_;  // tid -> signal to hand back at the detach (0: none)
