@@ -17,6 +17,7 @@
 #include <sstream>
 #include <thread>
 
+#include "checkpoint/holder_scan.h"
 #include "common/error.h"
 
 namespace nvproxy::checkpoint {
@@ -296,11 +297,8 @@ std::vector<AddressRange> mappings_of(pid_t pid, const std::vector<std::string>&
   std::vector<AddressRange> out;
   std::string line;
   while (std::getline(in, line)) {
-    std::istringstream ls(line);
-    std::string range, perms, off, dev, inode, path;
-    ls >> range >> perms >> off >> dev >> inode;
-    std::getline(ls >> std::ws, path);
-    if (std::find(paths.begin(), paths.end(), path) == paths.end()) continue;
+    if (std::find(paths.begin(), paths.end(), maps_path(line)) == paths.end()) continue;
+    const std::string range = line.substr(0, line.find(' '));
     auto dash = range.find('-');
     if (dash == std::string::npos) continue;
     out.push_back({std::stoull(range.substr(0, dash), nullptr, 16), std::stoull(range.substr(dash + 1), nullptr, 16)});

@@ -40,7 +40,19 @@ std::string cmdline_of(const fs::path& dir) {
   return *s;
 }
 
-// The path of a /proc/PID/maps line (6th field onwards), without the " (deleted)" suffix.
+std::uint64_t char_device(const fs::path& p) {
+  struct stat st {};
+  if (::stat(p.c_str(), &st) != 0 || !S_ISCHR(st.st_mode)) return 0;
+  return st.st_rdev;
+}
+
+std::string basename_of(const std::string& p) {
+  size_t s = p.rfind('/');
+  return s == std::string::npos ? p : p.substr(s + 1);
+}
+
+}  // namespace
+
 std::string maps_path(const std::string& line) {
   std::istringstream ls(line);
   std::string f;
@@ -56,19 +68,6 @@ std::string maps_path(const std::string& line) {
     rest.resize(rest.size() - kDeleted.size());
   return rest;
 }
-
-std::uint64_t char_device(const fs::path& p) {
-  struct stat st {};
-  if (::stat(p.c_str(), &st) != 0 || !S_ISCHR(st.st_mode)) return 0;
-  return st.st_rdev;
-}
-
-std::string basename_of(const std::string& p) {
-  size_t s = p.rfind('/');
-  return s == std::string::npos ? p : p.substr(s + 1);
-}
-
-}  // namespace
 
 std::string_view kind_name(HolderKind k) {
   return k == HolderKind::Fd ? "fd" : "mapping";

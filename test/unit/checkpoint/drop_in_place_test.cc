@@ -120,6 +120,18 @@ TEST_F(DropInPlace, ReplacesTheFdAndTheMappingAndTheChildRunsOn) {
   EXPECT_EQ(ask().rfind("/dev/null ", 0), 0u);
 }
 
+// A mapping whose file was removed reads "PATH (deleted)" in /proc/PID/maps; the holder scan names
+// it by PATH, and so must the ranges the drop replaces.
+TEST_F(DropInPlace, FindsTheMappingOfARemovedFileByItsPath) {
+  ask();
+  fs::remove(file_);
+  auto maps = mappings_of(pid_, {file_.string()});
+  ASSERT_EQ(maps.size(), 1u);
+  drop_in_place({.pid = pid_, .fds = {kHeldFd}, .mappings = maps});
+  EXPECT_TRUE(mappings_of(pid_, {file_.string()}).empty());
+  EXPECT_EQ(ask().rfind("/dev/null ", 0), 0u);
+}
+
 TEST_F(DropInPlace, AnFdItDoesNotHoldIsAClearErrorAndTheChildRunsOn) {
   ask();
   try {
