@@ -261,12 +261,13 @@ std::map<int, int> shared_with(pid_t pid, const std::vector<int>& fds, pid_t oth
   const std::string who = "pid " + std::to_string(pid);
   StoppedProcess proc(pid, Clock::now() + timeout);
   Injector inj(proc, pid);
+  // Each flip is undone before the next, so the ancestor's flags are read once to compare with.
+  std::map<int, long> before;
+  for (int t : theirs) before[t] = fd_status_flags(other, t);
   for (int fd : fds) {
     long fl = inj.call(SYS_fcntl, {static_cast<unsigned long long>(fd), F_GETFL});
     if (fl < 0)
       throw Error(Code::FailedPrecondition, who + ": fcntl(F_GETFL) of fd " + std::to_string(fd) + ": " + errno_text(fl));
-    std::map<int, long> before;
-    for (int t : theirs) before[t] = fd_status_flags(other, t);
     long r = inj.call(SYS_fcntl, {static_cast<unsigned long long>(fd), F_SETFL, static_cast<unsigned long long>(fl ^ O_APPEND)});
     if (r < 0) throw Error(Code::FailedPrecondition, who + ": fcntl(F_SETFL) of fd " + std::to_string(fd) + ": " + errno_text(r));
     for (int t : theirs) {
