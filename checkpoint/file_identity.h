@@ -7,6 +7,11 @@
 
 #include <sys/types.h>
 
+#include <map>
+#include <mutex>
+#include <string>
+#include <utility>
+
 namespace nvproxy::checkpoint {
 
 class FileIdentity {
@@ -17,12 +22,24 @@ class FileIdentity {
   virtual bool same_file(pid_t pid_a, int fd_a, pid_t pid_b, int fd_b) = 0;
   // true: asking stops pid_a for a moment (ptrace), so it is not asked of CUDA processes.
   [[nodiscard]] virtual bool stops_processes() const { return false; }
+  // Why a question about this pair could not be answered (empty: every one was), so that a
+  // refusal built on a "false" names the cause instead of a guess.
+  virtual std::string unknown_because(pid_t pid_a, pid_t pid_b) {
+    (void)pid_a;
+    (void)pid_b;
+    return {};
+  }
 };
 
 // kcmp(2) with KCMP_FILE (Linux >= 3.5, ptrace access to both processes: the shim runs as root).
 class KcmpFileIdentity final : public FileIdentity {
  public:
   bool same_file(pid_t pid_a, int fd_a, pid_t pid_b, int fd_b) override;
+  std::string unknown_because(pid_t pid_a, pid_t pid_b) override;
+
+ private:
+  std::mutex mu_;
+  std::map<std::pair<pid_t, pid_t>, std::string> errors_;  // the last failed kcmp per pair
 };
 
 }  // namespace nvproxy::checkpoint

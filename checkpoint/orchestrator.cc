@@ -190,6 +190,11 @@ bool Orchestrator::explain_inherited(pid_t pid, const ProcInfo& self, const Clas
   r.inherited_fds = inherited;
   r.own_fds = own;
   const std::string who = "pid " + std::to_string(pid) + " (" + r.name + ")";
+  if (std::string why = files_->unknown_because(pid, anc); !own.empty() && !why.empty()) {
+    r.hint = who + " holds GPU device files (fd " + comma_list(own) + ") without CUDA, and whether they are CUDA process " +
+             std::to_string(anc) + "'s open files could not be told: " + why + "; stop it or exclude it before checkpointing";
+    return true;
+  }
   if (!own.empty()) {
     r.hint = who + " holds GPU device files that are none of its CUDA ancestor's open files (fd " + comma_list(own) +
              ": opened by itself, or kept after the parent closed its copy) without CUDA" +

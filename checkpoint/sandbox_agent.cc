@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <map>
@@ -35,24 +37,42 @@ std::vector<pid_t> all_pids_but_self() {
   return pids;
 }
 
-pid_t parse_pid(const std::string& s) {
+// A decimal number of at least `min`; `what` names it in the error ("pid", "fd").
+long parse_number(const std::string& s, long min, const char* what) {
   char* end = nullptr;
+  errno = 0;
   long v = std::strtol(s.c_str(), &end, 10);
-  if (s.empty() || *end != 0 || v <= 0) throw Error(Code::InvalidArgument, "not a pid: \"" + s + "\"");
-  return static_cast<pid_t>(v);
+  if (s.empty() || *end != 0 || errno != 0 || v < min || v > INT32_MAX)
+    throw Error(Code::InvalidArgument, std::string("not a ") + what + ": \"" + s + "\"");
+  return v;
+}
+
+pid_t parse_pid(const std::string& s) {
+  return static_cast<pid_t>(parse_number(s, 1, "pid"));
+}
+
+// "--glob G" pairs (default: every NVIDIA device) and the other arguments, in order.
+struct GlobArgs {
+  std::vector<std::string> globs;
+  std::vector<std::string> rest;
+};
+GlobArgs split_globs(const std::vector<std::string>& args) {
+  GlobArgs g;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--glob" && i + 1 < args.size())
+      g.globs.push_back(args[++i]);
+    else
+      g.rest.push_back(args[i]);
+  }
+  if (g.globs.empty()) g.globs.emplace_back("/dev/nvidia*");
+  return g;
 }
 
 json scan(const std::vector<std::string>& args) {
-  std::vector<std::string> globs;
+  GlobArgs a = split_globs(args);
   std::vector<pid_t> pids;
-  for (size_t i = 0; i < args.size(); ++i) {
-    if (args[i] == "--glob" && i + 1 < args.size())
-      globs.push_back(args[++i]);
-    else
-      pids.push_back(parse_pid(args[i]));
-  }
-  if (globs.empty()) globs.emplace_back("/dev/nvidia*");
-  ProcHolderScanner scanner(globs);
+  for (const auto& p : a.rest) pids.push_back(parse_pid(p));
+  ProcHolderScanner scanner(a.globs);
   json holders = json::array(), info = json::array(), comm = json::array();
   for (const Holder& h : scanner.scan(pids))
     holders.push_back({{"pid", h.pid},
@@ -124,7 +144,7 @@ json drop(const std::vector<std::string>& args) {
   std::vector<std::string> paths;
   for (size_t i = 1; i < args.size(); ++i) {
     if (args[i] == "--fd" && i + 1 < args.size())
-      req.fds.push_back(static_cast<int>(parse_pid(args[++i])));
+      req.fds.push_back(static_cast<int>(parse_number(args[++i], 0, "fd")));
     else if (args[i] == "--path" && i + 1 < args.size())
       paths.push_back(args[++i]);
     else
@@ -137,18 +157,11 @@ json drop(const std::vector<std::string>& args) {
 
 // shared PID OTHER [--glob G]...: which of PID's device fds are OTHER's open files (shared_with).
 json shared(const std::vector<std::string>& args) {
-  if (args.size() < 2) throw Error(Code::InvalidArgument, "usage: shared PID OTHER [--glob G]...");
-  pid_t pid = parse_pid(args[0]), other = parse_pid(args[1]);
-  std::vector<std::string> globs;
-  for (size_t i = 2; i < args.size(); ++i) {
-    if (args[i] == "--glob" && i + 1 < args.size())
-      globs.push_back(args[++i]);
-    else
-      throw Error(Code::InvalidArgument, "shared: unknown argument \"" + args[i] + "\"");
-  }
-  if (globs.empty()) globs.emplace_back("/dev/nvidia*");
+  GlobArgs a = split_globs(args);
+  if (a.rest.size() != 2) throw Error(Code::InvalidArgument, "usage: shared PID OTHER [--glob G]...");
+  pid_t pid = parse_pid(a.rest[0]), other = parse_pid(a.rest[1]);
   std::map<pid_t, std::vector<int>> fds;
-  for (const Holder& h : ProcHolderScanner(globs).scan({pid, other}))
+  for (const Holder& h : ProcHolderScanner(a.globs).scan({pid, other}))
     if (h.kind == HolderKind::Fd) fds[h.pid].push_back(h.fd);
   json pairs = json::array();
   for (const auto& [mine, theirs] : shared_with(pid, fds[pid], other, fds[other])) pairs.push_back({mine, theirs});

@@ -234,16 +234,25 @@ bool SandboxFileIdentity::same_file(pid_t pid_a, int fd_a, pid_t pid_b, int fd_b
     std::map<int, int> pairs;
     std::vector<std::string> args{"shared", std::to_string(pid_a), std::to_string(pid_b)};
     for (const auto& g : globs_) args.insert(args.end(), {"--glob", g});
-    // An answer that cannot be had counts as "not the same" (the holder is refused, as before).
+    // An answer that cannot be had counts as "not the same": the holder is refused, and the
+    // refusal names the agent's error (unknown_because).
     try {
       json j = a_.call(args, {}, {"--cap=CAP_SYS_PTRACE"});
+      if (j.contains("error")) failed_[key] = "nvproxy-sandbox-agent shared: " + j["error"].value("detail", j["error"].dump());
       for (const auto& p : j.value("shared", json::array())) pairs[p.at(0).get<int>()] = p.at(1).get<int>();
-    } catch (const Error&) {
+    } catch (const Error& e) {
+      failed_[key] = e.what();
     }
     it = asked_.emplace(key, std::move(pairs)).first;
   }
   auto m = it->second.find(fd_a);
   return m != it->second.end() && m->second == fd_b;
+}
+
+std::string SandboxFileIdentity::unknown_because(pid_t pid_a, pid_t pid_b) {
+  std::lock_guard lk(mu_);
+  auto it = failed_.find({pid_a, pid_b});
+  return it == failed_.end() ? std::string() : it->second;
 }
 
 void drop_in_sandbox(SandboxAgent& agent, const ReleasePlan& plan, std::chrono::milliseconds timeout) {

@@ -147,12 +147,14 @@ class SandboxFileIdentity final : public FileIdentity {
   SandboxFileIdentity(SandboxAgent& a, std::vector<std::string> globs) : a_(a), globs_(std::move(globs)) {}
   bool same_file(pid_t pid_a, int fd_a, pid_t pid_b, int fd_b) override;
   [[nodiscard]] bool stops_processes() const override { return true; }
+  std::string unknown_because(pid_t pid_a, pid_t pid_b) override;
 
  private:
   SandboxAgent& a_;
   std::vector<std::string> globs_;
   std::mutex mu_;
   std::map<std::pair<pid_t, pid_t>, std::map<int, int>> asked_;  // (child, ancestor) -> child fd: ancestor fd
+  std::map<std::pair<pid_t, pid_t>, std::string> failed_;        // (child, ancestor) -> the agent's error
 };
 
 // The released children's inherited device files dropped in place by the agent (drop_in_place.h),

@@ -998,6 +998,27 @@ TEST_F(OrchestratorTest, AForkedChildWithItsOwnCudaContextIsRefused) {
   EXPECT_TRUE(gpu.calls("lock").empty()) << "refused before any toggle";
 }
 
+// An identity that cannot answer (the sandbox agent failed) refuses the holder with its cause,
+// not with a guess that the child opened the device itself.
+TEST_F(OrchestratorTest, AnUnanswerableIdentityNamesItsCauseInTheRefusal) {
+  struct Failing : FileIdentity {
+    bool same_file(pid_t, int, pid_t, int) override { return false; }
+    std::string unknown_because(pid_t, pid_t) override { return "agent shared: ptrace(PTRACE_SEIZE): Operation not permitted"; }
+  } failing;
+  pid_t app = gpu.start_app({"--fork-workers", "1"});
+  pid_t w = gpu.children(app).at(0);
+  pids = {app, w};
+  auto o = make();
+  o.set_file_identity(&failing);
+  std::string m = refusal(o);
+  EXPECT_TRUE(has(m, P(w) + " (fake_cuda_app) holds GPU device files (fd ")) << m;
+  EXPECT_TRUE(has(m, "whether they are CUDA process " + std::to_string(app) +
+                         "'s open files could not be told: agent shared: ptrace(PTRACE_SEIZE): Operation not permitted"))
+      << m;
+  EXPECT_FALSE(has(m, "opened by itself")) << m;
+  EXPECT_TRUE(gpu.calls("lock").empty()) << "refused before any toggle";
+}
+
 TEST(KcmpFileIdentity, SameOpenFileOnlyWhenInherited) {
   auto dir = make_temp_dir();
   spit(dir / "dev", "x");
@@ -1019,7 +1040,11 @@ TEST(KcmpFileIdentity, SameOpenFileOnlyWhenInherited) {
   ASSERT_TRUE(settled());
   EXPECT_TRUE(files.same_file(inherits, 3, ::getpid(), fd));
   EXPECT_FALSE(files.same_file(opens, 3, ::getpid(), fd));
+  EXPECT_EQ(files.unknown_because(inherits, ::getpid()), "");
   EXPECT_FALSE(files.same_file(inherits, 99, ::getpid(), fd)) << "no such fd: cannot be told, not the same";
+  std::string why = files.unknown_because(inherits, ::getpid());
+  EXPECT_NE(why.find("fd 99"), std::string::npos) << why;
+  EXPECT_NE(why.find("Bad file descriptor"), std::string::npos) << why;
   for (pid_t p : {inherits, opens}) {
     ::kill(p, SIGKILL);
     runner.wait(p);

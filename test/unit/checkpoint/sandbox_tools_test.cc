@@ -7,7 +7,9 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <chrono>
+#include <map>
 
 #include "checkpoint/sandbox_tools.h"
 #include "fake_gpu.h"
@@ -39,8 +41,8 @@ class SandboxTools : public ::testing::Test {
   // `before`: shell run before the agent (e.g. a sleep, or an exit that plays a runsc failure).
   void write_stub(const std::string& before) {
     spit(stub, "#!/bin/sh\necho \"$@\" >>" + args_log.string() + "\n" + before +
-                   "\nwhile [ \"$1\" != exec ]; do shift; done\n"
-                   "shift 7  # exec --user=0:0 ID /.nvproxy/ld.so --library-path LP /.nvproxy/AGENT\n"
+                   "\n# up to the agent: exec --user=0:0 [FLAGS] ID /.nvproxy/ld.so --library-path LP /.nvproxy/AGENT\n"
+                   "while [ \"$1\" != /.nvproxy/nvproxy-sandbox-agent ]; do shift; done\nshift\n"
                    "LD_LIBRARY_PATH=" +
                    (dir / "lib").string() + " exec " + SANDBOX_AGENT_PATH + " \"$@\"\n");
     ::chmod(stub.c_str(), 0755);
@@ -229,4 +231,52 @@ TEST_F(SandboxTools, ScanCarriesTheCudaIpcFile) {
   fs::remove(shm);
   ASSERT_TRUE(info);
   EXPECT_EQ(info->cuda_ipc_file, shm.string());
+}
+
+// gVisor has no kcmp: the agent's `shared` tells a forked worker's inherited fd from the parent's
+// open files, through runsc exec with CAP_SYS_PTRACE.
+TEST_F(SandboxTools, FileIdentityAsksTheAgentOncePerPair) {
+  pid_t app = gpu.start_app({"--fork-workers", "1"});
+  pid_t w = gpu.children(app).at(0);
+  std::map<pid_t, int> fd;
+  for (const auto& h : ProcHolderScanner({gpu.glob()}).scan({app, w}))
+    if (h.kind == HolderKind::Fd) fd[h.pid] = h.fd;
+  ASSERT_EQ(fd.size(), 2u);
+  SandboxAgent a(runner, target());
+  SandboxFileIdentity files(a, {gpu.glob()});
+  EXPECT_TRUE(files.same_file(w, fd[w], app, fd[app]));
+  EXPECT_FALSE(files.same_file(w, fd[w] + 100, app, fd[app]));
+  EXPECT_EQ(files.unknown_because(w, app), "");
+  std::string args = slurp(args_log);
+  EXPECT_EQ(std::count(args.begin(), args.end(), '\n'), 0) << "one runsc exec for the pair: " << args;
+  EXPECT_NE(args.find("--cap=CAP_SYS_PTRACE c1"), std::string::npos) << args;
+}
+
+// An answer that cannot be had counts as "not the same", and the cause is kept for the refusal.
+TEST_F(SandboxTools, FileIdentityKeepsTheAgentsError) {
+  write_stub("echo 'exec: operation not permitted' >&2; exit 128");
+  SandboxAgent a(runner, target());
+  SandboxFileIdentity files(a, {gpu.glob()});
+  EXPECT_FALSE(files.same_file(41, 3, 40, 3));
+  std::string why = files.unknown_because(41, 40);
+  EXPECT_NE(why.find("operation not permitted"), std::string::npos) << why;
+  EXPECT_NE(why.find("container \"c1\""), std::string::npos) << why;
+  EXPECT_EQ(files.unknown_because(40, 41), "") << "another pair was not asked";
+}
+
+// The agent's own answer to a bad request: exit 2, the argument named.
+TEST_F(SandboxTools, AgentNamesABadArgument) {
+  SandboxAgent a(runner, target());
+  for (const auto& [args, want] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"drop", "1", "--fd", "x"}, "not a fd: \"x\""},
+           {{"drop", "0"}, "not a pid: \"0\""},
+           {{"shared", "1"}, "usage: shared PID OTHER"},
+           {{"scan", "--glob", "/dev/x", "12a"}, "not a pid: \"12a\""}}) {
+    try {
+      a.call(args);
+      FAIL() << args[0] << ": a bad request was answered";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+    }
+  }
 }
