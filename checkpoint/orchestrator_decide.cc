@@ -136,6 +136,7 @@ std::optional<Orchestrator::Refusal> Orchestrator::space_refusal(const Checkpoin
     d.warnings.push_back(std::string("cannot tell whether the checkpoint fits: ") + e.what());
   }
   d.details["space"] = v.json;
+  if (!v.slow.empty()) d.warnings.push_back(v.slow);
   sp.done(v.fits ? "fits" : "does not fit");
   if (v.fits) return std::nullopt;
   return Refusal{v.reason, std::move(rows), "space"};

@@ -608,9 +608,44 @@ struct FakeSpace final : SpaceProbe {
     return it->second;
   }
   std::uint64_t process_bytes(pid_t) override { return per_process; }
+  std::uint64_t dirty = 0;
+  std::uint64_t dirty_threshold() override { return dirty; }
 };
 constexpr std::uint64_t GiB = 1ULL << 30;
 }  // namespace
+
+// Issue 26, item 4: an image larger than the kernel's dirty-page threshold is dumped at the disk's
+// rate; the checkpoint goes ahead and the diagnostic says why it will be slow and what to set.
+TEST_F(OrchestratorTest, AnImageOverTheDirtyThresholdIsWarnedAboutNotRefused) {
+  pid_t a = gpu.start_app();
+  pids = {a};
+  FakeSpace space;
+  space.per_process = 1 * GiB;
+  space.dirty = 10 * GiB;
+  space.fs["/img"] = {.available = 60 * GiB, .device = 8, .at = "/img"};
+  space.fs["/dev/shm/img"] = {.available = 60 * GiB, .device = 9, .at = "/dev/shm", .writeback = false};
+  auto r = req();
+  r.image_path = "/img";
+  r.device_bytes[a] = 11 * GiB;
+  auto o = make();
+  o.set_space_probe(&space);
+  o.checkpoint(r, counting_snapshot());
+  EXPECT_EQ(snapshots, 1);
+  auto j = diag_json();
+  EXPECT_EQ(j["space"]["dirty_threshold_bytes"], 10 * GiB);
+  std::string w = j["warnings"].dump();
+  EXPECT_TRUE(has(w, "the checkpoint image (12.0 GiB) is larger than the kernel's dirty-page threshold (10.0 GiB")) << w;
+  EXPECT_TRUE(has(w, "vm.dirty_bytes")) << w;
+  // Under it, or in memory (tmpfs has no writeback): no warning.
+  r.device_bytes[a] = 8 * GiB;
+  o.checkpoint(r, counting_snapshot());
+  EXPECT_FALSE(has(diag_json()["warnings"].dump(), "dirty-page threshold")) << diag_json()["warnings"];
+  r.device_bytes[a] = 11 * GiB;
+  r.image_path = "/dev/shm/img";
+  o.checkpoint(r, counting_snapshot());
+  EXPECT_FALSE(has(diag_json()["warnings"].dump(), "dirty-page threshold")) << diag_json()["warnings"];
+  EXPECT_EQ(snapshots, 3);
+}
 
 // Issue 16, item 5: the image must fit before anything is toggled; twice when containerd copies it
 // into its content store on the same filesystem.
@@ -700,6 +735,15 @@ TEST(SpaceCheck, ContainerdTempDirAndHostProbe) {
   EXPECT_GT(s.available, 0u);
   EXPECT_GT(probe.process_bytes(::getpid()), 0u);
   EXPECT_EQ(probe.process_bytes(0x7ffffff0), 0u);
+  EXPECT_GT(probe.dirty_threshold(), 0u);
+  EXPECT_FALSE(probe.space("/dev/shm").writeback) << "tmpfs";
+  // nr_dirty_threshold counts pages.
+  auto dir = make_temp_dir();
+  spit(dir / "vmstat", "nr_dirty 12\nnr_writeback 0\nnr_dirty_threshold 300\nnr_dirty_background_threshold 150\n");
+  EXPECT_EQ(HostSpaceProbe(dir).dirty_threshold(), 300u * static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE)));
+  spit(dir / "vmstat", "nr_dirty 12\n");
+  EXPECT_EQ(HostSpaceProbe(dir).dirty_threshold(), 0u) << "unknown";
+  fs::remove_all(dir);
 }
 
 namespace {
