@@ -17,50 +17,19 @@ export NV_RUNTIME=runsc NV_RUNSC=current
 source "$(dirname "$0")/lib/cri.sh"
 VER=${1:-2.3}
 [[ $VER == 2.* ]] || nv_fail "cri_runsc.sh covers containerd 2.3's ContainerCheckpoint, not $VER"
-FIX=${NVPROXY_FIXTURES_DIR:?NVPROXY_FIXTURES_DIR (build/test/fixtures) is not set}
-[[ -x $FIX/fake_cuda_app && -f $FIX/libcuda.so && -f $FIX/libnvidia-ml.so ]] || nv_fail "fixtures missing in $FIX"
-[[ -x ${NVPROXY_SHIM_DIR:-}/nvproxy-sandbox-agent ]] || nv_fail "nvproxy-sandbox-agent missing beside the shim in ${NVPROXY_SHIM_DIR:-}"
-
-# The fake driver as runsc_gpu_fake.sh stages it: libraries at their real names in the sandbox.
-F=$(mktemp -d /tmp/nvproxy-crirunsc.XXXXXX)
-nv_defer rm -rf "$F"
-mkdir -p "$F/cuda" "$F/bin" "$F/lib" "$F/cdi"
-chmod 777 "$F/cuda"
-touch "$F/fakegpu0"
-cp "$FIX/fake_cuda_app" "$F/bin/"
-cp "$FIX/libcuda.so" "$F/lib/libcuda.so.999.1" && ln -s libcuda.so.999.1 "$F/lib/libcuda.so.1"
-cp "$FIX/libnvidia-ml.so" "$F/lib/libnvidia-ml.so.999.1" && ln -s libnvidia-ml.so.999.1 "$F/lib/libnvidia-ml.so.1"
-L=/usr/lib/x86_64-linux-gnu
-cat >"$F/cdi/fake-gpu.yaml" <<YAML
-cdiVersion: "0.6.0"
-kind: nvidia.com/gpu
-devices:
-  - name: "0"
-    containerEdits:
-      mounts:
-        - {hostPath: $F/fakegpu0, containerPath: /dev/fakegpu0, options: [rw, bind]}
-containerEdits:
-  mounts:
-    - {hostPath: $F/lib/libcuda.so.1, containerPath: $L/libcuda.so.1, options: [ro, nosuid, nodev, bind]}
-    - {hostPath: $F/lib/libnvidia-ml.so.1, containerPath: $L/libnvidia-ml.so.1, options: [ro, nosuid, nodev, bind]}
-YAML
-export NV_CRI_SHIM_EXTRA="gpu:
-  mode: cdi
-  cdi_spec_dirs: [$F/cdi]
-  nvproxy: \"off\"
-checkpoint:
-  lock_timeout_ms: 5000
-  device_globs: [\"/dev/nvidia*\", \"/dev/fakegpu*\"]"
+source "$(dirname "$0")/lib/fake-cuda.sh"
+nv_fake_cuda_sandbox
+export NV_CRI_SHIM_EXTRA=$NV_FAKE_SANDBOX_CONFIG
 nv_cri_start "$VER"
 RUNSC=$(awk '$1=="binary:"{print $2; exit}' "$NV_CRI_SHIM_CONFIG")
 nv_log "runsc: $("$RUNSC" --version | head -1)"
 
-counter_of() { cat "$F/cuda/$1.counter" 2>/dev/null || echo 0; }
-advancing() { local a; a=$(counter_of "$1"); nv_wait_for -t 5 bash -c "(( \$(cat $F/cuda/$1.counter 2>/dev/null || echo 0) > $a ))"; }
-cuda_ready() { (($(find "$F/cuda" -name '*.ready' | wc -l) >= $1)); }
-cuda_cpids() { find "$F/cuda" -name '*.cuda' -printf '%f\n' | sed 's/\.cuda$//' | sort -n; }
+counter_of() { cat "$FAKE/cuda/$1.counter" 2>/dev/null || echo 0; }
+advancing() { local a; a=$(counter_of "$1"); nv_wait_for -t 5 bash -c "(( \$(cat $FAKE/cuda/$1.counter 2>/dev/null || echo 0) > $a ))"; }
+cuda_ready() { (($(find "$FAKE/cuda" -name '*.ready' | wc -l) >= $1)); }
+cuda_cpids() { find "$FAKE/cuda" -name '*.cuda' -printf '%f\n' | sed 's/\.cuda$//' | sort -n; }
 export CUDA_MOUNTS
-CUDA_MOUNTS=$(jq -n --arg f "$F" '[{container_path: "/fakecuda", host_path: ($f + "/cuda")},
+CUDA_MOUNTS=$(jq -n --arg f "$FAKE" '[{container_path: "/fakecuda", host_path: ($f + "/cuda")},
   {container_path: "/fake", host_path: ($f + "/bin"), readonly: true}]')
 GPU_CTR='.mounts = ($ENV.CUDA_MOUNTS | fromjson)
   | .envs = [{key: "NVIDIA_VISIBLE_DEVICES", value: "0"}, {key: "NVPROXY_FAKE_CUDA_DIR", value: "/fakecuda"}]'
@@ -73,14 +42,14 @@ pause_pid=$(nv_crictl inspectp -o json "$POD" | jq -r .info.pid)
 K=$(nv_cri_ctr ck "$POD" cuda "$GPU_CTR | .command = [\"/fake/fake_cuda_app\", \"--dir\", \"/fakecuda\", \"--device\", \"/dev/fakegpu0\", \"--map\", \"--children\", \"1\"]")
 W=$(nv_cri_ctr ck "$POD" worker '.command = ["sh", "-c", "i=0; while :; do i=$((i+1)); echo $i >/tmp/n; sleep 0.1; done"]')
 nv_crictl start "$K" "$W" >/dev/null
-nv_wait_for -t 20 cuda_ready 2 || nv_fail "fake CUDA app did not start: $(ls "$F/cuda")"
+nv_wait_for -t 20 cuda_ready 2 || nv_fail "fake CUDA app did not start: $(ls "$FAKE/cuda")"
 mapfile -t cp < <(cuda_cpids)
 nv_assert_eq 2 "${#cp[@]}" "CUDA processes in the sandbox"
 
 nv_log "ckpt: crictl checkpoint (ContainerCheckpoint) of the CUDA container"
 export ARCHIVE=$NV_CRI_DIR/cuda-checkpoint.tar
 nv_crictl checkpoint --export="$ARCHIVE" "$K" >/dev/null
-log=$F/cuda/calls.log
+log=$FAKE/cuda/calls.log
 cat "$log" >&2
 nv_assert_eq 2 "$(awk '$2=="lock" && $5==0' "$log" | wc -l)" "successful locks"
 nv_assert_eq 2 "$(awk '$2=="checkpoint" && $5==0' "$log" | wc -l)" "successful checkpoints"
@@ -89,7 +58,7 @@ first_ckpt_start=$(awk '$2=="checkpoint"{print $3}' "$log" | sort -n | head -1)
 ((last_lock_end <= first_ckpt_start)) || nv_fail "a checkpoint started before all locks ended"
 for c in "${cp[@]}"; do
   grep -q "^$c lock " "$log" || nv_fail "no lock of sandbox pid $c: $(cat "$log")"
-  nv_assert_eq running "$(cat "$F/cuda/$c.state")" "CUDA state of $c after ContainerCheckpoint"
+  nv_assert_eq running "$(cat "$FAKE/cuda/$c.state")" "CUDA state of $c after ContainerCheckpoint"
   advancing "$c" || nv_fail "process $c does not work after the checkpoint"
 done
 nv_assert_eq CONTAINER_RUNNING "$(nv_cri_state "$K")" "container after ContainerCheckpoint"

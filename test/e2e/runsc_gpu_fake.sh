@@ -25,40 +25,9 @@ source "$(dirname "$0")/lib/shim-env.sh"
 RUNSC=${NVPROXY_SHARED_RUNSC_BIN_DIR:-}/runsc
 [[ -x $RUNSC ]] || nv_skip "current runsc not unpacked (scripts/fetch-shared-deps.sh)"
 export NV_RUNTIME=runsc NV_RUNSC_BIN=$RUNSC
-FIX=${NVPROXY_FIXTURES_DIR:?NVPROXY_FIXTURES_DIR (build/test/fixtures) is not set}
-[[ -x $FIX/fake_cuda_app && -f $FIX/libcuda.so && -f $FIX/libnvidia-ml.so ]] || nv_fail "fixtures missing in $FIX"
-[[ -x ${NVPROXY_SHIM_DIR:-}/nvproxy-sandbox-agent ]] || nv_fail "nvproxy-sandbox-agent missing beside the shim in ${NVPROXY_SHIM_DIR:-}"
-
-FAKE=$(mktemp -d /tmp/nvproxy-runscgpu.XXXXXX)
-nv_defer rm -rf "$FAKE"
-mkdir -p "$FAKE/cuda" "$FAKE/bin" "$FAKE/lib" "$FAKE/cdi"
-chmod 777 "$FAKE/cuda"
-touch "$FAKE/fakegpu0"
-cp "$FIX/fake_cuda_app" "$FAKE/bin/"
-# The fake driver libraries as a driver installs them: real file at its versioned name, soname link.
-cp "$FIX/libcuda.so" "$FAKE/lib/libcuda.so.999.1" && ln -s libcuda.so.999.1 "$FAKE/lib/libcuda.so.1"
-cp "$FIX/libnvidia-ml.so" "$FAKE/lib/libnvidia-ml.so.999.1" && ln -s libnvidia-ml.so.999.1 "$FAKE/lib/libnvidia-ml.so.1"
-L=/usr/lib/x86_64-linux-gnu
-cat >"$FAKE/cdi/fake-gpu.yaml" <<YAML
-cdiVersion: "0.6.0"
-kind: nvidia.com/gpu
-devices:
-  - name: "0"
-    containerEdits:
-      mounts:
-        - {hostPath: $FAKE/fakegpu0, containerPath: /dev/fakegpu0, options: [rw, bind]}
-containerEdits:
-  mounts:
-    - {hostPath: $FAKE/lib/libcuda.so.1, containerPath: $L/libcuda.so.1, options: [ro, nosuid, nodev, bind]}
-    - {hostPath: $FAKE/lib/libnvidia-ml.so.1, containerPath: $L/libnvidia-ml.so.1, options: [ro, nosuid, nodev, bind]}
-YAML
-NV_SHIM_EXTRA="gpu:
-  mode: cdi
-  cdi_spec_dirs: [$FAKE/cdi]
-  nvproxy: \"off\"
-checkpoint:
-  lock_timeout_ms: 5000
-  device_globs: [\"/dev/nvidia*\", \"/dev/fakegpu*\"]"
+source "$(dirname "$0")/lib/fake-cuda.sh"
+nv_fake_cuda_sandbox
+NV_SHIM_EXTRA=$NV_FAKE_SANDBOX_CONFIG
 export NV_SHIM_EXTRA
 nv_start_with_shim --containerd "${1:-1.7}"
 

@@ -14,3 +14,39 @@ nv_fake_cuda() {
   cp "$FIX/fake_cuda_app" "$FAKE/bin/"
   export NVPROXY_FAKE_CUDA_DIR=$FAKE/cuda
 }
+
+# The same for a gVisor sandbox (runsc), where the fake driver must be found inside: its libraries
+# at their real names (versioned file, soname link) in FAKE/lib, a CDI spec in FAKE/cdi binding them
+# and the device in, the state dir writable by the sandbox's user. Sets L (where the libraries land
+# in the container) and NV_FAKE_SANDBOX_CONFIG (the shim's gpu and checkpoint keys for it). Nothing
+# is exported: in the sandbox the app and the agent take the state dir from the container's env.
+nv_fake_cuda_sandbox() {
+  nv_fake_cuda
+  unset NVPROXY_FAKE_CUDA_DIR
+  [[ -x ${NVPROXY_SHIM_DIR:-}/nvproxy-sandbox-agent ]] || nv_fail "nvproxy-sandbox-agent missing beside the shim in ${NVPROXY_SHIM_DIR:-}"
+  mkdir -p "$FAKE/lib" "$FAKE/cdi"
+  chmod 777 "$FAKE/cuda"
+  cp "$FIX/libcuda.so" "$FAKE/lib/libcuda.so.999.1" && ln -s libcuda.so.999.1 "$FAKE/lib/libcuda.so.1"
+  cp "$FIX/libnvidia-ml.so" "$FAKE/lib/libnvidia-ml.so.999.1" && ln -s libnvidia-ml.so.999.1 "$FAKE/lib/libnvidia-ml.so.1"
+  L=/usr/lib/x86_64-linux-gnu
+  cat >"$FAKE/cdi/fake-gpu.yaml" <<YAML
+cdiVersion: "0.6.0"
+kind: nvidia.com/gpu
+devices:
+  - name: "0"
+    containerEdits:
+      mounts:
+        - {hostPath: $FAKE/fakegpu0, containerPath: /dev/fakegpu0, options: [rw, bind]}
+containerEdits:
+  mounts:
+    - {hostPath: $FAKE/lib/libcuda.so.1, containerPath: $L/libcuda.so.1, options: [ro, nosuid, nodev, bind]}
+    - {hostPath: $FAKE/lib/libnvidia-ml.so.1, containerPath: $L/libnvidia-ml.so.1, options: [ro, nosuid, nodev, bind]}
+YAML
+  NV_FAKE_SANDBOX_CONFIG="gpu:
+  mode: cdi
+  cdi_spec_dirs: [$FAKE/cdi]
+  nvproxy: \"off\"
+checkpoint:
+  lock_timeout_ms: 5000
+  device_globs: [\"/dev/nvidia*\", \"/dev/fakegpu*\"]"
+}
