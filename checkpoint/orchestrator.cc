@@ -190,18 +190,18 @@ bool Orchestrator::explain_inherited(pid_t pid, const ProcInfo& self, const Clas
   r.inherited_fds = inherited;
   r.own_fds = own;
   const std::string who = "pid " + std::to_string(pid) + " (" + r.name + ")";
-  if (std::string why = files_->unknown_because(pid, anc); !own.empty() && !why.empty()) {
-    r.hint = who + " holds GPU device files (fd " + comma_list(own) + ") without CUDA, and whether they are CUDA process " +
-             std::to_string(anc) + "'s open files could not be told: " + why + "; stop it or exclude it before checkpointing";
-    return true;
-  }
   if (!own.empty()) {
-    r.hint = who + " holds GPU device files that are none of its CUDA ancestor's open files (fd " + comma_list(own) +
-             ": opened by itself, or kept after the parent closed its copy) without CUDA" +
-             (inherited.empty() ? std::string()
-                                : ", besides the ones inherited from CUDA process " + std::to_string(anc) + " (fd " +
-                                      comma_list(inherited) + ")") +
-             "; stop it or exclude it before checkpointing";
+    // A comparison that could not be made is named as such, not guessed to be the child's own file.
+    if (std::string why = files_->unknown_because(pid, anc); !why.empty())
+      r.hint = who + " holds GPU device files (fd " + comma_list(own) + ") without CUDA, and whether they are CUDA process " +
+               std::to_string(anc) + "'s open files could not be told: " + why;
+    else
+      r.hint = who + " holds GPU device files that are none of its CUDA ancestor's open files (fd " + comma_list(own) +
+               ": opened by itself, or kept after the parent closed its copy) without CUDA" +
+               (inherited.empty() ? std::string()
+                                  : ", besides the ones inherited from CUDA process " + std::to_string(anc) + " (fd " +
+                                        comma_list(inherited) + ")");
+    r.hint += "; stop it or exclude it before checkpointing";
     return true;
   }
   r.hint = who + " was forked from CUDA process " + std::to_string(anc) + " and holds its GPU device files (fd " +
