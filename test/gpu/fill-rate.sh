@@ -9,8 +9,8 @@ DIR=${DIR:-/var/tmp/nvfill}
 mkdir -p "$DIR" /dev/shm/nvfill
 now() { date +%s.%N; }
 rate() { awk -v b="$1" -v t0="$2" -v t1="$3" 'BEGIN{printf "%.2f s, %.2f GB/s", t1-t0, b/(t1-t0)/1e9}'; }
-# one TARGET_DIR N [dd flags]: N writers of GIB GiB each at once; prints the aggregate rate.
-one() {
+# fill TARGET_DIR N [dd flags]: N writers of GIB GiB each at once; prints the aggregate rate.
+fill() {
   local dir=$1 n=$2 t0 t1 i
   shift 2
   sync; echo 3 >/proc/sys/vm/drop_caches
@@ -23,10 +23,10 @@ one() {
 }
 echo "# $(uname -r), $(nproc) CPUs, $(free -g | awk '/Mem:/{print $2}') GiB, dirty_ratio $(cat /proc/sys/vm/dirty_ratio)," \
   "dirty_background_ratio $(cat /proc/sys/vm/dirty_background_ratio), $(df -h "$DIR" | awk 'NR==2{print $1, $2}')"
-one /dev/shm/nvfill 1
-one /dev/shm/nvfill 3
-one "$DIR" 1
-one "$DIR" 3
-one "$DIR" 1 oflag=direct
-one "$DIR" 3 oflag=direct
+fill /dev/shm/nvfill 1
+fill /dev/shm/nvfill 3
+fill "$DIR" 1
+fill "$DIR" 3
+fill "$DIR" 1 oflag=direct
+fill "$DIR" 3 oflag=direct
 rm -rf "$DIR" /dev/shm/nvfill
