@@ -11,7 +11,9 @@ run_sleeper() { nv_ctr run -d --runtime $NV_RT "$@" "$NV_IMAGE" "${@: -1}" sleep
 stopped() { [[ $(nv_task_status "$1") == STOPPED ]]; }
 
 nv_log "pause and resume"
-nv_ctr run -d --runtime $NV_RT "$NV_IMAGE" ops sh -c 'while :; do sleep 0.1; done'
+# Two processes for the whole test: a shell waiting on one long sleep. (A loop of short sleeps has
+# moments with the shell alone, and pids.current below once sampled one of them.)
+nv_ctr run -d --runtime $NV_RT "$NV_IMAGE" ops sh -c 'sleep 100000 & wait'
 nv_ctr task pause ops
 nv_assert_eq PAUSED "$(nv_task_status ops)" "state after pause"
 nv_ctr task resume ops
