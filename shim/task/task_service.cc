@@ -5,6 +5,7 @@
 #include "common/error.h"
 #include "common/validate.h"
 #include "oci/cgroup_metrics.h"
+#include "oci/shadowed_mounts.h"
 #include "oci/spec.h"
 #include "proto/runc_options.pb.h"
 #include "shim/kit/timestamp.h"
@@ -81,6 +82,18 @@ void refuse_runsc_container_restore(const oci::Spec& spec, const std::string& id
                   "runc, or checkpoint and restore a container that is its own sandbox (ctr)");
 }
 
+// runsc refuses to restore a checkpoint whose spec has two mounts at one destination (a user's
+// /dev/shm beside containerd's own), and says so only at the restore. The earlier one is hidden
+// from the container anyway, so it goes, before the sandbox starts, and the log says which.
+void drop_mounts_runsc_cannot_restore(const std::string& id, const std::filesystem::path& bundle, oci::Spec& spec, Logger& log) {
+  auto dropped = oci::drop_shadowed_mounts(spec.json());
+  if (dropped.empty()) return;
+  for (const auto& d : dropped)
+    log.info("container \"" + id + "\": runsc: dropped " + d +
+             " (the container sees the later one; runsc cannot restore two mounts at one destination)");
+  spec.save(bundle);
+}
+
 }  // namespace
 
 task::CreateTaskResponse TaskService::create(const task::CreateTaskRequest& r) {
@@ -109,6 +122,8 @@ task::CreateTaskResponse TaskService::create(const task::CreateTaskRequest& r) {
   s.own_pid_ns = spec.own_pid_namespace();
   s.shares_sandbox_pid = oci::runtime_kind_from_binary(s.config.runtime.binary) == oci::RuntimeKind::Runsc &&
                          spec.annotation("io.kubernetes.cri.container-type").value_or("") == "container";
+  if (oci::runtime_kind_from_binary(s.config.runtime.binary) == oci::RuntimeKind::Runsc)
+    drop_mounts_runsc_cannot_restore(s.id, bundle, spec, deps_.log);
   GpuSetup g = prepare_gpu(s.id, bundle, s.config, spec, deps_.self_binary, deps_.log);
   s.gpu = g.gpu;
   s.runtime_global = std::move(g.runtime_global);
