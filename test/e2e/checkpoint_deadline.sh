@@ -119,7 +119,8 @@ for f in "${counters[@]}"; do
 done
 for c in "${cp[@]}"; do nv_assert_eq running "$(state_of "$c")" "CUDA state of $c after the rollback"; done
 nv_assert_eq ok "$(nv_ctr task exec --exec-id after $ID echo ok)" "the container still works"
-if pgrep -f "^[^ ]*nvproxy-cuda-helper( |$)" >/dev/null; then nv_fail "nvproxy-cuda-helper still runs: $(pgrep -af "^[^ ]*nvproxy-cuda-helper( |$)")"; fi
+helpers=$(nv_cuda_helper_pids)
+[[ -z $helpers ]] || nv_fail "nvproxy-cuda-helper still runs: $helpers"
 
 nv_log "delete: nothing of the container may be left"
 nv_ctr task kill -s KILL $ID

@@ -80,7 +80,8 @@ nv_assert_eq RUNNING "$(task_status cuda)" "container state after checkpoint"
 shim=$(awk '/^PPid:/{print $2}' "/proc/$(nv_ctr task ls | awk '$1=="cuda"{print $2}')/status")
 [[ $(readlink "/proc/$shim/exe") == */containerd-shim-nvproxy-v1 ]] || nv_fail "pid $shim is not our shim"
 if grep -q 'libcuda\|libnvidia-ml' "/proc/$shim/maps"; then nv_fail "the shim maps a driver library itself"; fi
-if pgrep -f "^[^ ]*nvproxy-cuda-helper( |$)" >/dev/null; then nv_fail "nvproxy-cuda-helper still runs after the checkpoint: $(pgrep -af "^[^ ]*nvproxy-cuda-helper( |$)")"; fi
+helpers=$(nv_cuda_helper_pids)
+[[ -z $helpers ]] || nv_fail "nvproxy-cuda-helper still runs after the checkpoint: $helpers"
 nv_ctr task kill -s KILL cuda
 nv_wait_for -t 10 bash -c "[[ \$(ctr -a $NV_SOCK -n $NV_NAMESPACE task ls | awk '\$1==\"cuda\"{print \$3}') == STOPPED ]]"
 nv_ctr task rm cuda >/dev/null

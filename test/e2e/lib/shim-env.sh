@@ -74,6 +74,12 @@ nv_start_with_shim() {
 
 # Processes of our shim started by this test's containerd.
 nv_shim_pids() { pgrep -f "containerd-shim-nvproxy-v1 .*-address $NV_SOCK" || true; }
+# nv_cuda_helper_pids: this test's nvproxy-cuda-helper processes (children of its shims; other
+# tests running beside it have their own), as "PID ARGS" lines.
+nv_cuda_helper_pids() {
+  local shim
+  for shim in $(nv_shim_pids); do pgrep -a -P "$shim" -f "^[^ ]*nvproxy-cuda-helper( |$)" || true; done
+}
 
 # nv_containerd_restart: stops containerd (not the shims) and starts it again on the same state.
 nv_containerd_restart() {
