@@ -40,6 +40,11 @@ struct CheckpointConfig {
   // its copies are left out of the image by the shim's CRIU plugin and come back as /dev/null and
   // empty reservations (runc, crun). false: such a container is refused, as before.
   bool release_inherited = true;
+  // Every thread of the container stopped (ptrace, through nvproxy-cuda-helper) from the CUDA lock
+  // to the resume, the driver's restore threads let in for its calls (container_hold.h); runc and
+  // crun with checkpoint.cuda: driver-api. false: the processes run while their CUDA state is
+  // checkpointed, as before 0.6.0 (JAX's die then).
+  bool hold_still = true;
   std::string criu_plugin_dir;  // where nvproxy_criu_release.so is; empty: default_criu_plugin_dir()
   // The shim's own image store (image_store.h): the runtime writes images there and the directory
   // containerd handed over gets a reference, so that containerd's copies are a few hundred bytes.

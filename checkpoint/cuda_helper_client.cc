@@ -169,6 +169,21 @@ void HelperToggler::unlock(pid_t pid) {
   transition("Unlock", pid, 0, kQueryTimeout);
 }
 
+std::vector<pid_t> HelperHold::call_hold(const std::vector<pid_t>& pids, bool frozen, bool settle) {
+  pb::HoldRequest req;
+  for (pid_t p : pids) req.add_pids(p);
+  req.set_frozen(frozen);
+  req.set_settle(settle);
+  // Stopping a thread takes microseconds, unless it is in an uninterruptible wait: the helper gives
+  // up on one after 10 s.
+  auto r = parse_answer<pb::HoldResponse>("Hold", helper_->call("Hold", req.SerializeAsString(), std::chrono::seconds(30)));
+  return {r.ended().begin(), r.ended().end()};
+}
+
+void HelperHold::release() {
+  parse_answer<pb::Empty>("Release", helper_->call("Release", pb::Empty().SerializeAsString(), kQueryTimeout));
+}
+
 std::map<pid_t, std::set<std::string>> HelperGpuUsageProbe::gpus_by_pid() {
   auto r = parse_answer<pb::GpusByPidResponse>("GpusByPid",
                                                helper_->call("GpusByPid", pb::Empty().SerializeAsString(), kQueryTimeout));

@@ -12,6 +12,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -21,6 +22,7 @@
 #include <vector>
 
 #include "checkpoint/config.h"
+#include "checkpoint/container_hold.h"
 #include "checkpoint/cuda_toggler.h"
 #include "checkpoint/gpu_usage.h"
 #include "common/process.h"
@@ -85,6 +87,25 @@ class HelperToggler final : public CudaToggler {
 
   std::shared_ptr<CudaHelper> helper_;
   std::chrono::milliseconds toggle_timeout_;
+};
+
+// The helper holds the processes (it is their tracer, and lets a restore thread run for its own
+// driver calls); freeze and thaw are the runtime's.
+class HelperHold final : public ContainerHold {
+ public:
+  HelperHold(std::shared_ptr<CudaHelper> helper, std::function<void()> freeze, std::function<void()> thaw)
+      : helper_(std::move(helper)), freeze_(std::move(freeze)), thaw_(std::move(thaw)) {}
+  std::vector<pid_t> hold(const std::vector<pid_t>& pids) override { return call_hold(pids, false, false); }
+  std::vector<pid_t> hold_frozen(const std::vector<pid_t>& pids) override { return call_hold(pids, true, false); }
+  void settle() override { call_hold({}, false, true); }
+  void release() override;
+  void freeze() override { freeze_(); }
+  void thaw() override { thaw_(); }
+
+ private:
+  std::vector<pid_t> call_hold(const std::vector<pid_t>& pids, bool frozen, bool settle);
+  std::shared_ptr<CudaHelper> helper_;
+  std::function<void()> freeze_, thaw_;
 };
 
 class HelperGpuUsageProbe final : public GpuUsageProbe {

@@ -85,4 +85,28 @@ void register_cuda_helper_service(ttrpc::Server& server, CudaToggler& t, GpuUsag
   });
 }
 
+void register_hold_service(ttrpc::Server& server, ThreadHold& hold, std::function<pid_t(pid_t)> restore_tid_of) {
+  const std::string svc = helper_wire::kService;
+  server.register_method(svc, "Hold", [&hold, restore_tid_of](const ttrpc::CallContext&, const std::string& payload) {
+    return answering([&] {
+      auto req = decode<pb::HoldRequest>("Hold", payload);
+      std::vector<ThreadHold::Target> targets;
+      for (int32_t pid : req.pids()) {
+        if (pid <= 0) throw Error(Code::InvalidArgument, "Hold needs positive pids, got " + std::to_string(pid));
+        targets.push_back({.pid = pid, .restore_tid = restore_tid_of(pid)});
+      }
+      pb::HoldResponse r;
+      if (req.settle()) hold.settle();
+      for (pid_t p : req.frozen() ? hold.hold_frozen(targets) : hold.hold(targets)) r.add_ended(p);
+      return r.SerializeAsString();
+    });
+  });
+  server.register_method(svc, "Release", [&hold](const ttrpc::CallContext&, const std::string&) {
+    return answering([&] {
+      hold.release();
+      return pb::Empty().SerializeAsString();
+    });
+  });
+}
+
 }  // namespace nvproxy::checkpoint

@@ -4,13 +4,20 @@
 // driver holds up no other call.
 #pragma once
 
+#include <functional>
+
 #include "checkpoint/cuda_toggler.h"
 #include "checkpoint/gpu_usage.h"
+#include "checkpoint/thread_hold.h"
 #include "common/ttrpc/server.h"
 
 namespace nvproxy::checkpoint {
 
 // toggler and probe must outlive the server.
 void register_cuda_helper_service(ttrpc::Server& server, CudaToggler& toggler, GpuUsageProbe& probe);
+
+// Hold and Release (thread_hold.h). restore_tid_of: the driver's restore thread of a pid, 0 when it
+// has none (not a CUDA process); asked before the pid is held. hold must outlive the server.
+void register_hold_service(ttrpc::Server& server, ThreadHold& hold, std::function<pid_t(pid_t)> restore_tid_of);
 
 }  // namespace nvproxy::checkpoint

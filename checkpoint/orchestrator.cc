@@ -327,12 +327,18 @@ Orchestrator::Resumed Orchestrator::bring_back(const std::vector<pid_t>& pids, c
       stuck = bring_back_once(pid, believed, map);
     }
     std::lock_guard lk(mu);
-    if (stuck)
+    if (stuck && stuck->state == "gone") {
+      // It ended (killed, or done before its toggle): nothing is left to bring back or to strand.
+      log_.info("CUDA process " + std::to_string(pid) + " has ended (" + stuck->detail + "): nothing to bring back");
+      out.ended.push_back(pid);
+    } else if (stuck) {
       out.stuck.push_back(*stuck);
-    else
+    } else {
       out.running.push_back(pid);
+    }
   });
   std::sort(out.running.begin(), out.running.end());
+  std::sort(out.ended.begin(), out.ended.end());
   std::sort(out.stuck.begin(), out.stuck.end(), [](const auto& a, const auto& b) { return a.pid < b.pid; });
   return out;
 }

@@ -27,6 +27,7 @@
 
 #include "checkpoint/comm_probe.h"
 #include "checkpoint/config.h"
+#include "checkpoint/container_hold.h"
 #include "checkpoint/cuda_toggler.h"
 #include "checkpoint/diagnostic.h"
 #include "checkpoint/file_identity.h"
@@ -135,6 +136,9 @@ class Orchestrator {
   // Optional (host pids only): every process is held from the scan on, and no driver call is made
   // on a pid that no longer is the process found (process_holds.h).
   void set_process_holds(ProcessHolds* holds) { holds_ = holds; }
+  // Optional (host pids only): the container is held still from the CUDA lock to the resume
+  // (container_hold.h); without it, its threads run while their CUDA state is checkpointed.
+  void set_container_hold(ContainerHold* hold) { hold_ = hold; }
   // Optional (host pids only): tells a forked child's inherited device files from ones it opened
   // itself (file_identity.h), for the refusal's table and hint.
   void set_file_identity(FileIdentity* files) { files_ = files; }
@@ -198,10 +202,15 @@ class Orchestrator {
   // it belongs to and the guard that owns what was toggled.
   class Attempt;
   class Toggled;
-  void lock_all(Attempt& a, const Classified& c, Toggled& t);
-  void checkpoint_all(Attempt& a, const Classified& c, Toggled& t);
+  class HoldGuard;
+  std::vector<pid_t> drop_ended(Attempt& a, Classified& c, std::map<pid_t, CudaError>& failed, const char* before);
+  void lock_all(Attempt& a, Classified& c, Toggled& t);
+  struct Newcomers;  // processes holding GPU devices started between the scan and the hold
+  CheckpointOutcome checkpoint_once(const CheckpointRequest& req, const ReleasingSnapshotFn& snapshot, bool may_retry);
+  void hold_still(Attempt& a, HoldGuard& h, Toggled& t, const std::vector<pid_t>& scanned, bool may_retry);
+  void checkpoint_all(Attempt& a, Classified& c, Toggled& t);
   void verify(Attempt& a, const std::vector<pid_t>& pids, const Classified& c, Toggled& t);
-  void take_snapshot(Attempt& a, const ReleasingSnapshotFn& snapshot, const ReleasePlan& plan, Toggled& t);
+  void take_snapshot(Attempt& a, const ReleasingSnapshotFn& snapshot, const ReleasePlan& plan, HoldGuard& h, Toggled& t);
   void snapshot_only(Attempt& a, const ReleasingSnapshotFn& snapshot);
   void resume(Attempt& a, const std::vector<pid_t>& toggled, Toggled& t);
   std::vector<ProcessReport> failure_rows(const Classified& c, const std::map<pid_t, CudaError>& failed);
@@ -209,6 +218,7 @@ class Orchestrator {
   struct Resumed {
     std::vector<pid_t> running;
     std::vector<StuckProcess> stuck;
+    std::vector<pid_t> ended;  // gone meanwhile: nothing to bring back, nothing stuck
   };
   Classified classify(const std::string& id, const std::vector<Holder>& holders);
   // Brings each pid back to running from whatever state the driver reports (believed: the state we
@@ -243,6 +253,7 @@ class Orchestrator {
   SpaceProbe* space_ = nullptr;
   SnapshotCheck* snapshot_check_ = nullptr;
   ProcessHolds* holds_ = nullptr;
+  ContainerHold* hold_ = nullptr;
   FileIdentity* files_ = nullptr;
   std::string release_unavailable_ = "not set up";
   ReleaseWay release_way_ = ReleaseWay::CriuPlugin;

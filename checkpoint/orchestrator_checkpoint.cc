@@ -1,12 +1,16 @@
 // Orchestrator::checkpoint: the checkpoint as named phases (orchestrator.h):
 //
-//   scan -> classify -> decide (runtime, blockers, preflight, tree, space) -> lock all ->
+//   scan -> classify -> decide (runtime, blockers, preflight, tree, space) -> lock all -> hold ->
 //   checkpoint all -> verify -> snapshot -> resume
 //
 // An Attempt carries one checkpoint's report (every way out writes it); a Toggled guard owns what
-// was toggled from the first lock on, so that no way out leaves a process locked or checkpointed.
+// was toggled from the first lock on, so that no way out leaves a process locked or checkpointed;
+// a HoldGuard owns the container's hold (container_hold.h), so that none leaves it stopped.
 #include <algorithm>
+#include <chrono>
 #include <mutex>
+#include <set>
+#include <thread>
 
 #include "checkpoint/hints.h"
 #include "checkpoint/orchestrator.h"
@@ -124,6 +128,16 @@ class Orchestrator::Toggled {
   }
   // The snapshot is written: what becomes of the toggled processes is resume()'s business.
   void release() { released_ = true; }
+  // Before another attempt: everything toggled brought back. A process that stays stuck ends the
+  // checkpoint here, as any rollback would.
+  void undo_for_retry() {
+    Resumed r = o_.bring_back(pids(), believed_);
+    released_ = true;
+    if (r.stuck.empty()) return;
+    a_.diag.rolled_back = r.running;
+    a_.diag.stuck = r.stuck;
+    throw a_.fail(Code::Internal, "failed", "CUDA could not be brought back before the next attempt");
+  }
 
  private:
   std::vector<pid_t> pids() const {
@@ -138,7 +152,93 @@ class Orchestrator::Toggled {
   bool released_ = false;
 };
 
+// From the hold to the end of the attempt nothing of the container runs but what the driver needs;
+// the destructor lets it all go (after the Toggled guard, declared later, has brought CUDA back).
+class Orchestrator::HoldGuard {
+ public:
+  HoldGuard(ContainerHold* h, Logger& log, std::string id) : h_(h), log_(log), id_(std::move(id)) {}
+  ~HoldGuard() { let_go(); }
+  HoldGuard(const HoldGuard&) = delete;
+  HoldGuard& operator=(const HoldGuard&) = delete;
+
+  [[nodiscard]] bool on() const { return h_ != nullptr; }
+  std::vector<pid_t> hold(const std::vector<pid_t>& pids) {
+    held_ = true;
+    return h_->hold(pids);
+  }
+  // The runtime's snapshot seizes the processes itself: frozen first, then no longer held by us.
+  void hand_to_runtime() {
+    h_->freeze();
+    frozen_ = true;
+    h_->release();
+    held_ = false;
+  }
+  // After the snapshot, or its failure: held again, then thawed (a frozen thread stops once
+  // thawed, before it runs any of its own code); still nothing runs.
+  void take_back(const std::vector<pid_t>& pids) {
+    held_ = true;
+    h_->hold_frozen(pids);
+    h_->thaw();
+    frozen_ = false;
+    h_->settle();
+  }
+  // The runtime ended the container with its snapshot (not kept running): nothing to thaw.
+  void container_ended() { frozen_ = false; }
+
+ private:
+  void let_go() noexcept {
+    if (held_) try {
+        h_->release();
+      } catch (const std::exception& e) {
+        log_.error("checkpoint " + id_ + ": could not let the held processes go: " + e.what());
+      }
+    if (frozen_) try {
+        h_->thaw();
+      } catch (const std::exception& e) {
+        log_.error("checkpoint " + id_ + ": could not thaw the container: " + e.what());
+      }
+    held_ = frozen_ = false;
+  }
+  ContainerHold* h_;
+  Logger& log_;
+  std::string id_;
+  bool held_ = false, frozen_ = false;
+};
+
+// A process that holds GPU devices and started after the scan (a job runner's next worker) was not
+// locked: the attempt is undone (locks only, nothing is checkpointed yet) and made again, from a
+// scan that sees it. The last attempt lets verify() refuse it as any other holder.
+// The same for holders that are not CUDA processes yet or any more: one between the opening of its
+// device and the end of cuInit, or between its CUDA teardown and its exit, is a moment's state; a
+// monitoring tool's is not. The scan is made again a moment later, and the last one decides.
+struct Orchestrator::Newcomers {
+  std::vector<pid_t> pids;
+  bool not_cuda = false;  // holders without CUDA, refused before anything was toggled
+};
+constexpr int kAttemptsWithNewcomers = 4;
+constexpr auto kNotCudaRescanAfter = std::chrono::milliseconds(200);
+
 CheckpointOutcome Orchestrator::checkpoint(const CheckpointRequest& req, const ReleasingSnapshotFn& snapshot) {
+  for (int attempt = 1;; ++attempt) {
+    try {
+      return checkpoint_once(req, snapshot, attempt < kAttemptsWithNewcomers);
+    } catch (const Newcomers& n) {
+      if (n.not_cuda) {
+        log_.info("checkpoint " + req.container_id + ": pids " + comma_list(n.pids) +
+                  " hold GPU devices without CUDA (starting or ending?); scanning again in " +
+                  std::to_string(kNotCudaRescanAfter.count()) + " ms");
+        std::this_thread::sleep_for(kNotCudaRescanAfter);
+      } else {
+        log_.info("checkpoint " + req.container_id + ": " + count_processes(n.pids.size()) + " holding GPU devices (pids " +
+                  comma_list(n.pids) + ") started during attempt " + std::to_string(attempt) +
+                  "; its CUDA locks undone, scanning again");
+      }
+    }
+  }
+}
+
+CheckpointOutcome Orchestrator::checkpoint_once(const CheckpointRequest& req, const ReleasingSnapshotFn& snapshot,
+                                                bool may_retry) {
   Attempt a(*this, req);
   const std::string& id = req.container_id;
   std::vector<pid_t> pids;
@@ -163,6 +263,12 @@ CheckpointOutcome Orchestrator::checkpoint(const CheckpointRequest& req, const R
   Decision d = decide(req, pids, c ? &*c : nullptr, a.out.phases);
   for (const auto& [k, v] : d.details.items()) a.diag.details[k] = v;
   a.out.warnings = d.warnings;
+  if (d.refusal && may_retry && c && !c->blockers.empty() &&
+      std::all_of(c->blockers.begin(), c->blockers.end(), [](const ProcessReport& r) { return r.cuda_state == "(no CUDA)"; })) {
+    Newcomers n{.not_cuda = true};
+    for (const auto& r : c->blockers) n.pids.push_back(r.pid);
+    throw n;
+  }
   if (d.refusal) {
     a.diag.processes.insert(a.diag.processes.end(), d.refusal->processes.begin(), d.refusal->processes.end());
     throw a.fail(Code::FailedPrecondition, "refused", d.refusal->reason);
@@ -182,12 +288,17 @@ CheckpointOutcome Orchestrator::checkpoint(const CheckpointRequest& req, const R
       rel.push_back({{"pid", p.pid}, {"from", p.from}, {"fds", p.fds}, {"mappings", p.mappings}});
     a.diag.details["released"] = {{"processes", rel}, {"devices", c->release.devices_text()}};
   }
+  HoldGuard h(toggler_ && hold_ ? hold_ : nullptr, log_, id);
   Toggled t(*this, a);
   try {
     lock_all(a, *c, t);
+    hold_still(a, h, t, pids, may_retry);
     checkpoint_all(a, *c, t);
     verify(a, pids, *c, t);
-    take_snapshot(a, snapshot, c->release, t);
+    take_snapshot(a, snapshot, c->release, h, t);
+  } catch (const Newcomers&) {
+    t.undo_for_retry();
+    throw;
   } catch (const Error& e) {
     // Failures of the phases carry their diagnostic; anything else (the CUDA API gone, a scan
     // error) still must not leave processes toggled.
@@ -214,7 +325,26 @@ std::vector<ProcessReport> Orchestrator::failure_rows(const Classified& c, const
   return rows;
 }
 
-void Orchestrator::lock_all(Attempt& a, const Classified& c, Toggled& t) {
+// A process that ended between the scan and its toggle (a job runner's short-lived worker) is not
+// a failure: it is left out, with a log line, and the checkpoint goes on without it.
+std::vector<pid_t> Orchestrator::drop_ended(Attempt& a, Classified& c, std::map<pid_t, CudaError>& failed, const char* before) {
+  std::vector<pid_t> ended;
+  for (auto it = failed.begin(); it != failed.end();) {
+    std::string why = holds_ ? holds_->gone(it->first) : std::string();
+    if (why.empty()) {
+      ++it;
+      continue;
+    }
+    log_.info("checkpoint " + a.req.container_id + ": pid " + std::to_string(it->first) + " ended before its CUDA " + before +
+              " (" + why + "); left out");
+    ended.push_back(it->first);
+    c.cuda.erase(std::remove(c.cuda.begin(), c.cuda.end(), it->first), c.cuda.end());
+    it = failed.erase(it);
+  }
+  return ended;
+}
+
+void Orchestrator::lock_all(Attempt& a, Classified& c, Toggled& t) {
   Phase lock = a.phase("lock");
   auto failed = toggle_all(c.cuda, 0, [&](pid_t pid) {
     // Locks are quick (measured 0.3 ms) and bounded by the timeout: always all at once, so every
@@ -223,21 +353,56 @@ void Orchestrator::lock_all(Attempt& a, const Classified& c, Toggled& t) {
     toggler_->lock(pid, cfg_.lock_timeout_ms);
     t.record(pid, CudaState::Locked);
   });
-  lock.done(count_processes(c.cuda.size()));
+  auto ended = drop_ended(a, c, failed, "lock");
+  lock.done(count_processes(c.cuda.size()) + (ended.empty() ? "" : ", " + comma_list(ended) + " ended meanwhile"));
   for (const auto& [pid, _] : failed) t.unsure(pid);
   if (!failed.empty())
     throw t.rollback(failure_rows(c, failed), Code::FailedPrecondition, "failed",
                      "CUDA lock failed in " + count_processes(failed.size()));
 }
 
-void Orchestrator::checkpoint_all(Attempt& a, const Classified& c, Toggled& t) {
+// After the lock, every thread of the container stops (the driver's restore threads excepted, for
+// its own calls): nothing can touch what the CUDA checkpoint takes away, and no process can end
+// or start until the resume. A process started before its parent stopped is found by listing again.
+void Orchestrator::hold_still(Attempt& a, HoldGuard& h, Toggled& t, const std::vector<pid_t>& scanned, bool may_retry) {
+  if (!h.on()) return;
+  Phase ph = a.phase("hold");
+  std::set<pid_t> held, ended;
+  try {
+    for (int round = 0; round < 8; ++round) {
+      std::vector<pid_t> fresh;
+      for (pid_t p : lister_.list())
+        if (!held.count(p)) fresh.push_back(p);
+      if (fresh.empty()) break;
+      for (pid_t p : h.hold(fresh)) ended.insert(p);
+      held.insert(fresh.begin(), fresh.end());
+    }
+  } catch (const std::exception& e) {
+    ph.done("failed");
+    throw t.rollback({}, Code::FailedPrecondition, "failed",
+                     std::string("the container could not be held still for its CUDA checkpoint: ") + e.what(), true);
+  }
+  ph.done(count_processes(held.size() - ended.size()) + " held still");
+  if (!may_retry) return;
+  std::vector<pid_t> fresh;
+  for (pid_t p : held)
+    if (!ended.count(p) && std::find(scanned.begin(), scanned.end(), p) == scanned.end()) fresh.push_back(p);
+  if (fresh.empty()) return;
+  Newcomers n;
+  for (const auto& [pid, _] : by_pid(scanner_.scan(fresh))) n.pids.push_back(pid);
+  if (!n.pids.empty()) throw n;
+}
+
+void Orchestrator::checkpoint_all(Attempt& a, Classified& c, Toggled& t) {
   Phase ckpt = a.phase("checkpoint");
   auto failed = toggle_all(c.cuda, cfg_.parallelism, [&](pid_t pid) {
     ensure_held(pid, "checkpoint");
     toggler_->checkpoint(pid);
     t.record(pid, CudaState::Checkpointed);
   });
-  ckpt.done(count_processes(c.cuda.size()) + ", " + parallelism_text(cfg_.parallelism));
+  auto ended = drop_ended(a, c, failed, "checkpoint");
+  ckpt.done(count_processes(c.cuda.size()) + ", " + parallelism_text(cfg_.parallelism) +
+            (ended.empty() ? "" : ", " + comma_list(ended) + " ended meanwhile"));
   if (!failed.empty())
     throw t.rollback(failure_rows(c, failed), Code::FailedPrecondition, "failed",
                      "CUDA checkpoint failed in " + count_processes(failed.size()));
@@ -283,11 +448,37 @@ void Orchestrator::verify(Attempt& a, const std::vector<pid_t>& pids, const Clas
       count_processes(left.size()) + (left.size() == 1 ? " still holds" : " still hold") + " GPU devices after CUDA toggle");
 }
 
-void Orchestrator::take_snapshot(Attempt& a, const ReleasingSnapshotFn& snapshot, const ReleasePlan& plan, Toggled& t) {
+void Orchestrator::take_snapshot(Attempt& a, const ReleasingSnapshotFn& snapshot, const ReleasePlan& plan, HoldGuard& h,
+                                 Toggled& t) {
   Phase snap = a.phase("snapshot");
+  if (h.on()) try {
+      h.hand_to_runtime();
+    } catch (const std::exception& e) {
+      snap.done("failed");
+      throw t.rollback({}, Code::FailedPrecondition, "failed",
+                       std::string("the container could not be frozen for the runtime's snapshot: ") + e.what(), true);
+    }
+  // Whatever the snapshot did, the processes are held again before anything of them runs: a
+  // rollback or the resume lets the driver in, and nothing else.
+  auto take_back = [&] {
+    if (!h.on()) return;
+    try {
+      h.take_back(lister_.list());
+    } catch (const std::exception& e) {
+      a.out.warnings.push_back(std::string("the container could not be held again after the snapshot (it runs until "
+                                           "CUDA is back): ") +
+                               e.what());
+      log_.error("checkpoint " + a.req.container_id + ": " + a.out.warnings.back());
+    }
+  };
   try {
     snapshot(plan);
+    if (a.req.keep_running)
+      take_back();
+    else if (h.on())
+      h.container_ended();
   } catch (const Error& e) {
+    take_back();
     if (e.code() == Code::DeadlineExceeded) {
       snap.done("out of time");
       SnapshotDeadline d = snapshot_deadline(e);
@@ -297,6 +488,7 @@ void Orchestrator::take_snapshot(Attempt& a, const ReleasingSnapshotFn& snapshot
     snap.done("failed");
     throw t.rollback({}, e.code(), "failed", std::string("the runtime's checkpoint failed: ") + e.what());
   } catch (const std::exception& e) {
+    take_back();
     snap.done("failed");
     throw t.rollback({}, Code::Internal, "failed", std::string("the runtime's checkpoint failed: ") + e.what());
   }

@@ -100,7 +100,10 @@ void CheckpointSession::checkpoint(const SnapshotRequest& sr) {
     try {
       rt_.snapshot(tools_.release_before_snapshot(release));
     } catch (const DeadlineError& e) {
-      // Thawed before the orchestrator rolls CUDA back: frozen processes cannot take part.
+      // Thawed before the orchestrator rolls CUDA back: frozen processes cannot take part. A held
+      // container is taken back (held, then thawed) by the orchestrator: nothing of it runs.
+      if (tools_.holds_still())
+        throw e.with("container thawed for the CUDA rollback, its processes held still until CUDA is back");
       throw e.with(thaw.after_killed_snapshot(sr.paused));
     }
   });

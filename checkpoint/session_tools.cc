@@ -19,6 +19,12 @@ class HostTools final : public SessionTools {
              runner, log) {
     kit_.orch.set_space_probe(&space_);
     kit_.orch.set_process_holds(&holds_);
+    // The helper toggles and holds alike: it is the tracer that lets a restore thread run.
+    if (cfg.hold_still && cfg.cuda == "driver-api" && kit_.cuda.helper) {
+      hold_.emplace(
+          kit_.cuda.helper, [&rt] { rt.pause(); }, [&rt] { rt.resume(); });
+      kit_.orch.set_container_hold(&*hold_);
+    }
     if (auto criu = rt.criu()) {
       criu_.emplace(criu->binary, criu->version, kernel_release());
       kit_.orch.set_snapshot_check(&*criu_);
@@ -35,9 +41,11 @@ class HostTools final : public SessionTools {
   ProcessIdentity identify(pid_t pid) override { return identify_process(pid); }
   pid_t container_pid(pid_t pid) override { return identify_process(pid).pid; }
   [[nodiscard]] std::string label() const override { return ""; }
+  [[nodiscard]] bool holds_still() const override { return hold_.has_value(); }
 
  private:
   OrchestratorKit kit_;
+  std::optional<HelperHold> hold_;
   HostSpaceProbe space_;
   PidfdHolds holds_;
   std::optional<CriuKernelCheck> criu_;

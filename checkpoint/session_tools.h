@@ -47,6 +47,9 @@ class SessionTools {
   // the snapshot itself must still release. The host's CRIU does it all (the plan unchanged); a
   // sandbox's children drop their inherited files in place first (nothing left). Throws Error.
   virtual ReleasePlan release_before_snapshot(const ReleasePlan& plan) { return plan; }
+  // The orchestrator holds the container still around the snapshot (container_hold.h): after a
+  // snapshot killed for its deadline, it thaws the container itself, once the processes are held.
+  [[nodiscard]] virtual bool holds_still() const { return false; }
 };
 
 // runc and crun: processes from the runtime's `ps` (none when list_processes is false: a runsc

@@ -15,6 +15,8 @@
 #include "checkpoint/cuda_driver_api.h"
 #include "checkpoint/cuda_helper_service.h"
 #include "checkpoint/gpu_usage.h"
+#include "checkpoint/held_toggler.h"
+#include "checkpoint/thread_hold.h"
 #include "common/log.h"
 #include "common/ttrpc/server.h"
 #include "common/unique_fd.h"
@@ -43,11 +45,21 @@ int main(int argc, char** argv) {
   }
   ::close(devnull);
   nvproxy::Logger log(STDERR_FILENO, nvproxy::LogLevel::Warn);
-  nvproxy::checkpoint::DriverApiToggler toggler(libcuda);
+  nvproxy::checkpoint::DriverApiToggler driver(libcuda);
   nvproxy::checkpoint::NvmlGpuUsageProbe probe(libnvml);
   try {
+    // Declared before the server: the holds are let go after the last call has ended.
+    nvproxy::checkpoint::ThreadHold hold;
+    nvproxy::checkpoint::HeldToggler toggler(driver, hold, [&driver](pid_t pid) -> pid_t {
+      try {
+        return driver.restore_thread_id(pid).value_or(0);
+      } catch (const std::exception&) {
+        return 0;  // not a CUDA process (NOT_INITIALIZED): all its threads are held
+      }
+    });
     nvproxy::ttrpc::Server server(log, {.require_same_user = false, .stop_when_disconnected = true});
     nvproxy::checkpoint::register_cuda_helper_service(server, toggler, probe);
+    nvproxy::checkpoint::register_hold_service(server, hold, [&toggler](pid_t pid) { return toggler.restore_tid(pid); });
     server.serve_connection(std::move(conn));
     server.run();
   } catch (const std::exception& e) {

@@ -76,6 +76,7 @@ ShimConfig parse_config_unchecked(const std::string& text, const std::string& or
                 "content_store",
                 "exit_without_options",
                 "release_inherited",
+                "hold_still",
                 "criu_plugin_dir",
                 "image_store",
                 "image_store_keep"},
@@ -97,6 +98,7 @@ ShimConfig parse_config_unchecked(const std::string& text, const std::string& or
     get(k, "content_store", c.checkpoint.content_store, origin, "checkpoint");
     get(k, "exit_without_options", c.checkpoint.exit_without_options, origin, "checkpoint");
     get(k, "release_inherited", c.checkpoint.release_inherited, origin, "checkpoint");
+    get(k, "hold_still", c.checkpoint.hold_still, origin, "checkpoint");
     get(k, "criu_plugin_dir", c.checkpoint.criu_plugin_dir, origin, "checkpoint");
     get(k, "image_store", c.checkpoint.image_store, origin, "checkpoint");
     get(k, "image_store_keep", c.checkpoint.image_store_keep, origin, "checkpoint");

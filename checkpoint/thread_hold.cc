@@ -1,0 +1,282 @@
+#include "checkpoint/thread_hold.h"
+
+#include <dirent.h>
+#include <signal.h>
+#include <sys/ptrace.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <exception>
+#include <future>
+#include <set>
+#include <string>
+
+#include "common/error.h"
+
+namespace nvproxy::checkpoint {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// A thread stops within microseconds of an interrupt, unless it sits in an uninterruptible wait
+// (a driver call, a page fault on a slow disk): it stops when that ends.
+constexpr auto kStopDeadline = std::chrono::seconds(10);
+// Bound on listing a process's threads again while new ones keep appearing.
+constexpr int kSeizeRounds = 64;
+
+std::string who(pid_t pid, pid_t tid) {
+  return "pid " + std::to_string(pid) + (tid == pid ? "" : " thread " + std::to_string(tid));
+}
+
+std::set<pid_t> list_threads(pid_t pid) {
+  std::set<pid_t> out;
+  std::string dir = "/proc/" + std::to_string(pid) + "/task";
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return out;  // the process has ended
+  while (dirent* e = ::readdir(d)) {
+    char* end = nullptr;
+    long tid = std::strtol(e->d_name, &end, 10);
+    if (end != e->d_name && *end == '\0' && tid > 0) out.insert(static_cast<pid_t>(tid));
+  }
+  ::closedir(d);
+  return out;
+}
+
+long ptrace_call(enum __ptrace_request req, pid_t tid, void* addr = nullptr, void* data = nullptr) {
+  return ::ptrace(req, tid, addr, data);
+}
+
+void* as_data(long v) {
+  return reinterpret_cast<void*>(static_cast<std::intptr_t>(v));
+}
+
+}  // namespace
+
+ThreadHold::ThreadHold() : tracer_([this] { tracer_loop(); }) {}
+
+ThreadHold::~ThreadHold() {
+  try {
+    on_tracer([this] { release_all(); });
+  } catch (...) {  // nothing held can be left stopped: the exit of this process detaches them anyway
+  }
+  {
+    std::lock_guard lk(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  tracer_.join();
+}
+
+void ThreadHold::tracer_loop() {
+  for (;;) {
+    std::function<void()> job;
+    {
+      std::unique_lock lk(mu_);
+      cv_.wait(lk, [&] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) return;
+      job = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    job();
+  }
+}
+
+void ThreadHold::on_tracer(const std::function<void()>& fn) {
+  std::packaged_task<void()> task(fn);
+  std::future<void> done = task.get_future();
+  {
+    std::lock_guard lk(mu_);
+    if (stopping_) throw Error(Code::Internal, "thread hold: already ended");
+    queue_.emplace_back([&task] { task(); });
+  }
+  cv_.notify_all();
+  done.get();
+}
+
+std::vector<pid_t> ThreadHold::hold(const std::vector<Target>& targets) {
+  return hold_targets(targets, false);
+}
+
+std::vector<pid_t> ThreadHold::hold_frozen(const std::vector<Target>& targets) {
+  return hold_targets(targets, true);
+}
+
+void ThreadHold::settle() {
+  on_tracer([this] { settle_all(); });
+}
+
+void ThreadHold::settle_all() {
+  for (auto& [pid, p] : procs_) {
+    std::vector<pid_t> pending = std::move(p.pending);
+    p.pending.clear();
+    for (pid_t tid : pending)
+      if (!wait_stopped(pid, tid, p.threads[tid])) p.threads.erase(tid);
+  }
+}
+
+std::vector<pid_t> ThreadHold::hold_targets(const std::vector<Target>& targets, bool frozen) {
+  std::vector<pid_t> ended;
+  on_tracer([&] {
+    if (!frozen) settle_all();
+    for (const Target& t : targets) {
+      if (procs_.count(t.pid)) continue;
+      Proc p{.restore_tid = t.restore_tid};
+      bool alive = false;
+      try {
+        alive = seize_process(t.pid, p, frozen);
+      } catch (...) {
+        procs_.emplace(t.pid, std::move(p));  // what was seized is released with the rest
+        throw;
+      }
+      if (alive)
+        procs_.emplace(t.pid, std::move(p));
+      else
+        ended.push_back(t.pid);
+    }
+  });
+  return ended;
+}
+
+bool ThreadHold::seize_process(pid_t pid, Proc& p, bool frozen) {
+  for (int round = 0; round < kSeizeRounds; ++round) {
+    std::vector<pid_t> fresh;
+    for (pid_t tid : list_threads(pid)) {
+      if (p.threads.count(tid)) continue;
+      if (ptrace_call(PTRACE_SEIZE, tid) != 0) {
+        if (errno == ESRCH) continue;  // the thread ended between the listing and the seize
+        throw sys_error("holding " + who(pid, tid) + " still: ptrace(SEIZE)");
+      }
+      p.threads.emplace(tid, Thread{});
+      if (ptrace_call(PTRACE_INTERRUPT, tid) != 0 && errno != ESRCH)
+        throw sys_error("holding " + who(pid, tid) + " still: ptrace(INTERRUPT)");
+      fresh.push_back(tid);
+    }
+    if (fresh.empty()) return !p.threads.empty();
+    if (frozen) {  // a frozen process starts no thread: one listing is all of them
+      p.pending = std::move(fresh);
+      return !p.threads.empty();
+    }
+    for (pid_t tid : fresh)
+      if (!wait_stopped(pid, tid, p.threads[tid])) p.threads.erase(tid);
+  }
+  throw Error(Code::Unavailable, "holding pid " + std::to_string(pid) + " still: it kept starting threads (" +
+                                     std::to_string(p.threads.size()) + " stopped, new ones after " +
+                                     std::to_string(kSeizeRounds) + " listings)");
+}
+
+bool ThreadHold::wait_stopped(pid_t pid, pid_t tid, Thread& t) {
+  const auto deadline = Clock::now() + kStopDeadline;
+  for (;;) {
+    int st = 0;
+    pid_t r = ::waitpid(tid, &st, __WALL | WNOHANG);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      if (errno == ECHILD) return false;  // no longer ours: it has ended
+      throw sys_error("holding " + who(pid, tid) + " still: waitpid");
+    }
+    if (r == tid) {
+      if (WIFEXITED(st) || WIFSIGNALED(st)) return false;
+      if (WIFSTOPPED(st)) {
+        if ((st >> 16) == PTRACE_EVENT_STOP) return true;  // the interrupt (or a group stop)
+        // A signal was about to be delivered: it is kept for the release, and the thread goes on
+        // to the interrupt's stop without returning to its own code.
+        t.signal = WSTOPSIG(st);
+        if (ptrace_call(PTRACE_CONT, tid) != 0 && errno != ESRCH)
+          throw sys_error("holding " + who(pid, tid) + " still: ptrace(CONT) past signal " + std::to_string(t.signal));
+        continue;
+      }
+    }
+    if (Clock::now() > deadline)
+      throw Error(Code::DeadlineExceeded, "holding " + who(pid, tid) + " still: it did not stop within " +
+                                              std::to_string(std::chrono::seconds(kStopDeadline).count()) +
+                                              " s (an uninterruptible wait?)");
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+}
+
+void ThreadHold::release() {
+  on_tracer([this] { release_all(); });
+}
+
+void ThreadHold::release_all() {
+  try {
+    settle_all();                    // a tracee is detached from a stop only
+  } catch (const std::exception&) {  // one that never stopped is let go with the exit of this process
+  }
+  for (auto& [pid, p] : procs_)
+    for (auto& [tid, t] : p.threads) {
+      if (t.signal != 0) ::syscall(SYS_tgkill, pid, tid, t.signal);
+      ptrace_call(PTRACE_DETACH, tid);  // ESRCH: it has ended meanwhile
+    }
+  procs_.clear();
+}
+
+bool ThreadHold::held(pid_t pid) {
+  bool out = false;
+  on_tracer([&] {
+    settle_all();
+    out = procs_.count(pid) > 0;
+  });
+  return out;
+}
+
+void ThreadHold::let_run(pid_t pid, Proc& p) {
+  pid_t tid = p.restore_tid;
+  if (p.running++ > 0) return;  // already let run for another call in flight
+  std::uint64_t all = ~std::uint64_t{0};
+  if (ptrace_call(PTRACE_GETSIGMASK, tid, as_data(sizeof p.saved_mask), &p.saved_mask) != 0 ||
+      ptrace_call(PTRACE_SETSIGMASK, tid, as_data(sizeof all), &all) != 0) {
+    --p.running;
+    throw sys_error("letting the restore thread of " + who(pid, tid) + " run: ptrace(SETSIGMASK)");
+  }
+  if (ptrace_call(PTRACE_CONT, tid) != 0) {
+    --p.running;
+    throw sys_error("letting the restore thread of " + who(pid, tid) + " run: ptrace(CONT)");
+  }
+}
+
+void ThreadHold::stop_again(pid_t pid, Proc& p) {
+  pid_t tid = p.restore_tid;
+  if (--p.running > 0) return;
+  if (ptrace_call(PTRACE_INTERRUPT, tid) != 0) {
+    if (errno == ESRCH) return;
+    throw sys_error("holding the restore thread of " + who(pid, tid) + " again: ptrace(INTERRUPT)");
+  }
+  if (!wait_stopped(pid, tid, p.threads[tid])) {
+    p.threads.erase(tid);
+    return;
+  }
+  ptrace_call(PTRACE_SETSIGMASK, tid, as_data(sizeof p.saved_mask), &p.saved_mask);
+}
+
+void ThreadHold::with_restore_thread(pid_t pid, const std::function<void()>& fn) {
+  bool let = false;
+  on_tracer([&] {
+    settle_all();
+    auto it = procs_.find(pid);
+    if (it == procs_.end() || it->second.restore_tid == 0 || !it->second.threads.count(it->second.restore_tid)) return;
+    let_run(pid, it->second);
+    let = true;
+  });
+  if (!let) {
+    fn();
+    return;
+  }
+  std::exception_ptr failed;
+  try {
+    fn();
+  } catch (...) {
+    failed = std::current_exception();
+  }
+  on_tracer([&] {
+    auto it = procs_.find(pid);
+    if (it != procs_.end()) stop_again(pid, it->second);
+  });
+  if (failed) std::rethrow_exception(failed);
+}
+
+}  // namespace nvproxy::checkpoint

@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# Issue 33: a checkpoint never kills the workload. With the fake driver (test/fixtures/fake_cuda):
+#   touch    a CUDA process with a second thread that dies (SIGSEGV) if it ever runs while the
+#            process's CUDA state is checkpointed, as JAX's threads do: checkpointed (container kept
+#            running) with checkpoint.hold_still, it is alive and works on; the report shows the hold
+#   nohold   the same container with hold_still: false dies in its checkpoint: the fixture is what
+#            it claims to be, and the hold is what keeps it alive
+#   jobs     a job runner (a CUDA parent starting a short-lived CUDA child every 150 ms, each
+#            living 300 ms): checkpoints in a row all succeed, the container running and working
+# Usage: hold_still.sh [1.6|2.3]
+set -euo pipefail
+source "$(dirname "$0")/lib/shim-env.sh"
+source "$(dirname "$0")/lib/fake-cuda.sh"
+nv_fake_cuda
+NV_SHIM_EXTRA="checkpoint:
+  libcuda: $FIX/libcuda.so
+  libnvml: $FIX/libnvidia-ml.so
+  lock_timeout_ms: 5000
+  device_globs: [\"/dev/nvidia*\", \"/dev/fakegpu*\"]"
+export NV_SHIM_EXTRA
+nv_start_with_shim --containerd "${1:-1.6}"
+
+MOUNTS=(--mount "type=bind,src=$FAKE/fakegpu0,dst=/dev/fakegpu0,options=rbind:rw"
+  --mount "type=bind,src=$FAKE/cuda,dst=/fakecuda,options=rbind:rw"
+  --mount "type=bind,src=$FAKE/bin,dst=/fake,options=rbind:ro")
+APP=(/fake/fake_cuda_app --dir /fakecuda --device /dev/fakegpu0 --map)
+task_status() { nv_ctr task ls | awk -v id="$1" '$1==id{print $3}'; }
+init_of() { nv_ctr task ls | awk -v id="$1" '$1==id{print $2}'; }
+cpid_of() { awk '/^NSpid:/{print $NF}' "/proc/$1/status"; }
+counter_of() { cat "$FAKE/cuda/$1.counter" 2>/dev/null || echo 0; }
+counted_past() { (($(counter_of "$1") > $2)); }
+stopped() { [[ $(task_status "$1") == STOPPED ]]; }
+# The fake driver names its files by the pid in the container: each case's pid 1 is the same name,
+# so what the previous (ended) container left goes first.
+fresh_fake_state() { rm -f "$FAKE"/cuda/[0-9]*.*; }
+# The driver's checkpoint and restore take this long: the CUDA state stays checkpointed through
+# the runtime's snapshot and beyond, long enough for a running thread to see it.
+echo 300 >"$FAKE/cuda/delay_ms"
+
+nv_log "case touch: a thread that must not run while the process is checkpointed, held still"
+nv_ctr run -d --runtime $NV_RT "${MOUNTS[@]}" "$NV_IMAGE" touch "${APP[@]}" --touch-thread
+cp=$(cpid_of "$(init_of touch)")
+nv_wait_for -t 10 test -e "$FAKE/cuda/$cp.ready" || nv_fail "the fake CUDA app did not start"
+nv_wait_for -t 30 counted_past "$cp" 100 || nv_fail "process $cp does not count: $(counter_of "$cp")"
+nv_ctr c checkpoint --task --rw touch touchref
+[[ ! -e $FAKE/cuda/$cp.faulted ]] || nv_fail "a thread of $cp ran while its CUDA state was checkpointed"
+nv_assert_eq RUNNING "$(task_status touch)" "the container after its checkpoint"
+diag=$NV_STATE_DIR/io.containerd.runtime.v2.task/$NV_NAMESPACE/touch/checkpoint-diagnostic.json
+nv_assert_eq done "$(jq -r .verdict "$diag")" "the checkpoint's report"
+jq -e '.phases.hold_ms' "$diag" >/dev/null || nv_fail "no hold phase in the report: $(jq -c .phases "$diag")"
+grep -q 'checkpoint touch: hold .*(1 process held still)' "$NV_DIR/containerd.log" || nv_fail "the shim's log shows no hold"
+a=$(counter_of "$cp")
+nv_wait_for -t 10 counted_past "$cp" "$a" || nv_fail "process $cp does not work after the checkpoint"
+nv_assert_eq running "$(cat "$FAKE/cuda/$cp.state")" "CUDA state after the checkpoint"
+nv_ctr task kill -s KILL touch
+nv_wait_for -t 10 stopped touch
+
+nv_log "case nohold: the same with checkpoint.hold_still: false dies"
+fresh_fake_state
+alt=$NV_DIR/nohold.yaml
+cp "$NVPROXY_SHIM_CONFIG" "$alt"
+sed -i 's/^checkpoint:$/checkpoint:\n  hold_still: false/' "$alt"
+grep -q 'hold_still: false' "$alt" || nv_fail "could not write $alt"
+nv_ctr run -d --runtime $NV_RT --runtime-config-path "$alt" "${MOUNTS[@]}" "$NV_IMAGE" nohold "${APP[@]}" --touch-thread
+cp=$(cpid_of "$(init_of nohold)")
+nv_wait_for -t 10 test -e "$FAKE/cuda/$cp.ready" || nv_fail "the fake CUDA app did not start"
+set +e
+out=$(nv_ctr c checkpoint --task --rw nohold noholdref 2>&1)
+set -e
+echo "$out" >&2
+nv_wait_for -t 10 test -e "$FAKE/cuda/$cp.faulted" || nv_fail "without the hold the touch thread never saw its process checkpointed"
+nv_wait_for -t 10 stopped nohold || nv_fail "without the hold the process lives on: $(task_status nohold)"
+
+nv_log "case jobs: a job runner's short-lived CUDA children"
+fresh_fake_state
+nv_ctr run -d --runtime $NV_RT "${MOUNTS[@]}" "$NV_IMAGE" jobs "${APP[@]}" --job-every 150 --job-life 300
+jp=$(cpid_of "$(init_of jobs)")
+nv_wait_for -t 10 test -e "$FAKE/cuda/$jp.ready" || nv_fail "the job runner did not start"
+jobs_started() { (($(cat "$FAKE/cuda/$jp.jobs" 2>/dev/null || echo 0) > $1)); }
+echo 50 >"$FAKE/cuda/delay_ms"
+for i in 1 2 3 4 5; do
+  nv_wait_for -t 10 jobs_started $((i * 3)) || nv_fail "the job runner starts no jobs"
+  out=$(nv_ctr c checkpoint --task --rw jobs "jobsref$i" 2>&1) || nv_fail "checkpoint $i of the job runner failed: $out"
+  nv_assert_eq RUNNING "$(task_status jobs)" "the job runner after checkpoint $i"
+done
+grep -q 'ended before its CUDA\|held still' "$NV_DIR/containerd.log" || nv_fail "no hold in the shim's log"
+done_jobs=$(cat "$FAKE/cuda/$jp.jobs")
+nv_wait_for -t 10 jobs_started "$done_jobs" || nv_fail "the job runner starts no jobs after the checkpoints"
+echo "PASS hold_still (containerd $NV_CONTAINERD_VERSION)"
