@@ -14,17 +14,11 @@ set -euo pipefail
 source "$(dirname "$0")/lib/shim-env.sh"
 source "$(dirname "$0")/lib/fake-cuda.sh"
 nv_fake_cuda
-NV_SHIM_EXTRA="checkpoint:
-  libcuda: $FIX/libcuda.so
-  libnvml: $FIX/libnvidia-ml.so
-  lock_timeout_ms: 5000
-  device_globs: [\"/dev/nvidia*\", \"/dev/fakegpu*\"]"
+NV_SHIM_EXTRA=$NV_FAKE_CHECKPOINT
 export NV_SHIM_EXTRA
 nv_start_with_shim --containerd "${1:-1.6}"
 
-MOUNTS=(--mount "type=bind,src=$FAKE/fakegpu0,dst=/dev/fakegpu0,options=rbind:rw"
-  --mount "type=bind,src=$FAKE/cuda,dst=/fakecuda,options=rbind:rw"
-  --mount "type=bind,src=$FAKE/bin,dst=/fake,options=rbind:ro")
+MOUNTS=("${NV_FAKE_MOUNTS[@]}")
 bundle() { echo "$NV_STATE_DIR/io.containerd.runtime.v2.task/$NV_NAMESPACE/$1"; }
 task_status() { nv_ctr task ls | awk -v id="$1" '$1==id{print $3}'; }
 state_of() { cat "$FAKE/cuda/$1.state"; }

@@ -43,9 +43,7 @@ NV_SHIM_EXTRA="checkpoint:
 export NV_RUNTIME_EXTRA NV_SHIM_EXTRA
 nv_start_with_shim --containerd "${1:-1.6}"
 
-MOUNTS=(--mount "type=bind,src=$FAKE/fakegpu0,dst=/dev/fakegpu0,options=rbind:rw"
-  --mount "type=bind,src=$FAKE/cuda,dst=/fakecuda,options=rbind:rw"
-  --mount "type=bind,src=$FAKE/bin,dst=/fake,options=rbind:ro")
+MOUNTS=("${NV_FAKE_MOUNTS[@]}")
 state_of() { cat "$FAKE/cuda/$1.state"; }
 counter_of() { cat "$FAKE/cuda/$1.counter" 2>/dev/null || echo 0; }
 advancing() { local a; a=$(counter_of "$1"); sleep 0.5; (($(counter_of "$1") > a)); }

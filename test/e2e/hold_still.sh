@@ -12,17 +12,11 @@ set -euo pipefail
 source "$(dirname "$0")/lib/shim-env.sh"
 source "$(dirname "$0")/lib/fake-cuda.sh"
 nv_fake_cuda
-NV_SHIM_EXTRA="checkpoint:
-  libcuda: $FIX/libcuda.so
-  libnvml: $FIX/libnvidia-ml.so
-  lock_timeout_ms: 5000
-  device_globs: [\"/dev/nvidia*\", \"/dev/fakegpu*\"]"
+NV_SHIM_EXTRA=$NV_FAKE_CHECKPOINT
 export NV_SHIM_EXTRA
 nv_start_with_shim --containerd "${1:-1.6}"
 
-MOUNTS=(--mount "type=bind,src=$FAKE/fakegpu0,dst=/dev/fakegpu0,options=rbind:rw"
-  --mount "type=bind,src=$FAKE/cuda,dst=/fakecuda,options=rbind:rw"
-  --mount "type=bind,src=$FAKE/bin,dst=/fake,options=rbind:ro")
+MOUNTS=("${NV_FAKE_MOUNTS[@]}")
 APP=(/fake/fake_cuda_app --dir /fakecuda --device /dev/fakegpu0 --map)
 task_status() { nv_ctr task ls | awk -v id="$1" '$1==id{print $3}'; }
 init_of() { nv_ctr task ls | awk -v id="$1" '$1==id{print $2}'; }

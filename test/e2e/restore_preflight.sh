@@ -17,11 +17,7 @@ set -euo pipefail
 source "$(dirname "$0")/lib/shim-env.sh"
 source "$(dirname "$0")/lib/fake-cuda.sh"
 nv_fake_cuda
-NV_SHIM_EXTRA="checkpoint:
-  libcuda: $FIX/libcuda.so
-  libnvml: $FIX/libnvidia-ml.so
-  lock_timeout_ms: 5000
-  device_globs: [\"/dev/nvidia*\", \"/dev/fakegpu*\"]"
+NV_SHIM_EXTRA=$NV_FAKE_CHECKPOINT
 export NV_SHIM_EXTRA
 nv_start_with_shim --containerd "${1:-1.6}"
 

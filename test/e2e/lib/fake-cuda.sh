@@ -3,7 +3,10 @@
 # with the fake driver's state dir (cuda/), a copy of fake_cuda_app to bind in (bin/) and a regular
 # file standing for the device (fakegpu0). Source after lib/shim-env.sh, then call nv_fake_cuda.
 # Sets FIX (the fixtures dir) and FAKE (removed at exit); exports NVPROXY_FAKE_CUDA_DIR, which the
-# fake libcuda and NVML read wherever they are loaded (the shim's nvproxy-cuda-helper).
+# fake libcuda and NVML read wherever they are loaded (the shim's nvproxy-cuda-helper). Also sets
+# NV_FAKE_CHECKPOINT (the shim's checkpoint: keys for the fake driver, for NV_SHIM_EXTRA) and
+# NV_FAKE_MOUNTS (ctr run's mounts: the device at /dev/fakegpu0, the state dir at /fakecuda, the app
+# in /fake).
 nv_fake_cuda() {
   FIX=${NVPROXY_FIXTURES_DIR:?NVPROXY_FIXTURES_DIR (build/test/fixtures) is not set}
   [[ -x $FIX/fake_cuda_app && -f $FIX/libcuda.so && -f $FIX/libnvidia-ml.so ]] || nv_fail "fixtures missing in $FIX"
@@ -13,6 +16,14 @@ nv_fake_cuda() {
   touch "$FAKE/fakegpu0"
   cp "$FIX/fake_cuda_app" "$FAKE/bin/"
   export NVPROXY_FAKE_CUDA_DIR=$FAKE/cuda
+  NV_FAKE_CHECKPOINT="checkpoint:
+  libcuda: $FIX/libcuda.so
+  libnvml: $FIX/libnvidia-ml.so
+  lock_timeout_ms: 5000
+  device_globs: [\"/dev/nvidia*\", \"/dev/fakegpu*\"]"
+  NV_FAKE_MOUNTS=(--mount "type=bind,src=$FAKE/fakegpu0,dst=/dev/fakegpu0,options=rbind:rw"
+    --mount "type=bind,src=$FAKE/cuda,dst=/fakecuda,options=rbind:rw"
+    --mount "type=bind,src=$FAKE/bin,dst=/fake,options=rbind:ro")
 }
 
 # The same for a gVisor sandbox (runsc), where the fake driver must be found inside: its libraries
