@@ -20,8 +20,13 @@ class ContainerHold {
   // The same for a frozen container: its threads stop once thawed; settle() then waits for them.
   virtual std::vector<pid_t> hold_frozen(const std::vector<pid_t>& pids) = 0;
   virtual void settle() = 0;
+  // The same for processes a restore left stopped (SIGSTOP): held, then continued (SIGCONT) into
+  // the hold. Whatever fails, none is left stopped.
+  virtual std::vector<pid_t> hold_stopped(const std::vector<pid_t>& pids) = 0;
   // Lets every held thread go.
   virtual void release() = 0;
+  // Lets these processes' threads go; the rest stay held.
+  virtual void release(const std::vector<pid_t>& pids) = 0;
   // The runtime's pause and resume of the whole container (runc pause/resume).
   virtual void freeze() = 0;
   virtual void thaw() = 0;

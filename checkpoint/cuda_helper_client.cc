@@ -169,11 +169,12 @@ void HelperToggler::unlock(pid_t pid) {
   transition("Unlock", pid, 0, kQueryTimeout);
 }
 
-std::vector<pid_t> HelperHold::call_hold(const std::vector<pid_t>& pids, bool frozen, bool settle) {
+std::vector<pid_t> HelperHold::call_hold(const std::vector<pid_t>& pids, Mode mode) {
   pb::HoldRequest req;
   for (pid_t p : pids) req.add_pids(p);
-  req.set_frozen(frozen);
-  req.set_settle(settle);
+  req.set_frozen(mode == Mode::Frozen);
+  req.set_stopped(mode == Mode::Stopped);
+  req.set_settle(mode == Mode::Settle);
   // Stopping a thread takes microseconds, unless it is in an uninterruptible wait: the helper gives
   // up on one after 10 s.
   auto r = parse_answer<pb::HoldResponse>("Hold", helper_->call("Hold", req.SerializeAsString(), std::chrono::seconds(30)));
@@ -181,7 +182,13 @@ std::vector<pid_t> HelperHold::call_hold(const std::vector<pid_t>& pids, bool fr
 }
 
 void HelperHold::release() {
-  parse_answer<pb::Empty>("Release", helper_->call("Release", pb::Empty().SerializeAsString(), kQueryTimeout));
+  release(std::vector<pid_t>{});
+}
+
+void HelperHold::release(const std::vector<pid_t>& pids) {
+  pb::ReleaseRequest req;
+  for (pid_t p : pids) req.add_pids(p);
+  parse_answer<pb::Empty>("Release", helper_->call("Release", req.SerializeAsString(), kQueryTimeout));
 }
 
 std::map<pid_t, std::set<std::string>> HelperGpuUsageProbe::gpus_by_pid() {

@@ -95,15 +95,18 @@ class HelperHold final : public ContainerHold {
  public:
   HelperHold(std::shared_ptr<CudaHelper> helper, std::function<void()> freeze, std::function<void()> thaw)
       : helper_(std::move(helper)), freeze_(std::move(freeze)), thaw_(std::move(thaw)) {}
-  std::vector<pid_t> hold(const std::vector<pid_t>& pids) override { return call_hold(pids, false, false); }
-  std::vector<pid_t> hold_frozen(const std::vector<pid_t>& pids) override { return call_hold(pids, true, false); }
-  void settle() override { call_hold({}, false, true); }
+  std::vector<pid_t> hold(const std::vector<pid_t>& pids) override { return call_hold(pids, Mode::Running); }
+  std::vector<pid_t> hold_frozen(const std::vector<pid_t>& pids) override { return call_hold(pids, Mode::Frozen); }
+  std::vector<pid_t> hold_stopped(const std::vector<pid_t>& pids) override { return call_hold(pids, Mode::Stopped); }
+  void settle() override { call_hold({}, Mode::Settle); }
   void release() override;
+  void release(const std::vector<pid_t>& pids) override;
   void freeze() override { freeze_(); }
   void thaw() override { thaw_(); }
 
  private:
-  std::vector<pid_t> call_hold(const std::vector<pid_t>& pids, bool frozen, bool settle);
+  enum class Mode { Running, Frozen, Stopped, Settle };
+  std::vector<pid_t> call_hold(const std::vector<pid_t>& pids, Mode mode);
   std::shared_ptr<CudaHelper> helper_;
   std::function<void()> freeze_, thaw_;
 };

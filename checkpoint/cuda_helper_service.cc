@@ -97,13 +97,18 @@ void register_hold_service(ttrpc::Server& server, ThreadHold& hold, std::functio
       }
       pb::HoldResponse r;
       if (req.settle()) hold.settle();
-      for (pid_t p : req.frozen() ? hold.hold_frozen(targets) : hold.hold(targets)) r.add_ended(p);
+      for (pid_t p : req.frozen() ? hold.hold_frozen(targets) : req.stopped() ? hold.hold_stopped(targets) : hold.hold(targets))
+        r.add_ended(p);
       return r.SerializeAsString();
     });
   });
-  server.register_method(svc, "Release", [&hold](const ttrpc::CallContext&, const std::string&) {
+  server.register_method(svc, "Release", [&hold](const ttrpc::CallContext&, const std::string& payload) {
     return answering([&] {
-      hold.release();
+      auto req = decode<pb::ReleaseRequest>("Release", payload);
+      if (req.pids().empty())
+        hold.release();
+      else
+        hold.release(std::vector<pid_t>(req.pids().begin(), req.pids().end()));
       return pb::Empty().SerializeAsString();
     });
   });

@@ -115,9 +115,12 @@ class Orchestrator {
   // device_map: the container comes back on other GPUs (restore_preflight.h's check says which);
   // every checkpointed process is restored with it.
   // container_pid: a listed pid in the namespace `expected` uses (default: the host pid's NSpid).
+  // left_stopped: the runtime's restore left every process stopped (CRIU's leave-stopped), so that
+  // none runs before its CUDA state is back: they are held (set_container_hold) for the CUDA
+  // restore and let go after it; without a hold, or on any failure, they are continued (SIGCONT).
   ResumeOutcome restore_after_runtime_restore(const std::string& container_id, const std::filesystem::path& diagnostic_path = {},
                                               const std::vector<ExpectedProcess>& expected = {}, const DeviceMap& device_map = {},
-                                              const std::function<pid_t(pid_t)>& container_pid = {});
+                                              const std::function<pid_t(pid_t)>& container_pid = {}, bool left_stopped = false);
 
   // Read-only: nothing is toggled. The same decision as checkpoint()'s (decide()), on the same
   // request: with init_pid, processes outside the init's tree are told; with image_path (and a
@@ -207,7 +210,9 @@ class Orchestrator {
   void lock_all(Attempt& a, Classified& c, Toggled& t);
   struct Newcomers;  // processes holding GPU devices started between the scan and the hold
   CheckpointOutcome checkpoint_once(const CheckpointRequest& req, const ReleasingSnapshotFn& snapshot, bool may_retry);
-  void hold_still(Attempt& a, HoldGuard& h, Toggled& t, const std::vector<pid_t>& scanned, bool may_retry);
+  std::vector<pid_t> hold_still(Attempt& a, HoldGuard& h, Toggled& t, std::set<pid_t>& held, const std::vector<pid_t>& scanned);
+  void take_in_newcomers(Attempt& a, HoldGuard& h, Classified& c, Toggled& t, std::set<pid_t>& held, std::vector<pid_t> fresh,
+                         bool may_retry);
   void checkpoint_all(Attempt& a, Classified& c, Toggled& t);
   void verify(Attempt& a, const std::vector<pid_t>& pids, const Classified& c, Toggled& t);
   void take_snapshot(Attempt& a, const ReleasingSnapshotFn& snapshot, const ReleasePlan& plan, HoldGuard& h, Toggled& t);

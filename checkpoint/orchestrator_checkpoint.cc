@@ -166,6 +166,8 @@ class Orchestrator::HoldGuard {
     held_ = true;
     return h_->hold(pids);
   }
+  // These alone go on (newcomers let run to their CUDA init); hold() takes them back.
+  void release(const std::vector<pid_t>& pids) { h_->release(pids); }
   // The runtime's snapshot seizes the processes itself: frozen first, then no longer held by us.
   void hand_to_runtime() {
     h_->freeze();
@@ -292,7 +294,9 @@ CheckpointOutcome Orchestrator::checkpoint_once(const CheckpointRequest& req, co
   Toggled t(*this, a);
   try {
     lock_all(a, *c, t);
-    hold_still(a, h, t, pids, may_retry);
+    std::set<pid_t> held;
+    if (auto fresh = hold_still(a, h, t, held, pids); !fresh.empty())
+      take_in_newcomers(a, h, *c, t, held, std::move(fresh), may_retry);
     checkpoint_all(a, *c, t);
     verify(a, pids, *c, t);
     take_snapshot(a, snapshot, c->release, h, t);
@@ -364,10 +368,12 @@ void Orchestrator::lock_all(Attempt& a, Classified& c, Toggled& t) {
 // After the lock, every thread of the container stops (the driver's restore threads excepted, for
 // its own calls): nothing can touch what the CUDA checkpoint takes away, and no process can end
 // or start until the resume. A process started before its parent stopped is found by listing again.
-void Orchestrator::hold_still(Attempt& a, HoldGuard& h, Toggled& t, const std::vector<pid_t>& scanned, bool may_retry) {
-  if (!h.on()) return;
+// Returns the held processes that were not scanned and hold GPU devices (a job runner's new worker).
+std::vector<pid_t> Orchestrator::hold_still(Attempt& a, HoldGuard& h, Toggled& t, std::set<pid_t>& held,
+                                            const std::vector<pid_t>& scanned) {
+  if (!h.on()) return {};
   Phase ph = a.phase("hold");
-  std::set<pid_t> held, ended;
+  std::set<pid_t> ended;
   try {
     for (int round = 0; round < 8; ++round) {
       std::vector<pid_t> fresh;
@@ -382,15 +388,90 @@ void Orchestrator::hold_still(Attempt& a, HoldGuard& h, Toggled& t, const std::v
     throw t.rollback({}, Code::FailedPrecondition, "failed",
                      std::string("the container could not be held still for its CUDA checkpoint: ") + e.what(), true);
   }
-  ph.done(count_processes(held.size() - ended.size()) + " held still");
-  if (!may_retry) return;
+  for (pid_t p : ended) held.erase(p);
+  ph.done(count_processes(held.size()) + " held still");
   std::vector<pid_t> fresh;
   for (pid_t p : held)
-    if (!ended.count(p) && std::find(scanned.begin(), scanned.end(), p) == scanned.end()) fresh.push_back(p);
-  if (fresh.empty()) return;
-  Newcomers n;
-  for (const auto& [pid, _] : by_pid(scanner_.scan(fresh))) n.pids.push_back(pid);
-  if (!n.pids.empty()) throw n;
+    if (std::find(scanned.begin(), scanned.end(), p) == scanned.end()) fresh.push_back(p);
+  if (fresh.empty()) return {};
+  std::vector<pid_t> holders;
+  for (const auto& [pid, _] : by_pid(scanner_.scan(fresh))) holders.push_back(pid);
+  return holders;
+}
+
+// Newcomers: processes that opened GPU devices after the scan, while the rest of the container
+// was being locked. Each is let run alone (the rest stay held) until its CUDA init is done, locked
+// as the others were, and held again; its own children are found by the next round. One that the
+// scan's policy has to judge (no CUDA within kNewcomerInit, outside the init's tree, refused by
+// the preflight), or a lock that fails, starts the attempt again from a scan that sees it; on the
+// last attempt the verify phase refuses it as any other holder.
+constexpr auto kNewcomerInit = std::chrono::milliseconds(1500);
+constexpr auto kNewcomerPoll = std::chrono::milliseconds(20);
+
+void Orchestrator::take_in_newcomers(Attempt& a, HoldGuard& h, Classified& c, Toggled& t, std::set<pid_t>& held,
+                                     std::vector<pid_t> fresh, bool may_retry) {
+  Phase ph = a.phase("newcomers");
+  std::vector<pid_t> taken;
+  for (int round = 0; !fresh.empty(); ++round) {
+    if (holds_) holds_->hold(fresh);
+    Classified nc;
+    nc.holders = by_pid(scanner_.scan(fresh));
+    std::vector<pid_t> waiting;
+    for (const auto& [pid, _] : nc.holders) waiting.push_back(pid);
+    const std::vector<pid_t> released = waiting;
+    h.release(released);
+    // Each runs alone until the driver reports it running, then is locked while it runs (a thread
+    // of it may be inside a CUDA call that the lock waits for).
+    auto deadline = Clock::now() + kNewcomerInit;
+    std::vector<pid_t> unready;
+    while (!waiting.empty()) {
+      std::vector<pid_t> still;
+      for (pid_t pid : waiting) {
+        if (holds_ && !holds_->gone(pid).empty()) continue;
+        try {
+          if (toggler_->get_state(pid) != CudaState::Running) throw std::runtime_error("not running");
+        } catch (const std::exception&) {
+          still.push_back(pid);
+          continue;
+        }
+        try {
+          toggler_->lock(pid, cfg_.lock_timeout_ms);
+          t.record(pid, CudaState::Locked);
+          nc.cuda.push_back(pid);
+          nc.state[pid] = CudaState::Running;
+        } catch (const std::exception& e) {
+          t.unsure(pid);
+          log_.info("checkpoint " + a.req.container_id + ": newcomer pid " + std::to_string(pid) + ": lock failed: " + e.what());
+          unready.push_back(pid);
+        }
+      }
+      waiting.swap(still);
+      if (waiting.empty() || Clock::now() >= deadline) break;
+      std::this_thread::sleep_for(kNewcomerPoll);
+    }
+    unready.insert(unready.end(), waiting.begin(), waiting.end());
+    std::vector<pid_t> outside = a.req.init_pid > 0 ? outside_init_tree(a.req.init_pid, nc.cuda) : std::vector<pid_t>{};
+    unready.insert(unready.end(), outside.begin(), outside.end());
+    std::vector<pid_t> before(held.begin(), held.end());
+    for (pid_t p : released) held.erase(p);
+    std::vector<pid_t> next = hold_still(a, h, t, held, before);  // the newcomers again, and their children
+    bool refused = !nc.cuda.empty() && refusal(preflight(nc)).has_value();
+    bool last_round = round == 3 && !next.empty();
+    if ((!unready.empty() || refused || last_round) && may_retry) {
+      Newcomers n;
+      n.pids = unready.empty() ? nc.cuda : unready;
+      throw n;
+    }
+    for (pid_t p : nc.cuda) {
+      c.holders[p] = nc.holders.at(p);
+      c.state[p] = CudaState::Running;
+      c.cuda.push_back(p);
+      taken.push_back(p);
+    }
+    if (!unready.empty() || refused || last_round) break;  // the last attempt: verify() names them
+    fresh = next;
+  }
+  ph.done(taken.empty() ? "none taken in" : "pids " + comma_list(taken) + " locked");
 }
 
 void Orchestrator::checkpoint_all(Attempt& a, Classified& c, Toggled& t) {

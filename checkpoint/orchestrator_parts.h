@@ -45,21 +45,22 @@ inline std::string comma_list(const std::vector<int>& numbers) {
 // Times one phase: recorded in `phases` and logged when it ends.
 class Phase {
  public:
-  Phase(std::vector<PhaseTiming>& phases, Logger& log, std::string id, std::string name)
-      : phases_(phases), log_(log), id_(std::move(id)), name_(std::move(name)), start_(Clock::now()) {}
+  // verb: what the log line says the phase belongs to ("checkpoint", "restore").
+  Phase(std::vector<PhaseTiming>& phases, Logger& log, std::string id, std::string name, std::string verb = "checkpoint")
+      : phases_(phases), log_(log), id_(std::move(id)), name_(std::move(name)), verb_(std::move(verb)), start_(Clock::now()) {}
   void done(const std::string& detail = "") {
     if (ended_) return;
     ended_ = true;
     double ms = std::chrono::duration<double, std::milli>(Clock::now() - start_).count();
     phases_.push_back({name_, ms});
-    log_.info("checkpoint " + id_ + ": " + name_ + " " + fmt_ms(ms) + " ms" + (detail.empty() ? "" : " (" + detail + ")"));
+    log_.info(verb_ + " " + id_ + ": " + name_ + " " + fmt_ms(ms) + " ms" + (detail.empty() ? "" : " (" + detail + ")"));
   }
   ~Phase() { done(); }
 
  private:
   std::vector<PhaseTiming>& phases_;
   Logger& log_;
-  std::string id_, name_;
+  std::string id_, name_, verb_;
   Clock::time_point start_;
   bool ended_ = false;
 };

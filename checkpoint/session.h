@@ -55,11 +55,15 @@ class CheckpointSession {
   // were checkpointed, compares the GPUs, memory and driver branch it records with this host's and
   // throws Error(FailedPrecondition) naming each process and GPU this host cannot give back. A
   // record without GPU facts (shim 0.2.0, a sandbox) is restored as before, with a log line.
-  void before_restore(const std::filesystem::path& image);
+  // Returns whether the runtime's restore is to leave the processes stopped (CRIU's leave-stopped):
+  // CUDA processes are in the image and the container is held still (checkpoint.hold_still), so
+  // that none of its threads runs before its CUDA state is back.
+  [[nodiscard]] bool before_restore(const std::filesystem::path& image);
 
   // After the runtime restored the container: restores and unlocks CUDA in every checkpointed
-  // process; each one the record names must be among them.
-  void after_restore(const std::filesystem::path& image);
+  // process; each one the record names must be among them. left_stopped: what before_restore
+  // asked for; the processes are held for the CUDA restore, then let go.
+  void after_restore(const std::filesystem::path& image, bool left_stopped = false);
 
  private:
   void check_released(const ImageRecord& rec, const std::vector<pid_t>& cuda, const std::string& who);

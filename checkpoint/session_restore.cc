@@ -32,19 +32,20 @@ DeviceMap read_device_map(const std::filesystem::path& file, const std::string& 
 
 }  // namespace
 
-void CheckpointSession::before_restore(const std::filesystem::path& image) {
+bool CheckpointSession::before_restore(const std::filesystem::path& image) {
   const std::string who = "restore of \"" + t_.id + "\": ";
   std::optional<ImageRecord> rec = record_of(image, who);
-  if (!rec || !rec->has_cuda()) return;  // not our image, or no CUDA in it: nothing to check
+  if (!rec || !rec->has_cuda()) return false;  // not our image, or no CUDA in it: nothing to check
+  const bool hold = tools_.holds_still();
   if (!rec->gpu) {
     log_.info(who + "the image records no GPU facts (" +
               (!rec->gpu_error.empty() ? "not taken at checkpoint: " + rec->gpu_error
                                        : std::string("written by shim 0.2.0 or earlier")) +
               "); restoring without checking this host's GPUs");
-    return;
+    return hold;
   }
   const GpuRecord& gpu = *rec->gpu;
-  if (gpu.processes.empty()) return;
+  if (gpu.processes.empty()) return hold;
 
   std::error_code ec;
   std::filesystem::remove(t_.bundle / kDeviceMapFile, ec);  // one of an earlier restore would mislead
@@ -77,7 +78,7 @@ void CheckpointSession::before_restore(const std::filesystem::path& image) {
       for (const auto& p : check.device_map) m.push_back({{"from", p.from}, {"to", p.to}});
       write_file_atomic(t_.bundle / kDeviceMapFile, m.dump());
     }
-    return;
+    return hold;
   }
   std::string text = refusal_text(t_.id, check.refusals);
   try {
@@ -89,15 +90,17 @@ void CheckpointSession::before_restore(const std::filesystem::path& image) {
   throw Error(Code::FailedPrecondition, text);
 }
 
-void CheckpointSession::after_restore(const std::filesystem::path& image) {
+void CheckpointSession::after_restore(const std::filesystem::path& image, bool left_stopped) {
   const std::string who = "restore of \"" + t_.id + "\"" + tools_.label() + ": ";
+  // A failure here fails the task's start, and the task layer removes the restored container,
+  // stopped processes included.
   std::optional<ImageRecord> rec = record_of(image, who);
   if (!rec || !rec->has_cuda()) return;
   std::vector<ExpectedProcess> expected;
   for (const auto& p : rec->cuda_pids) expected.push_back({.pid = p.pid, .name = p.name});
   DeviceMap map = read_device_map(t_.bundle / kDeviceMapFile, who);
-  auto outcome = tools_.orchestrator().restore_after_runtime_restore(t_.id, t_.bundle / kDiagnosticFile, expected, map,
-                                                                     [this](pid_t p) { return tools_.container_pid(p); });
+  auto outcome = tools_.orchestrator().restore_after_runtime_restore(
+      t_.id, t_.bundle / kDiagnosticFile, expected, map, [this](pid_t p) { return tools_.container_pid(p); }, left_stopped);
   std::string pids;
   for (pid_t p : outcome.resumed) pids += " " + std::to_string(p);
   log_.info(who + "CUDA resumed in " + std::to_string(outcome.resumed.size()) + " processes (pids" + pids + ");" +

@@ -105,6 +105,48 @@ std::vector<pid_t> ThreadHold::hold_frozen(const std::vector<Target>& targets) {
   return hold_targets(targets, true);
 }
 
+std::vector<pid_t> ThreadHold::hold_stopped(const std::vector<Target>& targets) {
+  std::vector<pid_t> ended;
+  auto cont_all = [&] {
+    for (const Target& t : targets) ::kill(t.pid, SIGCONT);
+  };
+  try {
+    ended = hold_targets(targets, false);
+  } catch (...) {
+    cont_all();
+    throw;
+  }
+  cont_all();
+  // SIGCONT ends the group stop of a traced thread but leaves it stopped, with a notification trap
+  // pending for its next resume: each thread is taken through it now, so that a restore thread let
+  // run later runs rather than trapping again.
+  on_tracer([&] {
+    for (const Target& t : targets) {
+      auto it = procs_.find(t.pid);
+      if (it == procs_.end()) continue;
+      for (auto th = it->second.threads.begin(); th != it->second.threads.end();) {
+        try {
+          pass_trap(t.pid, th->first, th->second);
+          ++th;
+        } catch (const Error& e) {
+          if (e.code() != Code::NotFound) throw;
+          th = it->second.threads.erase(th);
+        }
+      }
+    }
+  });
+  return ended;
+}
+
+void ThreadHold::pass_trap(pid_t pid, pid_t tid, Thread& t) {
+  // The interrupt makes sure the thread stops again (any trap clears both pending traps).
+  if (ptrace_call(PTRACE_INTERRUPT, tid) != 0 || ptrace_call(PTRACE_CONT, tid) != 0) {
+    if (errno == ESRCH) throw Error(Code::NotFound, who(pid, tid) + " has ended");
+    throw sys_error("holding " + who(pid, tid) + " still after SIGCONT: ptrace");
+  }
+  if (!wait_stopped(pid, tid, t)) throw Error(Code::NotFound, who(pid, tid) + " has ended");
+}
+
 void ThreadHold::settle() {
   on_tracer([this] { settle_all(); });
 }
@@ -202,17 +244,31 @@ void ThreadHold::release() {
   on_tracer([this] { release_all(); });
 }
 
+void ThreadHold::release(const std::vector<pid_t>& pids) {
+  on_tracer([&] {
+    settle_all();  // a tracee is detached from a stop only
+    for (pid_t pid : pids)
+      if (auto it = procs_.find(pid); it != procs_.end()) {
+        release_proc(pid, it->second);
+        procs_.erase(it);
+      }
+  });
+}
+
 void ThreadHold::release_all() {
   try {
-    settle_all();                    // a tracee is detached from a stop only
+    settle_all();
   } catch (const std::exception&) {  // one that never stopped is let go with the exit of this process
   }
-  for (auto& [pid, p] : procs_)
-    for (auto& [tid, t] : p.threads) {
-      if (t.signal != 0) ::syscall(SYS_tgkill, pid, tid, t.signal);
-      ptrace_call(PTRACE_DETACH, tid);  // ESRCH: it has ended meanwhile
-    }
+  for (auto& [pid, p] : procs_) release_proc(pid, p);
   procs_.clear();
+}
+
+void ThreadHold::release_proc(pid_t pid, Proc& p) {
+  for (auto& [tid, t] : p.threads) {
+    if (t.signal != 0) ::syscall(SYS_tgkill, pid, tid, t.signal);
+    ptrace_call(PTRACE_DETACH, tid);  // ESRCH: it has ended meanwhile
+  }
 }
 
 bool ThreadHold::held(pid_t pid) {

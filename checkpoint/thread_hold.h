@@ -43,11 +43,17 @@ class ThreadHold {
   // The same for processes the cgroup freezer holds: a frozen thread takes the interrupt only once
   // thawed, so it is seized and interrupted, not waited for. The caller thaws them, then settle()s.
   std::vector<pid_t> hold_frozen(const std::vector<Target>& targets);
+  // The same for processes left stopped (SIGSTOP) by the runtime's restore (CRIU's leave-stopped):
+  // every thread is seized, then the processes are sent SIGCONT, which ends their stop but not
+  // the hold. On any failure they are sent SIGCONT all the same: none is left stopped.
+  std::vector<pid_t> hold_stopped(const std::vector<Target>& targets);
   // Waits until every thread seized by hold_frozen has stopped (Error after 10 s). Every other call
   // settles first.
   void settle();
   // Every held thread goes on. A signal that came while a thread was held is sent to it again.
   void release();
+  // The same for these processes only (the rest stay held).
+  void release(const std::vector<pid_t>& pids);
   [[nodiscard]] bool held(pid_t pid);
   // Runs fn with pid's restore thread let run (every signal blocked) and the rest held. When pid is
   // not held, or has no restore thread, fn runs alone.
@@ -77,6 +83,8 @@ class ThreadHold {
   void let_run(pid_t pid, Proc& p);
   void stop_again(pid_t pid, Proc& p);
   void release_all();
+  void release_proc(pid_t pid, Proc& p);
+  void pass_trap(pid_t pid, pid_t tid, Thread& t);
 
   std::map<pid_t, Proc> procs_;  // tracer thread only
 

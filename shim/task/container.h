@@ -47,8 +47,10 @@ class CheckpointHooks {
   virtual ~CheckpointHooks() = default;
   virtual void checkpoint(Container& c, const oci::CheckpointFlags& flags, bool paused) = 0;
   // Before the runtime restores: refuse (throw) what this host cannot give back; nothing runs yet.
-  virtual void before_restore(Container& c, const std::filesystem::path& image) = 0;
-  virtual void after_restore(Container& c, const std::filesystem::path& image) = 0;
+  // True: the runtime's restore is to leave the processes stopped, for after_restore to hold them
+  // while their CUDA state comes back.
+  virtual bool before_restore(Container& c, const std::filesystem::path& image) = 0;
+  virtual void after_restore(Container& c, const std::filesystem::path& image, bool left_stopped) = 0;
 };
 
 // What a container needs from the shim around it.

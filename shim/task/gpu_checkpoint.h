@@ -13,8 +13,8 @@ class GpuCheckpointHooks final : public CheckpointHooks {
   GpuCheckpointHooks(Logger& log, ProcessRunner& runner) : log_(log), runner_(runner) {}
   void checkpoint(Container& c, const oci::CheckpointFlags& flags, bool paused) override;
   // Refuses a restore this host's GPUs cannot give back (CheckpointSession::before_restore).
-  void before_restore(Container& c, const std::filesystem::path& image) override;
-  void after_restore(Container& c, const std::filesystem::path& image) override;
+  bool before_restore(Container& c, const std::filesystem::path& image) override;
+  void after_restore(Container& c, const std::filesystem::path& image, bool left_stopped) override;
 
  private:
   Logger& log_;

@@ -266,7 +266,7 @@ void InitProcess::run_restore() {
   const std::filesystem::path image = checkpoint::resolve_image(s.checkpoint, s.config.checkpoint.image_store);
   if (image != std::filesystem::path(s.checkpoint))
     ctx_.env.log.info("restore of \"" + s.id + "\": the image is the store's " + image.string());
-  ctx_.env.checkpoints.before_restore(ctx_.container, image);
+  const bool left_stopped = ctx_.env.checkpoints.before_restore(ctx_.container, image);
   remove_stale_runsc_filestores();
   auto pid_file = s.bundle / "init.pid";
   launch(pid_file, [&](const std::string& console, const oci::Stdio& stdio) {
@@ -278,11 +278,12 @@ void InitProcess::run_restore() {
                       .console_socket = console,
                       .extra_global = s.runtime_global,
                       .no_pivot = s.options.no_pivot_root,
-                      .stdio = stdio});
+                      .stdio = stdio,
+                      .leave_stopped = left_stopped});
   });
   watch_oom();
   try {
-    ctx_.env.checkpoints.after_restore(ctx_.container, image);
+    ctx_.env.checkpoints.after_restore(ctx_.container, image, left_stopped);
   } catch (const Error& e) {
     // The runtime restored the processes but CUDA did not come back in all of them: the task's
     // start fails, so nothing of it may keep running behind containerd's back (Delete would not

@@ -3,6 +3,9 @@
 #   touch    a CUDA process with a second thread that dies (SIGSEGV) if it ever runs while the
 #            process's CUDA state is checkpointed, as JAX's threads do: checkpointed (container kept
 #            running) with checkpoint.hold_still, it is alive and works on; the report shows the hold
+#   restore  that container killed and restored from its image: CRIU leaves the processes stopped,
+#            the shim holds them while their CUDA state comes back, so the thread never runs while
+#            checkpointed here either
 #   nohold   the same container with hold_still: false dies in its checkpoint: the fixture is what
 #            it claims to be, and the hold is what keeps it alive
 #   jobs     a job runner (a CUDA parent starting a short-lived CUDA child every 150 ms, each
@@ -46,6 +49,23 @@ grep -q 'checkpoint touch: hold .*(1 process held still)' "$NV_DIR/containerd.lo
 a=$(counter_of "$cp")
 nv_wait_for -t 10 counted_past "$cp" "$a" || nv_fail "process $cp does not work after the checkpoint"
 nv_assert_eq running "$(cat "$FAKE/cuda/$cp.state")" "CUDA state after the checkpoint"
+nv_ctr task kill -s KILL touch
+nv_wait_for -t 10 stopped touch
+
+nv_log "case restore: the same process restored from its image, held until its CUDA state is back"
+nv_ctr task rm touch >/dev/null
+nv_ctr c rm touch
+# The image holds the process CUDA-checkpointed (as the fake driver's files must say: no newline).
+printf checkpointed >"$FAKE/cuda/$cp.state"
+touch "$FAKE/cuda/$cp.closed"
+rm -f "$FAKE/cuda/$cp.faulted"
+nv_ctr c restore --live --rw touch touchref </dev/null
+nv_assert_eq RUNNING "$(task_status touch)" "the restored container"
+[[ ! -e $FAKE/cuda/$cp.faulted ]] || nv_fail "a thread of $cp ran after the runtime's restore while its CUDA state was checkpointed"
+nv_assert_eq running "$(cat "$FAKE/cuda/$cp.state")" "CUDA state after the restore"
+grep -q 'restore touch: hold .*(1 process held still)' "$NV_DIR/containerd.log" || nv_fail "the shim's log shows no hold at the restore"
+a=$(counter_of "$cp")
+nv_wait_for -t 10 counted_past "$cp" "$a" || nv_fail "process $cp does not work after the restore"
 nv_ctr task kill -s KILL touch
 nv_wait_for -t 10 stopped touch
 

@@ -63,6 +63,17 @@ past() { (($(num "$1" "$2") > $3)); }
 status() { CTR task ls | awk -v id="$1" '$1==id{print $3}'; }
 report() { { echo "// $1"; cat "$W/state/io.containerd.runtime.v2.task/gpu/$1/checkpoint-diagnostic.json" 2>/dev/null; echo; } >>"$OUTD/hold-reports.json"; }
 JAXENV=(XLA_PYTHON_CLIENT_MEM_FRACTION=0.04)
+# XLA looks for libdevice (and ptxas) under a CUDA directory; in pip installs that is the nvidia
+# wheels' directory, which it does not find by itself inside the container (its first run failed).
+if [[ -n $PYJ ]]; then
+  libdevice=$(find "$(dirname "$(dirname "$PYJ")")/lib" -path '*nvvm/libdevice/libdevice.10.bc' 2>/dev/null | head -1)
+  if [[ -n $libdevice ]]; then
+    cudadir=$(dirname "$(dirname "$(dirname "$libdevice")")")
+    JAXENV+=("XLA_FLAGS=--xla_gpu_cuda_data_dir=$cudadir")
+    [[ -x $cudadir/bin/ptxas ]] && JAXENV+=("PATH=$cudadir/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
+  fi
+  log "JAX env: ${JAXENV[*]}; outside a container: $(env "${JAXENV[@]}" "$PYJ" -c 'import jax, jax.numpy as j; print(jax.devices(), float(jax.jit(lambda a: (a @ a).sum())(j.ones((64, 64)))))' 2>&1 | tail -1)"
+fi
 
 jax_case() {  # NAME HOLD
   local id=$1 f s e err rc at

@@ -201,7 +201,7 @@ TEST_F(SessionTest, RestorePreflightRefusesWhatThisHostCannotTell) {
   // Where NVML cannot be had, the recorded GPU processes cannot be placed: refused, named, written.
   FakeTools without(cfg, rt, log, false);
   try {
-    session(without).before_restore(image);
+    (void)session(without).before_restore(image);
     FAIL() << "the restore was not refused";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), Code::FailedPrecondition);
@@ -210,13 +210,13 @@ TEST_F(SessionTest, RestorePreflightRefusesWhatThisHostCannotTell) {
   }
   EXPECT_TRUE(fs::exists(bundle / kDiagnosticFile));
   // The same host with NVML: it can give the process back.
-  session(with).before_restore(image);
+  EXPECT_FALSE(session(with).before_restore(image)) << "these tools hold nothing still: nothing to leave stopped";
   EXPECT_FALSE(fs::exists(bundle / kDiagnosticFile));
 }
 
 TEST_F(SessionTest, AnImageOfAnotherShimNeedsNothing) {
   FakeTools tools(cfg, rt, log, true);
-  session(tools).before_restore(image);  // no nvproxy-cuda.json
+  EXPECT_FALSE(session(tools).before_restore(image));  // no nvproxy-cuda.json
   session(tools).after_restore(image);
   EXPECT_TRUE(rt.verbs.empty());
 }

@@ -122,8 +122,8 @@ class RecordingEvents final : public EventSink {
 class StubCheckpoints final : public CheckpointHooks {
  public:
   void checkpoint(Container& c, const oci::CheckpointFlags& f, bool) override { c.runtime().checkpoint(c.id(), f); }
-  void before_restore(Container&, const fs::path&) override {}
-  void after_restore(Container&, const fs::path& image) override {
+  bool before_restore(Container&, const fs::path&) override { return false; }
+  void after_restore(Container&, const fs::path& image, bool) override {
     restored_from = image.string();
     if (fail_after_restore) throw Error(Code::FailedPrecondition, "CUDA could not be restored in pid 42");
   }

@@ -1,0 +1,144 @@
+// ThreadHold (nvproxy-cuda-helper's ptrace hold) against a real forked process with two threads:
+// what "held" means is read from /proc (every thread in a tracing stop), what "let run" means from
+// counters the threads advance in shared memory.
+#include "checkpoint/thread_hold.h"
+
+#include <dirent.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <thread>
+#include <vector>
+
+using namespace nvproxy;
+using namespace nvproxy::checkpoint;
+
+namespace {
+
+struct Shared {
+  std::atomic<long> main_count{0};
+  std::atomic<long> second_count{0};
+  std::atomic<pid_t> second_tid{0};
+};
+
+template <class F>
+bool wait_until(F done, std::chrono::milliseconds limit = std::chrono::seconds(10)) {
+  auto end = std::chrono::steady_clock::now() + limit;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > end) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return true;
+}
+
+char state_of(pid_t pid, pid_t tid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/task/" + std::to_string(tid) + "/stat");
+  std::string s((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto close = s.rfind(')');
+  return close == std::string::npos || close + 2 >= s.size() ? '?' : s[close + 2];
+}
+
+std::vector<pid_t> threads_of(pid_t pid) {
+  std::vector<pid_t> out;
+  DIR* d = ::opendir(("/proc/" + std::to_string(pid) + "/task").c_str());
+  if (!d) return out;
+  while (dirent* e = ::readdir(d))
+    if (e->d_name[0] != '.') out.push_back(std::stoi(e->d_name));
+  ::closedir(d);
+  return out;
+}
+
+bool all_in(pid_t pid, char state) {
+  for (pid_t t : threads_of(pid))
+    if (state_of(pid, t) != state) return false;
+  return true;
+}
+
+class ThreadHoldTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    void* m = ::mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    ASSERT_NE(m, MAP_FAILED);
+    sh = new (m) Shared;
+    child = ::fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      std::thread second([s = sh] {
+        s->second_tid = static_cast<pid_t>(::syscall(SYS_gettid));
+        for (;;) ++s->second_count;
+      });
+      for (;;) ++sh->main_count;
+    }
+    ASSERT_TRUE(wait_until([&] { return sh->second_tid.load() != 0 && sh->main_count.load() > 0; }));
+  }
+  void TearDown() override {
+    if (child > 0) {
+      ::kill(child, SIGKILL);
+      ::waitpid(child, nullptr, 0);
+    }
+    ::munmap(sh, sizeof(Shared));
+  }
+  Shared* sh = nullptr;
+  pid_t child = -1;
+};
+
+}  // namespace
+
+// A process that a restore left stopped (SIGSTOP) is taken into the hold and continued: no longer
+// in its group stop, every thread in a tracing stop; the thread let run for a driver call runs
+// (the continue's notification trap does not stop it again) while the other stays; after the
+// release both run.
+TEST_F(ThreadHoldTest, AProcessLeftStoppedIsHeldThenOneThreadLetRunThenAllReleased) {
+  ASSERT_EQ(::kill(child, SIGSTOP), 0);
+  ASSERT_TRUE(wait_until([&] { return all_in(child, 'T'); }));
+  const pid_t second = sh->second_tid;
+
+  ThreadHold hold;
+  EXPECT_TRUE(hold.hold_stopped({{.pid = child, .restore_tid = second}}).empty());
+  ASSERT_TRUE(wait_until([&] { return all_in(child, 't'); })) << "not every thread is in a tracing stop";
+  EXPECT_TRUE(hold.held(child));
+
+  const long main_before = sh->main_count;
+  bool ran = false;
+  hold.with_restore_thread(child, [&] {
+    long at = sh->second_count;
+    ran = wait_until([&] { return sh->second_count.load() > at; });
+  });
+  EXPECT_TRUE(ran) << "the restore thread did not run while let";
+  EXPECT_EQ(sh->main_count.load(), main_before) << "the other thread ran while held";
+  EXPECT_TRUE(wait_until([&] { return all_in(child, 't'); })) << "the restore thread was not stopped again";
+
+  hold.release();
+  EXPECT_TRUE(wait_until([&] { return sh->main_count.load() > main_before; })) << "not running after the release";
+  EXPECT_FALSE(all_in(child, 'T')) << "left in its group stop";
+}
+
+// One process of several released alone (a checkpoint's newcomer let run to its CUDA init).
+TEST_F(ThreadHoldTest, ReleasingOneProcessLeavesTheOthersHeld) {
+  pid_t other = ::fork();
+  ASSERT_GE(other, 0);
+  if (other == 0)
+    for (;;) ::pause();
+  ThreadHold hold;
+  EXPECT_TRUE(hold.hold({{.pid = child}, {.pid = other}}).empty());
+  ASSERT_TRUE(wait_until([&] { return all_in(child, 't') && all_in(other, 't'); }));
+  const long before = sh->main_count;
+  hold.release({child});
+  EXPECT_TRUE(wait_until([&] { return sh->main_count.load() > before; })) << "the released one does not run";
+  EXPECT_FALSE(hold.held(child));
+  EXPECT_TRUE(hold.held(other));
+  EXPECT_TRUE(all_in(other, 't')) << "the other one was let go too";
+  hold.release();
+  ::kill(other, SIGKILL);
+  ::waitpid(other, nullptr, 0);
+}
