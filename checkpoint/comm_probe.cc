@@ -32,6 +32,28 @@ bool is_nccl_shm(const std::string& path) {
   return starts_with(path, "/dev/shm/nccl-");
 }
 
+// The address of a /proc/net/tcp endpoint, without the port.
+std::string address_of(const std::string& hex_endpoint) {
+  std::string e = tcp_endpoint(hex_endpoint);
+  auto colon = e.rfind(':');
+  return colon == std::string::npos ? e : e.substr(0, colon);
+}
+
+bool loopback(const std::string& addr) {
+  return starts_with(addr, "127.") || addr == "[00000000000000000000000001000000]";
+}
+
+// @tmp/nccl-socket-<rank>-<hash>: the rank, or -1.
+int nccl_socket_rank(const std::string& name) {
+  auto at = name.find("nccl-socket-");
+  if (at == std::string::npos) return -1;
+  try {
+    return std::stoi(name.substr(at + 12));
+  } catch (const std::exception&) {
+    return -1;
+  }
+}
+
 }  // namespace
 
 std::string tcp_endpoint(const std::string& hex) {
@@ -134,6 +156,13 @@ std::map<pid_t, CommFinding> ProcCommProbe::scan(const std::vector<pid_t>& pids)
   }
   // Endpoints "local|remote" -> owning pid, to find the other end of each connection.
   std::map<std::string, pid_t> owner;
+  std::map<std::string, std::set<pid_t>> shm_users;
+  for (const auto& [pid, f] : out)
+    for (const auto& e : f.evidence)
+      if (starts_with(e, "nccl-shm ")) shm_users[e.substr(9)].insert(pid);
+  for (const auto& [seg, users] : shm_users)
+    if (users.size() > 1)
+      for (pid_t p : users) out[p].maybe_alone = false;
   for (const auto& [pid, inodes] : sockets)
     for (unsigned long ino : inodes)
       if (auto t = tcp.find(ino); t != tcp.end()) owner[t->second.first + "|" + t->second.second] = pid;
@@ -145,7 +174,13 @@ std::map<pid_t, CommFinding> ProcCommProbe::scan(const std::vector<pid_t>& pids)
       auto t = tcp.find(ino);
       if (t == tcp.end()) continue;
       auto peer = owner.find(t->second.second + "|" + t->second.first);
-      if (peer == owner.end() || peer->second == pid) continue;
+      if (peer == owner.end()) {
+        std::string remote = address_of(t->second.second);
+        if (!loopback(remote) && remote != address_of(t->second.first))
+          out[pid].remote_tcp.push_back(tcp_endpoint(t->second.second));
+        continue;
+      }
+      if (peer->second == pid) continue;
       if (out[pid].tcp_peers.insert(peer->second).second)
         out[pid].evidence.push_back("tcp-peer " + tcp_endpoint(t->second.first) + " <-> " + tcp_endpoint(t->second.second) +
                                     " (pid " + std::to_string(peer->second) + ")");
@@ -153,7 +188,12 @@ std::map<pid_t, CommFinding> ProcCommProbe::scan(const std::vector<pid_t>& pids)
     for (const auto& n : named) {
       out[pid].evidence.push_back("nccl-unix " + n);
       out[pid].nccl = true;
+      if (nccl_socket_rank(n) > 0) out[pid].maybe_alone = false;
     }
+  }
+  for (auto& [pid, f] : out) {
+    if (!f.tcp_peers.empty() || !f.remote_tcp.empty()) f.maybe_alone = false;
+    for (const auto& r : f.remote_tcp) f.evidence.push_back("tcp-remote " + r);
   }
   return out;
 }

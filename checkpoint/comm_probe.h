@@ -25,6 +25,12 @@ struct CommFinding {
   std::vector<std::string> evidence;  // "nccl-shm /dev/shm/nccl-AbC123", "tcp-peer 127.0.0.1:29511 <-> pid 77", ...
   std::set<pid_t> tcp_peers;          // other given pids connected to this one by TCP
   bool nccl = false;                  // a NCCL-specific signal (nccl-shm or nccl-unix)
+  // Whether it can be the only rank of its group: NCCL's signals are there for a group of one too
+  // (its unix socket @tmp/nccl-socket-<rank>-<hash>). False on anything that says there are others:
+  // a rank number above 0, a NCCL shared-memory segment another given pid has too, a TCP connection
+  // to another given pid or to another host.
+  bool maybe_alone = true;
+  std::vector<std::string> remote_tcp;  // "10.0.0.2:29500": established connections to other hosts
 };
 
 class CommProbe {

@@ -2,6 +2,7 @@
 
 #include "checkpoint/orchestrator_parts.h"
 
+#include <signal.h>
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -228,6 +229,13 @@ std::vector<ProcessReport> Orchestrator::collective_ranks(const Classified& c,
       if (mine != gpus.end() && theirs != gpus.end() && mine->second != theirs->second) across = true;
     }
     if (!f->second.nccl && !across) continue;
+    // NCCL alone in its group (single-GPU torchrun): nothing to reconnect at the restore.
+    if (!across && f->second.maybe_alone) {
+      log_.info("pid " + std::to_string(pid) + " uses NCCL as the only rank of its group (" +
+                (f->second.evidence.empty() ? std::string() : f->second.evidence.front()) +
+                "; no other rank in sight): checkpointed as a plain CUDA process");
+      continue;
+    }
     auto h = c.holders.find(pid);
     ProcessReport r = report_for(pid, h == c.holders.end() ? std::vector<Holder>{} : h->second);
     r.cuda_state = "running";
@@ -343,14 +351,65 @@ Orchestrator::Resumed Orchestrator::bring_back(const std::vector<pid_t>& pids, c
   return out;
 }
 
+namespace {
+
+// A restored container left stopped: held still for the CUDA restore, then let go; every way out
+// lets it go, and a process the hold could not take is continued rather than left stopped.
+class RestoreHold {
+ public:
+  RestoreHold(ContainerHold* hold, std::vector<pid_t> pids, Logger& log, std::string id)
+      : hold_(hold), pids_(std::move(pids)), log_(log), id_(std::move(id)) {}
+  ~RestoreHold() {
+    if (held_) try {
+        hold_->release();
+      } catch (const std::exception& e) {
+        log_.error("restore " + id_ + ": could not let the held processes go: " + e.what());
+      }
+    for (pid_t p : pids_) ::kill(p, SIGCONT);  // a no-op for a running process
+  }
+  RestoreHold(const RestoreHold&) = delete;
+  RestoreHold& operator=(const RestoreHold&) = delete;
+
+  // False: not held (no hold, or it failed, logged); the processes are continued now.
+  bool take(std::vector<PhaseTiming>& phases) {
+    Phase ph(phases, log_, id_, "hold", "restore");
+    if (hold_) try {
+        std::vector<pid_t> ended = hold_->hold_stopped(pids_);
+        held_ = true;
+        ph.done(count_processes(pids_.size() - ended.size()) + " held still");
+        return true;
+      } catch (const std::exception& e) {
+        log_.warn("restore " + id_ + ": the restored processes could not be held still for their CUDA restore (" + e.what() +
+                  "); they run meanwhile");
+      }
+    for (pid_t p : pids_) ::kill(p, SIGCONT);
+    ph.done("not held");
+    return false;
+  }
+
+ private:
+  ContainerHold* hold_;
+  std::vector<pid_t> pids_;
+  Logger& log_;
+  std::string id_;
+  bool held_ = false;
+};
+
+}  // namespace
+
 ResumeOutcome Orchestrator::restore_after_runtime_restore(const std::string& id, const fs::path& diagnostic_path,
                                                           const std::vector<ExpectedProcess>& expected,
                                                           const DeviceMap& device_map,
-                                                          const std::function<pid_t(pid_t)>& container_pid) {
+                                                          const std::function<pid_t(pid_t)>& container_pid, bool left_stopped) {
   ResumeOutcome out;
-  if (!toggler_) return out;
-  Phase scan(out.phases, log_, id, "scan");
   std::vector<pid_t> pids = lister_.list();  // new host pids after the runtime's restore
+  std::optional<RestoreHold> held;
+  if (left_stopped) {
+    held.emplace(toggler_ ? hold_ : nullptr, pids, log_, id);
+    held->take(out.phases);
+  }
+  if (!toggler_) return out;
+  Phase scan(out.phases, log_, id, "scan", "restore");
   if (holds_) holds_->hold(pids);
   std::map<pid_t, CudaState> states;
   std::mutex mu;
@@ -379,7 +438,7 @@ ResumeOutcome Orchestrator::restore_after_runtime_restore(const std::string& id,
   }
   if (todo.empty() && missing.empty()) return out;
 
-  Phase res(out.phases, log_, id, "resume");
+  Phase res(out.phases, log_, id, "resume", "restore");
   Resumed r = bring_back(todo, states, device_map);
   res.done("resumed " + comma_list(r.running));
   out.resumed = r.running;

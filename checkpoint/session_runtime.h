@@ -33,7 +33,8 @@ class SessionRuntime {
   // The CRIU the snapshot will run; nullopt when the runtime has none (runsc).
   struct Criu {
     std::string binary;
-    std::string version;  // "4.2.1"; empty: unknown
+    std::string version;               // "4.2.1"; empty: unknown
+    std::vector<std::string> options;  // what the runtime hands it (checkpoint.criu_options)
   };
   virtual std::optional<Criu> criu() = 0;
 };

@@ -1,7 +1,9 @@
 #include "checkpoint/session_tools.h"
 
+#include <cstdlib>
 #include <optional>
 
+#include "checkpoint/criu_dump_checks.h"
 #include "checkpoint/criu_kernel_check.h"
 #include "checkpoint/orchestrator_kit.h"
 #include "checkpoint/process_holds.h"
@@ -27,7 +29,12 @@ class HostTools final : public SessionTools {
     }
     if (auto criu = rt.criu()) {
       criu_.emplace(criu->binary, criu->version, kernel_release());
-      kit_.orch.set_snapshot_check(&*criu_);
+      const char* path = std::getenv("PATH");
+      net_lock_.emplace(criu->options, path ? path : "");
+      checks_.add(&*criu_);
+      checks_.add(&io_uring_);
+      checks_.add(&*net_lock_);
+      kit_.orch.set_snapshot_check(&checks_);
     } else {
       kit_.orch.set_release("the runtime has no CRIU to leave them out of its image");
     }
@@ -49,6 +56,9 @@ class HostTools final : public SessionTools {
   HostSpaceProbe space_;
   PidfdHolds holds_;
   std::optional<CriuKernelCheck> criu_;
+  IoUringCheck io_uring_;
+  std::optional<NetworkLockCheck> net_lock_;
+  SnapshotChecks checks_;
 };
 
 class SandboxSessionTools final : public SessionTools {

@@ -269,8 +269,8 @@ std::string criu_option_hint(const std::string& errors) {
 }
 
 std::vector<std::string> Runtime::criu_env(const std::string& id, const std::string& what, const std::filesystem::path& work,
-                                           const std::string& plugin_dir) {
-  if (kind_ == RuntimeKind::Runsc || (cfg_.criu_options.empty() && plugin_dir.empty())) return {};
+                                           const std::string& plugin_dir, const std::vector<std::string>& extra) {
+  if (kind_ == RuntimeKind::Runsc || (cfg_.criu_options.empty() && plugin_dir.empty() && extra.empty())) return {};
   if (work.empty()) {
     log_.warn(std::string(runtime_kind_name(kind_)) + " " + what + " of container \"" + id +
               "\": no CRIU work directory, so checkpoint.criu_options are not passed");
@@ -281,6 +281,7 @@ std::vector<std::string> Runtime::criu_env(const std::string& id, const std::str
   try {
     std::vector<std::string> lines = cfg_.criu_options;
     if (!plugin_dir.empty()) lines.push_back("libdir " + plugin_dir);
+    lines.insert(lines.end(), extra.begin(), extra.end());
     text = criu_config_text(lines);
     std::filesystem::create_directories(work);
     write_file_atomic(file, text);
@@ -332,17 +333,31 @@ void Runtime::checkpoint(const std::string& id, const CheckpointFlags& f) {
   }
 }
 
+// Error lines CRIU prints in runs that succeed too: quoting them first hid the cause.
+bool criu_noise(const std::string& line) {
+  return line.find("rlimit: Can't setup RLIMIT_NOFILE") != std::string::npos;
+}
+
 std::string criu_errors(const std::filesystem::path& log, size_t max_lines) {
   std::ifstream in(log);
-  std::deque<std::string> lines;
-  for (std::string line; std::getline(in, line);) {
-    if (line.find("Error (") == std::string::npos && line.find("Error:") == std::string::npos) continue;
-    lines.push_back(line);
-    if (lines.size() > max_lines) lines.pop_front();
+  std::vector<std::string> errors;
+  for (std::string line; std::getline(in, line);)
+    if ((line.find("Error (") != std::string::npos || line.find("Error:") != std::string::npos) && !criu_noise(line))
+      errors.push_back(line);
+  if (errors.empty() || max_lines == 0) return "";
+  // The first error is the cause; the ones after it are how CRIU gave up (the last say which step
+  // failed). Both ends are kept when there are more than max_lines.
+  std::vector<std::string> kept;
+  if (errors.size() <= max_lines) {
+    kept = errors;
+  } else {
+    kept.push_back(errors.front());
+    kept.push_back("...");
+    kept.insert(kept.end(), errors.end() - static_cast<std::ptrdiff_t>(max_lines - 1), errors.end());
   }
   std::string out;
-  for (const auto& l : lines) out += "  " + l + "\n";
-  if (!out.empty()) out.pop_back();
+  for (const auto& l : kept) out += "  " + l + "\n";
+  out.pop_back();
   return out;
 }
 
@@ -372,7 +387,13 @@ void Runtime::restore(const std::string& id, const RestoreOptions& o) {
                                                 "that gives them back is not installed here (checkpoint.criu_plugin_dir)");
     plugin_dir = cfg_.criu_plugin_dir;
   }
-  std::vector<std::string> env = criu_env(id, "restore", o.work_path, plugin_dir);
+  if (o.leave_stopped && o.work_path.empty())
+    throw Error(Code::FailedPrecondition, "restore of container \"" + id +
+                                              "\": its processes cannot be left stopped for their CUDA restore without a CRIU "
+                                              "work directory");
+  std::vector<std::string> env = criu_env(
+      id, "restore", o.work_path, plugin_dir,
+      o.leave_stopped && kind_ != RuntimeKind::Runsc ? std::vector<std::string>{"leave-stopped"} : std::vector<std::string>{});
   hand_over_criu(id, "restore", o.work_path, a, env);
   a.insert(a.end(), {"restore", "--detach", "--bundle", o.bundle.string(), "--image-path", o.image_path.string(), "--pid-file",
                      o.pid_file.string()});

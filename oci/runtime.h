@@ -96,6 +96,9 @@ struct RestoreOptions {
   std::vector<std::string> extra_global;
   bool no_pivot = false;
   Stdio stdio;
+  // runc/crun: CRIU leaves every restored process stopped (its leave-stopped option), for the
+  // caller to hold and continue; runsc has no such step.
+  bool leave_stopped = false;
 };
 
 struct RuntimeState {
@@ -104,8 +107,9 @@ struct RuntimeState {
   std::string bundle;
 };
 
-// The decisive lines of a CRIU log (its "Error" lines, the last `max_lines` of them), indented;
-// empty when the log is missing or holds none.
+// The decisive lines of a CRIU log, indented: its "Error" lines without those every run prints
+// (RLIMIT_NOFILE), the first one (the cause) always, and the last ones (how it gave up), at most
+// `max_lines` with a "..." between; empty when the log is missing or holds none.
 std::string criu_errors(const std::filesystem::path& log, size_t max_lines = 5);
 
 // What to do about the CRIU errors above, when an option would have helped: one sentence naming
@@ -165,7 +169,7 @@ class Runtime {
   // that points CRIU at it; nothing for runsc, no options or no work path.
   // plugin_dir: also a "libdir" line, so that CRIU loads the shim's plugin.
   std::vector<std::string> criu_env(const std::string& id, const std::string& what, const std::filesystem::path& work,
-                                    const std::string& plugin_dir = "");
+                                    const std::string& plugin_dir = "", const std::vector<std::string>& extra = {});
   // criu_path as this runtime's version takes it: the global flag (appended to `argv`, before the
   // command) or PATH (appended to `env`).
   void hand_over_criu(const std::string& id, const std::string& what, const std::filesystem::path& work,

@@ -35,7 +35,7 @@ class ContainerRuntime final : public checkpoint::SessionRuntime {
   std::optional<Criu> criu() override {
     auto info = c_.runtime().criu();
     if (!info) return std::nullopt;
-    return Criu{.binary = info->binary, .version = info->version};
+    return Criu{.binary = info->binary, .version = info->version, .options = c_.runtime().config().criu_options};
   }
 
  private:
@@ -114,14 +114,14 @@ void GpuCheckpointHooks::checkpoint(Container& c, const oci::CheckpointFlags& fl
   w.session.checkpoint({.leave_running = flags.leave_running, .paused = paused, .image_path = flags.image_path});
 }
 
-void GpuCheckpointHooks::before_restore(Container& c, const std::filesystem::path& image) {
+bool GpuCheckpointHooks::before_restore(Container& c, const std::filesystem::path& image) {
   Wiring w(c, nullptr, true, runner_, log_);
-  w.session.before_restore(image);
+  return w.session.before_restore(image);
 }
 
-void GpuCheckpointHooks::after_restore(Container& c, const std::filesystem::path& image) {
+void GpuCheckpointHooks::after_restore(Container& c, const std::filesystem::path& image, bool left_stopped) {
   Wiring w(c, nullptr, true, runner_, log_);
-  w.session.after_restore(image);
+  w.session.after_restore(image, left_stopped);
 }
 
 }  // namespace nvproxy::shim

@@ -114,3 +114,36 @@ TEST(CommProbe, IndependentProcessesHaveNoFindings) {
   ProcCommProbe probe(p.root);
   EXPECT_TRUE(probe.scan({30, 31, 99999 /* gone */}).empty());
 }
+
+// Issue 33: NCCL's signals are there in a group of one (single-GPU torchrun); what says there are
+// other ranks: a rank number above 0, a segment shared with another process, a TCP link to another
+// given process or to another host.
+TEST(CommProbe, TellsTheOnlyRankOfAGroupFromOneWithOthers) {
+  FakeProc p;
+  const std::string sock0 = "0000000000000000: 00000002 00000000 00010000 0001 01 555 @/tmp/nccl-socket-0-ab\n";
+  // Alone: rank 0, its store connection to itself (loopback, same process).
+  std::string self_tcp =
+      tcp_line(0, "0100007F:7347", "0100007F:9C41", "01", 102) + tcp_line(1, "0100007F:9C41", "0100007F:7347", "01", 103);
+  p.add(40, {{4, "socket:[555]"}, {5, "socket:[102]"}, {6, "socket:[103]"}}, "", self_tcp, sock0);
+  ProcCommProbe probe(p.root);
+  auto f = probe.scan({40});
+  ASSERT_TRUE(f[40].nccl);
+  EXPECT_TRUE(f[40].maybe_alone) << "rank 0 connected to itself only";
+
+  FakeProc q;
+  q.add(41, {{4, "socket:[556]"}}, "", "", "0000000000000000: 00000002 00000000 00010000 0001 01 556 @/tmp/nccl-socket-3-ab\n");
+  EXPECT_FALSE(ProcCommProbe(q.root).scan({41})[41].maybe_alone) << "rank 3 has others";
+
+  FakeProc r;  // rank 0 with a connection to another host (a rank on another node)
+  r.add(42, {{4, "socket:[555]"}, {5, "socket:[300]"}}, "", tcp_line(0, "0A00000A:7347", "0B00000A:9C40", "01", 300), sock0);
+  auto g = ProcCommProbe(r.root).scan({42});
+  EXPECT_FALSE(g[42].maybe_alone);
+  EXPECT_EQ(g[42].remote_tcp, std::vector<std::string>{"10.0.0.11:40000"});
+
+  FakeProc s;  // two processes with one NCCL segment
+  s.add(43, {{9, "/dev/shm/nccl-Same"}}, "", "");
+  s.add(44, {{9, "/dev/shm/nccl-Same"}}, "", "");
+  auto h = ProcCommProbe(s.root).scan({43, 44});
+  EXPECT_FALSE(h[43].maybe_alone);
+  EXPECT_FALSE(h[44].maybe_alone);
+}

@@ -7,9 +7,14 @@
 
 #include <gtest/gtest.h>
 
+#include <signal.h>
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <functional>
 #include <map>
+#include <thread>
+#include <utility>
 
 #include <fcntl.h>
 
@@ -486,7 +491,10 @@ TEST_F(OrchestratorTest, OverrideCheckpointsNcclRanksWithAWarning) {
   pids = {r0};
   gpu.nvml(std::to_string(r0) + " 0\n");
   FakeComm comm;
-  comm.findings[r0] = {.evidence = {"nccl-unix @/tmp/nccl-socket-0-ab"}, .nccl = true};
+  comm.findings[r0] = {.evidence = {"nccl-unix @/tmp/nccl-socket-0-ab", "tcp-remote 10.0.0.2:29500"},
+                       .nccl = true,
+                       .maybe_alone = false,
+                       .remote_tcp = {"10.0.0.2:29500"}};
   cfg.allow_unrestorable = true;
   auto o = make();
   o.set_comm_probe(&comm);
@@ -495,6 +503,22 @@ TEST_F(OrchestratorTest, OverrideCheckpointsNcclRanksWithAWarning) {
   ASSERT_EQ(out.warnings.size(), 1u);
   EXPECT_TRUE(has(out.warnings[0], P(r0) + " looks like a rank of a collective (NCCL)")) << out.warnings[0];
   EXPECT_TRUE(has(o.inspect("c1").diagnostic.processes.at(0).hint, "rank of a collective"));
+}
+
+// Issue 33: NCCL's signals in a group of one (single-GPU torchrun) are no collective to refuse.
+TEST_F(OrchestratorTest, TheOnlyRankOfItsGroupIsCheckpointedAsAPlainCudaProcess) {
+  pid_t r0 = gpu.start_app();
+  pids = {r0};
+  gpu.nvml(std::to_string(r0) + " 0\n");
+  FakeComm comm;
+  comm.findings[r0] = {.evidence = {"nccl-unix @/tmp/nccl-socket-0-ab"}, .nccl = true};
+  auto o = make();
+  o.set_comm_probe(&comm);
+  auto out = o.checkpoint(req(), counting_snapshot());
+  EXPECT_EQ(snapshots, 1);
+  EXPECT_EQ(out.toggled, std::vector<pid_t>{r0});
+  EXPECT_TRUE(out.warnings.empty());
+  EXPECT_FALSE(o.inspect("c1").would_refuse);
 }
 
 // Issue 16, item 7: a host without a usable CUDA driver refuses with the table (pid, device, fds)
@@ -1121,4 +1145,147 @@ TEST(KcmpFileIdentity, SameOpenFileOnlyWhenInherited) {
   }
   ::close(fd);
   fs::remove_all(dir);
+}
+
+namespace {
+
+// Records the hold's calls; stops nothing (the fake app's threads make no device access the
+// driver took away). Which pids were let go, and in which order, is what the tests look at.
+struct RecordingHold final : ContainerHold {
+  std::vector<std::string> calls;
+  std::vector<pid_t> hold(const std::vector<pid_t>& p) override {
+    calls.push_back("hold " + join(p));
+    return {};
+  }
+  std::vector<pid_t> hold_frozen(const std::vector<pid_t>& p) override {
+    calls.push_back("hold_frozen " + join(p));
+    return {};
+  }
+  std::vector<pid_t> hold_stopped(const std::vector<pid_t>& p) override {
+    calls.push_back("hold_stopped " + join(p));
+    for (pid_t x : p) ::kill(x, SIGCONT);  // as the real one does (after seizing)
+    return {};
+  }
+  void settle() override { calls.push_back("settle"); }
+  void release() override { calls.push_back("release"); }
+  void release(const std::vector<pid_t>& p) override { calls.push_back("release " + join(p)); }
+  void freeze() override { calls.push_back("freeze"); }
+  void thaw() override { calls.push_back("thaw"); }
+  static std::string join(const std::vector<pid_t>& p) {
+    std::string s;
+    for (pid_t x : p) s += (s.empty() ? "" : ",") + std::to_string(x);
+    return s;
+  }
+};
+
+// The driver toggler, with a hook on the first lock: a job runner's next worker starts then.
+struct StartsAWorkerOnLock final : CudaToggler {
+  CudaToggler& real;
+  std::function<void()> on_first_lock;
+  explicit StartsAWorkerOnLock(CudaToggler& r) : real(r) {}
+  std::string describe() override { return real.describe(); }
+  CudaState get_state(pid_t pid) override { return real.get_state(pid); }
+  void lock(pid_t pid, unsigned timeout_ms) override {
+    real.lock(pid, timeout_ms);
+    if (auto f = std::exchange(on_first_lock, nullptr)) f();
+  }
+  void checkpoint(pid_t pid) override { real.checkpoint(pid); }
+  void restore(pid_t pid) override { real.restore(pid); }
+  void unlock(pid_t pid) override { real.unlock(pid); }
+};
+
+}  // namespace
+
+// Issue 33, item 2: a worker that opens the GPU while the others are being locked is not a reason
+// to start again (a job runner starts one every few hundred ms): it is let run alone until its
+// CUDA init is done, locked, held again and checkpointed with the rest.
+TEST_F(OrchestratorTest, AWorkerStartedDuringTheLockIsTakenInWhileTheRestIsHeld) {
+  pid_t a = gpu.start_app();
+  pids = {a};
+  pid_t worker = 0;
+  StartsAWorkerOnLock t(toggler);
+  t.on_first_lock = [&] {
+    worker = gpu.start_app();
+    pids.push_back(worker);
+  };
+  RecordingHold hold;
+  auto o = make(&t);
+  o.set_container_hold(&hold);
+  CheckpointOutcome out = o.checkpoint(req(), counting_snapshot());
+  ASSERT_GT(worker, 0);
+  EXPECT_EQ(out.toggled, (std::vector<pid_t>{a, worker}));
+  EXPECT_EQ(snapshots, 1);
+  EXPECT_EQ(gpu.calls("lock").size(), 2u) << "one attempt: each locked once";
+  EXPECT_EQ(gpu.state(a), "running");
+  EXPECT_EQ(gpu.state(worker), "running");
+  auto released = std::find(hold.calls.begin(), hold.calls.end(), "release " + std::to_string(worker));
+  ASSERT_NE(released, hold.calls.end()) << "the newcomer alone was let run";
+  EXPECT_NE(std::find(released, hold.calls.end(), "hold " + std::to_string(worker)), hold.calls.end())
+      << "and held again before the checkpoint";
+  EXPECT_TRUE(diag_json()["phases"].contains("newcomers_ms")) << diag_json()["phases"];
+}
+
+// A newcomer that holds the devices without becoming a CUDA process is for decide() to judge: the
+// attempt starts again, and the scan that sees it refuses it before anything is toggled.
+TEST_F(OrchestratorTest, ANewcomerWithoutCudaStartsTheAttemptAgainAndIsRefused) {
+  pid_t a = gpu.start_app();
+  pids = {a};
+  pid_t nvml = 0;
+  StartsAWorkerOnLock t(toggler);
+  t.on_first_lock = [&] {
+    nvml = gpu.start_app({"--no-cuda"}, "nvidiactl");
+    pids.push_back(nvml);
+  };
+  RecordingHold hold;
+  auto o = make(&t);
+  o.set_container_hold(&hold);
+  std::string msg = refusal(o);
+  EXPECT_TRUE(has(msg, "refused: 1 process holds GPU devices")) << msg;
+  EXPECT_TRUE(has(msg, P(nvml))) << msg;
+  EXPECT_EQ(gpu.state(a), "running") << "the first attempt's lock undone";
+  EXPECT_EQ(gpu.calls("lock").size(), 1u) << "nothing toggled by the attempts that saw it";
+}
+
+namespace {
+template <class F>
+bool wait_until(F done, std::chrono::milliseconds limit = std::chrono::seconds(5)) {
+  auto end = std::chrono::steady_clock::now() + limit;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > end) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return true;
+}
+char proc_state(pid_t pid) {
+  std::string s = slurp("/proc/" + std::to_string(pid) + "/stat");
+  auto close = s.rfind(')');
+  return close == std::string::npos || close + 2 >= s.size() ? '?' : s[close + 2];
+}
+}  // namespace
+
+// Issue 33: a restore left stopped by the runtime (CRIU's leave-stopped) is held for the CUDA
+// restore and let go after it; the processes run again whatever the hold did.
+TEST_F(OrchestratorTest, ARestoreLeftStoppedIsHeldForItsCudaRestoreThenLetGo) {
+  pid_t a = gpu.start_app();
+  pids = {a};
+  make().checkpoint(req(false), counting_snapshot());
+  ASSERT_EQ(gpu.state(a), "checkpointed");
+  ASSERT_EQ(::kill(a, SIGSTOP), 0);
+  ASSERT_TRUE(wait_until([&] { return proc_state(a) == 'T'; }));
+  RecordingHold hold;
+  auto o = make();
+  o.set_container_hold(&hold);
+  auto out = o.restore_after_runtime_restore("c1", diag_path, {}, {}, {}, true);
+  EXPECT_EQ(out.resumed, std::vector<pid_t>{a});
+  EXPECT_EQ(hold.calls, (std::vector<std::string>{"hold_stopped " + std::to_string(a), "release"}));
+  EXPECT_EQ(gpu.state(a), "running");
+  EXPECT_TRUE(wait_until([&] { return proc_state(a) != 'T'; })) << "pid " << a << " left stopped";
+
+  // Without a hold (or when it fails) the processes are continued, not left stopped.
+  make().checkpoint(req(false), counting_snapshot());
+  ASSERT_EQ(::kill(a, SIGSTOP), 0);
+  ASSERT_TRUE(wait_until([&] { return proc_state(a) == 'T'; }));
+  make().restore_after_runtime_restore("c1", diag_path, {}, {}, {}, true);
+  EXPECT_TRUE(wait_until([&] { return proc_state(a) != 'T'; })) << "pid " << a << " left stopped";
+  EXPECT_EQ(gpu.state(a), "running");
 }

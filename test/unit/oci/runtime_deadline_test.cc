@@ -162,6 +162,26 @@ TEST(RuntimeCriuLog, AFailedCheckpointCarriesCriusErrorLines) {
   std::filesystem::remove_all(dir);
 }
 
+// Issue 33: the cause comes first, not the RLIMIT_NOFILE line every CRIU run prints, and a long
+// cascade keeps both ends.
+TEST(RuntimeCriuLog, TheCauseIsQuotedFirstAndTheNoiseNotAtAll) {
+  auto log = std::filesystem::temp_directory_path() / ("nvproxy-criulog-c-" + std::to_string(::getpid()) + ".log");
+  {
+    std::ofstream out(log);
+    out << "(00.00) Error (criu/util.c:1534): rlimit: Can't setup RLIMIT_NOFILE for self: Operation not permitted\n"
+        << "(00.10) Error (criu/files.c:560): Unknown shit 600 (anon_inode:[io_uring])\n";
+    for (int i = 0; i < 6; ++i) out << "(00.1" << i << ") Error (criu/cr-dump.c:1): step " << i << " failed\n";
+    out << "(00.20) Error (criu/cr-dump.c:2000): Dumping FAILED.\n";
+  }
+  std::string e = criu_errors(log, 4);
+  std::filesystem::remove(log);
+  EXPECT_EQ(e.find("RLIMIT_NOFILE"), std::string::npos) << e;
+  EXPECT_EQ(e.rfind("  (00.10) Error (criu/files.c:560): Unknown shit 600 (anon_inode:[io_uring])\n  ...\n", 0), 0u) << e;
+  EXPECT_NE(e.find("step 5 failed"), std::string::npos) << e;
+  EXPECT_NE(e.find("Dumping FAILED."), std::string::npos) << e;
+  EXPECT_EQ(e.find("step 3 failed"), std::string::npos) << "at most 4 lines: " << e;
+}
+
 // A failed restore quotes CRIU's restore.log from the work path, and a hint; a stale restore.log of
 // an earlier attempt is not quoted.
 TEST(RuntimeCriuLog, AFailedRestoreCarriesCriusErrorLines) {

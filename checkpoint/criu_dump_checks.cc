@@ -1,0 +1,131 @@
+#include "checkpoint/criu_dump_checks.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+
+#include "common/fs.h"
+
+namespace nvproxy::checkpoint {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kIoUring = "anon_inode:[io_uring]";
+
+std::string comm_of(const fs::path& proc, pid_t pid) {
+  std::string s;
+  try {
+    s = read_file(proc / std::to_string(pid) / "comm");
+  } catch (const std::exception&) {
+    return "";
+  }
+  while (!s.empty() && s.back() == '\n') s.pop_back();
+  return s;
+}
+
+std::string fd_list(const std::vector<int>& fds) {
+  std::string s;
+  for (int fd : fds) s += (s.empty() ? "" : ",") + std::to_string(fd);
+  return s;
+}
+
+bool has_option(const std::vector<std::string>& options, const std::string& name) {
+  for (std::string o : options) {
+    if (o.rfind("--", 0) == 0) o.erase(0, 2);
+    if (o == name || o.rfind(name + " ", 0) == 0 || o.rfind(name + "=", 0) == 0) return true;
+  }
+  return false;
+}
+
+std::string find_program(const std::string& path, const std::string& name) {
+  std::stringstream ss(path);
+  std::string dir;
+  while (std::getline(ss, dir, ':')) {
+    if (dir.empty()) continue;
+    fs::path p = fs::path(dir) / name;
+    if (::access(p.c_str(), X_OK) == 0) return p.string();
+  }
+  return "";
+}
+
+}  // namespace
+
+std::vector<IoUringUse> io_uring_users(const std::vector<pid_t>& pids, const fs::path& proc) {
+  std::vector<IoUringUse> out;
+  for (pid_t pid : pids) {
+    IoUringUse u{.pid = pid};
+    const fs::path dir = proc / std::to_string(pid);
+    std::error_code ec;
+    for (fs::directory_iterator it(dir / "fd", ec), end; !ec && it != end; it.increment(ec)) {
+      std::error_code rec;
+      fs::path target = fs::read_symlink(it->path(), rec);
+      if (!rec && target.string() == kIoUring) u.fds.push_back(std::stoi(it->path().filename().string()));
+    }
+    std::ifstream maps(dir / "maps");
+    for (std::string line; std::getline(maps, line);)
+      if (line.find("[io_uring]") != std::string::npos) ++u.mappings;
+    if (u.fds.empty() && u.mappings == 0) continue;
+    std::sort(u.fds.begin(), u.fds.end());
+    u.name = comm_of(proc, pid);
+    out.push_back(std::move(u));
+  }
+  return out;
+}
+
+std::optional<SnapshotProblem> IoUringCheck::check(const std::vector<pid_t>& pids) {
+  auto users = io_uring_users(pids, proc_);
+  if (users.empty()) return std::nullopt;
+  SnapshotProblem p;
+  p.key = "io_uring";
+  nlohmann::json js = nlohmann::json::array();
+  for (const auto& u : users) {
+    js.push_back({{"pid", u.pid}, {"name", u.name}, {"fds", u.fds}, {"mappings", u.mappings}});
+    std::string what = u.fds.empty() ? std::to_string(u.mappings) + " mappings of io_uring rings (the fd closed)"
+                                     : "an io_uring instance on fd " + fd_list(u.fds) +
+                                           (u.mappings ? " (" + std::to_string(u.mappings) + " ring mappings)" : "");
+    p.hints[u.pid] = "pid " + std::to_string(u.pid) + " (" + u.name + ") holds " + what +
+                     ", which CRIU cannot checkpoint; a libuv program (PyTorch's TCPStore, Node.js) stops using it with "
+                     "UV_USE_IO_URING=0 in the container's environment (PyTorch: or USE_LIBUV=0); otherwise end what "
+                     "created it before checkpointing";
+  }
+  p.reason = "the runtime's snapshot would fail: " + std::to_string(users.size()) +
+             (users.size() == 1 ? " process uses" : " processes use") +
+             " io_uring, which CRIU cannot dump; set UV_USE_IO_URING=0 for libuv programs, or stop the io_uring user";
+  p.details = {{"processes", js}};
+  return p;
+}
+
+std::optional<SnapshotProblem> NetworkLockCheck::check(const std::vector<pid_t>& pids) {
+  if (pids.empty() || has_option(options_, "network-lock")) return std::nullopt;
+  struct stat mine {};
+  if (::stat((proc_ / "self/ns/net").c_str(), &mine) != 0) return std::nullopt;
+  pid_t own = 0;
+  for (pid_t pid : pids) {
+    struct stat theirs {};
+    if (::stat((proc_ / std::to_string(pid) / "ns/net").c_str(), &theirs) != 0) continue;
+    if (theirs.st_ino != mine.st_ino || theirs.st_dev != mine.st_dev) {
+      own = pid;
+      break;
+    }
+  }
+  if (own == 0) return std::nullopt;  // the host's network: CRIU locks nothing
+  if (!find_program(path_, "iptables-restore").empty()) return std::nullopt;
+  std::string nft = find_program(path_, "nft");
+  SnapshotProblem p;
+  p.key = "network_lock";
+  p.reason =
+      "the runtime's snapshot would fail: the container has a network namespace of its own, which CRIU locks "
+      "during the dump with iptables-restore, and no iptables-restore is in PATH (" +
+      path_ + "); install iptables, or add \"network-lock " + (nft.empty() ? "skip" : "nftables") +
+      "\" to checkpoint.criu_options" + (nft.empty() ? " (the container's network is then not locked while it is dumped)" : "");
+  p.hints[own] = "pid " + std::to_string(own) + " (" + comm_of(proc_, own) + ") runs in a network namespace of its own";
+  p.details = {{"pid", own}, {"path", path_}, {"missing", "iptables-restore"}, {"nft", nft}};
+  return p;
+}
+
+}  // namespace nvproxy::checkpoint
