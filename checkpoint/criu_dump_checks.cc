@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "checkpoint/inet_sockets.h"
 #include "common/fs.h"
 
 namespace nvproxy::checkpoint {
@@ -34,14 +35,6 @@ std::string fd_list(const std::vector<int>& fds) {
   return s;
 }
 
-bool has_option(const std::vector<std::string>& options, const std::string& name) {
-  for (std::string o : options) {
-    if (o.rfind("--", 0) == 0) o.erase(0, 2);
-    if (o == name || o.rfind(name + " ", 0) == 0 || o.rfind(name + "=", 0) == 0) return true;
-  }
-  return false;
-}
-
 std::string find_program(const std::string& path, const std::string& name) {
   std::stringstream ss(path);
   std::string dir;
@@ -54,6 +47,14 @@ std::string find_program(const std::string& path, const std::string& name) {
 }
 
 }  // namespace
+
+bool has_criu_option(const std::vector<std::string>& options, const std::string& name) {
+  for (std::string o : options) {
+    if (o.rfind("--", 0) == 0) o.erase(0, 2);
+    if (o == name || o.rfind(name + " ", 0) == 0 || o.rfind(name + "=", 0) == 0) return true;
+  }
+  return false;
+}
 
 std::vector<IoUringUse> io_uring_users(const std::vector<pid_t>& pids, const fs::path& proc) {
   std::vector<IoUringUse> out;
@@ -100,31 +101,67 @@ std::optional<SnapshotProblem> IoUringCheck::check(const std::vector<pid_t>& pid
   return p;
 }
 
-std::optional<SnapshotProblem> NetworkLockCheck::check(const std::vector<pid_t>& pids) {
-  if (pids.empty() || has_option(options_, "network-lock")) return std::nullopt;
-  struct stat mine {};
-  if (::stat((proc_ / "self/ns/net").c_str(), &mine) != 0) return std::nullopt;
-  pid_t own = 0;
-  for (pid_t pid : pids) {
-    struct stat theirs {};
-    if (::stat((proc_ / std::to_string(pid) / "ns/net").c_str(), &theirs) != 0) continue;
-    if (theirs.st_ino != mine.st_ino || theirs.st_dev != mine.st_dev) {
-      own = pid;
-      break;
-    }
+std::optional<SnapshotProblem> TcpEstablishedCheck::check(const std::vector<pid_t>& pids) {
+  if (allowed_) return std::nullopt;
+  std::vector<InetSocket> connected;
+  for (auto& s : inet_sockets(pids, proc_))
+    if (!s.listening && s.proto.rfind("tcp", 0) == 0) connected.push_back(std::move(s));
+  if (connected.empty()) return std::nullopt;
+  SnapshotProblem p;
+  p.key = "tcp";
+  nlohmann::json js = nlohmann::json::array();
+  for (const auto& s : connected) {
+    js.push_back({{"pid", s.pid}, {"fd", s.fd}, {"proto", s.proto}, {"local", s.local}});
+    std::string& h = p.hints[s.pid];
+    std::string what = s.proto + " " + s.local + " on fd " + std::to_string(s.fd);
+    h = h.empty() ? "pid " + std::to_string(s.pid) + " (" + comm_of(proc_, s.pid) + ") has an established TCP connection: " + what
+                  : h + ", " + what;
   }
-  if (own == 0) return std::nullopt;  // the host's network: CRIU locks nothing
+  p.reason = "the runtime's snapshot would fail: the container has " + std::to_string(connected.size()) +
+             (connected.size() == 1 ? " established TCP connection" : " established TCP connections") +
+             " and CRIU is not asked to keep them: checkpoint with tcp-established (containerd's OpenTcp option, "
+             "runc --tcp-established) or add \"tcp-established\" to checkpoint.criu_options";
+  p.details = {{"connections", js}};
+  return p;
+}
+
+std::optional<SnapshotProblem> NetworkLockCheck::check(const std::vector<pid_t>& pids) {
+  if (pids.empty() || has_criu_option(options_, "network-lock")) return std::nullopt;
+  // What CRIU will lock: the container's own network, or (tcp-established) each connection.
+  pid_t own = 0;
+  struct stat mine {};
+  if (::stat((proc_ / "self/ns/net").c_str(), &mine) == 0)
+    for (pid_t pid : pids) {
+      struct stat theirs {};
+      if (::stat((proc_ / std::to_string(pid) / "ns/net").c_str(), &theirs) != 0) continue;
+      if (theirs.st_ino != mine.st_ino || theirs.st_dev != mine.st_dev) {
+        own = pid;
+        break;
+      }
+    }
+  std::optional<InetSocket> conn;
+  if (own == 0 && tcp_)
+    for (auto& s : inet_sockets(pids, proc_))
+      if (!s.listening && s.proto.rfind("tcp", 0) == 0) {
+        conn = std::move(s);
+        break;
+      }
+  if (own == 0 && !conn) return std::nullopt;  // nothing to lock
   if (!find_program(path_, "iptables-restore").empty()) return std::nullopt;
   std::string nft = find_program(path_, "nft");
   SnapshotProblem p;
   p.key = "network_lock";
-  p.reason =
-      "the runtime's snapshot would fail: the container has a network namespace of its own, which CRIU locks "
-      "during the dump with iptables-restore, and no iptables-restore is in PATH (" +
-      path_ + "); install iptables, or add \"network-lock " + (nft.empty() ? "skip" : "nftables") +
-      "\" to checkpoint.criu_options" + (nft.empty() ? " (the container's network is then not locked while it is dumped)" : "");
-  p.hints[own] = "pid " + std::to_string(own) + " (" + comm_of(proc_, own) + ") runs in a network namespace of its own";
-  p.details = {{"pid", own}, {"path", path_}, {"missing", "iptables-restore"}, {"nft", nft}};
+  p.reason = std::string("the runtime's snapshot would fail: ") +
+             (own ? "the container has a network namespace of its own, which CRIU locks"
+                  : "CRIU locks each established TCP connection it dumps (tcp-established)") +
+             " during the dump with iptables-restore, and no iptables-restore is in PATH (" + path_ +
+             "); install iptables, or add \"network-lock " + (nft.empty() ? "skip" : "nftables") +
+             "\" to checkpoint.criu_options" + (nft.empty() ? " (the network is then not locked while it is dumped)" : "");
+  pid_t who = own ? own : conn->pid;
+  p.hints[who] = "pid " + std::to_string(who) + " (" + comm_of(proc_, who) + ") " +
+                 (own ? std::string("runs in a network namespace of its own")
+                      : "has an established TCP connection: " + conn->proto + " " + conn->local + " on fd " + std::to_string(conn->fd));
+  p.details = {{"pid", who}, {"path", path_}, {"missing", "iptables-restore"}, {"nft", nft}};
   return p;
 }
 

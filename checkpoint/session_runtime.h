@@ -35,6 +35,7 @@ class SessionRuntime {
     std::string binary;
     std::string version;               // "4.2.1"; empty: unknown
     std::vector<std::string> options;  // what the runtime hands it (checkpoint.criu_options)
+    bool tcp_established = false;      // the request asks it to dump established connections
   };
   virtual std::optional<Criu> criu() = 0;
 };

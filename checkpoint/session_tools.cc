@@ -30,10 +30,13 @@ class HostTools final : public SessionTools {
     if (auto criu = rt.criu()) {
       criu_.emplace(criu->binary, criu->version, kernel_release());
       const char* path = std::getenv("PATH");
-      net_lock_.emplace(criu->options, path ? path : "");
+      const bool tcp = criu->tcp_established || has_criu_option(criu->options, "tcp-established");
+      net_lock_.emplace(criu->options, path ? path : "", tcp);
+      tcp_.emplace(tcp);
       checks_.add(&*criu_);
       checks_.add(&io_uring_);
       checks_.add(&*net_lock_);
+      checks_.add(&*tcp_);
       kit_.orch.set_snapshot_check(&checks_);
     } else {
       kit_.orch.set_release("the runtime has no CRIU to leave them out of its image");
@@ -58,6 +61,7 @@ class HostTools final : public SessionTools {
   std::optional<CriuKernelCheck> criu_;
   IoUringCheck io_uring_;
   std::optional<NetworkLockCheck> net_lock_;
+  std::optional<TcpEstablishedCheck> tcp_;
   SnapshotChecks checks_;
 };
 

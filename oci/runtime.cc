@@ -296,6 +296,20 @@ std::vector<std::string> Runtime::criu_env(const std::string& id, const std::str
   return {"CRIU_CONFIG_FILE=" + file.string()};
 }
 
+// runc and crun send CRIU each of these switches in their request, false unless their flag is
+// given, and the request overrides CRIU's configuration file: an operator's "tcp-established" in
+// checkpoint.criu_options reached CRIU as false (measured with runc 1.1 and CRIU 4.2.1). So the
+// options that have a flag become the flag.
+CheckpointFlags Runtime::with_option_switches(CheckpointFlags f) const {
+  for (std::string o : cfg_.criu_options) {
+    if (o.rfind("--", 0) == 0) o.erase(0, 2);
+    if (o == "tcp-established") f.open_tcp = true;
+    if (o == "ext-unix-sk") f.external_unix_sockets = true;
+    if (o == "file-locks") f.file_locks = true;
+  }
+  return f;
+}
+
 void Runtime::checkpoint(const std::string& id, const CheckpointFlags& f) {
   std::vector<std::string> dropped;
   auto a = base_args();
@@ -313,7 +327,7 @@ void Runtime::checkpoint(const std::string& id, const CheckpointFlags& f) {
   }
   hand_over_criu(id, "checkpoint", f.work_path, a, env);
   a.push_back("checkpoint");
-  auto ca = checkpoint_args(kind_, f, dropped);
+  auto ca = checkpoint_args(kind_, with_option_switches(f), dropped);
   a.insert(a.end(), ca.begin(), ca.end());
   // A runc that has --link-remap tells CRIU link_remap=false without it, over the CRIU
   // configuration's "link-remap" line (measured: runc 1.4.3 failed on mp.Queue's semaphores).
@@ -400,6 +414,12 @@ void Runtime::restore(const std::string& id, const RestoreOptions& o) {
   if (kind_ != RuntimeKind::Runsc) {
     if (!o.work_path.empty()) a.insert(a.end(), {"--work-path", o.work_path.string()});
     if (o.no_pivot) a.push_back("--no-pivot");
+    // What the image was dumped with, it must be restored with (CRIU refuses a connected TCP socket
+    // in the image otherwise).
+    CheckpointFlags sw = with_option_switches({});
+    if (sw.open_tcp) a.push_back("--tcp-established");
+    if (sw.external_unix_sockets) a.push_back("--ext-unix-sk");
+    if (sw.file_locks) a.push_back("--file-locks");
   }
   if (!o.console_socket.empty()) a.insert(a.end(), {"--console-socket", o.console_socket});
   a.push_back(id);

@@ -165,6 +165,8 @@ class Runtime {
   RunResult run_checked(const std::string& id, const std::string& what, Command cmd,
                         const std::function<std::string()>& on_timeout = {});
   [[nodiscard]] std::string last_log_error() const;
+  // f with the switches that config().criu_options name (tcp-established, ext-unix-sk, file-locks).
+  [[nodiscard]] CheckpointFlags with_option_switches(CheckpointFlags f) const;
   // runc/crun: writes config().criu_options to WORK/nvproxy-criu.conf and returns the environment
   // that points CRIU at it; nothing for runsc, no options or no work path.
   // plugin_dir: also a "libdir" line, so that CRIU loads the shim's plugin.

@@ -35,7 +35,10 @@ class ContainerRuntime final : public checkpoint::SessionRuntime {
   std::optional<Criu> criu() override {
     auto info = c_.runtime().criu();
     if (!info) return std::nullopt;
-    return Criu{.binary = info->binary, .version = info->version, .options = c_.runtime().config().criu_options};
+    return Criu{.binary = info->binary,
+                .version = info->version,
+                .options = c_.runtime().config().criu_options,
+                .tcp_established = flags_ && flags_->open_tcp};
   }
 
  private:

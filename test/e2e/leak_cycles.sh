@@ -27,7 +27,9 @@ sample() {  # PID -> "fds threads rss_kib zombies"
 cycle() {
   local id=leak$1
   nv_ctr run -d --runtime $NV_RT "${POD[@]}" "$NV_IMAGE" "$id" sleep 1000 >/dev/null
-  [[ $(nv_ctr task exec --exec-id e "$id" echo ok) == ok ]] || nv_fail "cycle $1: exec output"
+  local out rc=0
+  out=$(nv_ctr task exec --exec-id e "$id" echo ok 2>"$NV_DIR/exec.err") || rc=$?
+  [[ $rc == 0 && $out == ok ]] || nv_fail "cycle $1: exec gave [$out], exit status $rc, stderr [$(cat "$NV_DIR/exec.err")]"
   nv_ctr task kill -s KILL "$id"
   nv_wait_for -t 10 stopped "$id" || nv_fail "cycle $1: task did not stop"
   nv_ctr task rm "$id" >/dev/null

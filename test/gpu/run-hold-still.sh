@@ -8,13 +8,19 @@
 #   jax-nohold  the same with hold_still: false (0.5.1's behaviour): the JAX process died then
 #   jobs        a PyTorch job runner starting a short-lived CUDA child (spawn) every 0.7 s
 #               (workloads/job_runner.py): three checkpoints in a row must succeed, jobs go on
+#   nccl1       single-GPU torch.distributed (NCCL, world size 1; workloads/nccl_one_rank.py): as
+#               started, refused before any toggle if libuv holds an io_uring; with USE_LIBUV=0 and
+#               UV_USE_IO_URING=0 and tcp-established (its TCPStore's connection to itself)
+#               checkpointed (not refused as a collective), killed, restored
+#   netns       a CUDA container with a network namespace of its own on this machine without
+#               iptables-restore: refused before any toggle, naming it
 # Prints "RESULT PASS|FAIL name: detail"; the containerd log and the reports go to $OUT.
 # Run: set -o pipefail; timeout 540 bash test/gpu/run-hold-still.sh 2>&1 | tee $OUT/hold.log
 set -uo pipefail
 REPO=$(pwd)
 PACK=${PACK:-$REPO/.carry}
 OUTD=${OUT:-/tmp/nvgpu-out}
-CASES=${CASES:-jax jax-nohold jobs}
+CASES=${CASES:-jobs jax jax-nohold nccl1 netns}
 mkdir -p "$OUTD"
 W=/var/tmp/nvgpu-hold
 source "$REPO/test/gpu/lib/kit-containerd.sh"
@@ -29,7 +35,7 @@ log "kernel $(uname -r); criu $(/opt/kit/bin/criu --version | head -1); JAX pyth
 case $PYJ in /opt/*) d=$(echo "$PYJ" | cut -d/ -f1-3); [[ $d == /opt/torch ]] || BINDS+=(--mount "type=bind,src=$d,dst=$d,options=bind:ro") ;; esac
 rm -rf "$W"; mkdir -p "$W"
 CFG=$W/shim.yaml
-write_cfg() {  # HOLD(true|false)
+write_cfg() {  # HOLD(true|false) [CHECKPOINT_LINE]
   cat >"$CFG" <<EOT
 runtime: {binary: /opt/kit/root/usr/sbin/runc, root: /run/containerd/nvproxy-gpuhold, criu_path: /opt/kit/bin/criu}
 log_level: debug
@@ -40,6 +46,7 @@ checkpoint:
   libnvml: /usr/local/nvidia/lib64/libnvidia-ml.so.1
   content_store: $W/root
   hold_still: $1
+${2:-}
 EOT
 }
 write_cfg true
@@ -50,7 +57,7 @@ start() {  # NAME PY SCRIPT [ENV=V...]
   local id=$1 py=$2 script=$3; shift 3
   local envs=(); for e in "$@"; do envs+=(--env "$e"); done
   mkdir -p "$H/$id"
-  CTR run -d --snapshotter native --runtime io.containerd.nvproxy.v1 --net-host "${BINDS[@]}" \
+  CTR run -d --snapshotter native --runtime io.containerd.nvproxy.v1 ${NET---net-host} "${BINDS[@]}" \
     --mount "type=bind,src=$REPO/test/gpu/workloads,dst=/probe,options=rbind:ro" \
     --mount "type=bind,src=$H/$id,dst=/out,options=rbind:rw" --env NVIDIA_VISIBLE_DEVICES=all --env HOME=/tmp \
     --env PYTHONUNBUFFERED=1 "${envs[@]}" $IMAGE "$id" sh -c "exec $py /probe/$script >/out/workload.log 2>&1" >/dev/null ||
@@ -66,9 +73,17 @@ JAXENV=(XLA_PYTHON_CLIENT_MEM_FRACTION=0.04)
 # XLA looks for libdevice (and ptxas) under a CUDA directory; in pip installs that is the nvidia
 # wheels' directory, which it does not find by itself inside the container (its first run failed).
 if [[ -n $PYJ ]]; then
-  libdevice=$(find "$(dirname "$(dirname "$PYJ")")/lib" -path '*nvvm/libdevice/libdevice.10.bc' 2>/dev/null | head -1)
+  # The CUDA toolkit under /usr/local is not among the host's /usr binds: bind what XLA reads.
+  for d in /usr/local/cuda /usr/local/cuda-*; do
+    [[ -d $d ]] || continue
+    r=$(readlink -f "$d")
+    BINDS+=(--mount "type=bind,src=$r,dst=$r,options=rbind:ro")
+    [[ $r == "$d" ]] || BINDS+=(--mount "type=bind,src=$r,dst=$d,options=rbind:ro")
+  done
+  libdevice=$(find /usr/local/cuda*/nvvm/libdevice "$(dirname "$(dirname "$PYJ")")/lib" -name libdevice.10.bc 2>/dev/null | head -1)
+  log "libdevice: ${libdevice:-none found}; /usr/local: $(ls -d /usr/local/cuda* 2>/dev/null | tr '\n' ' ')"
   if [[ -n $libdevice ]]; then
-    cudadir=$(dirname "$(dirname "$(dirname "$libdevice")")")
+    cudadir=$(dirname "$(dirname "$(dirname "$(readlink -f "$libdevice")")")")
     JAXENV+=("XLA_FLAGS=--xla_gpu_cuda_data_dir=$cudadir")
     [[ -x $cudadir/bin/ptxas ]] && JAXENV+=("PATH=$cudadir/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
   fi
@@ -80,7 +95,7 @@ jax_case() {  # NAME HOLD
   write_cfg "$2"
   start "$id" "$PYJ" jax_workload.py "${JAXENV[@]}"
   f=$H/$id/jax.txt
-  wait_until 180 past "$f" 1 100 || { result FAIL "$id" "did not start: $(tail -3 "$H/$id/workload.log")"; return; }
+  wait_until 180 past "$f" 1 100 || { result FAIL "$id" "did not start: $(grep -iE 'error|libdevice|ptxas' "$H/$id/workload.log" | tail -4)"; return; }
   s=$(now); err=$(CTR c checkpoint --task --rw "$id" "ckpt-$id" 2>&1); rc=$?; e=$(now)
   report "$id"
   at=$(num "$f" 1)
@@ -107,8 +122,93 @@ jax_case() {  # NAME HOLD
   TMO=30 CTR task kill -a -s KILL "$id" >/dev/null 2>&1
 }
 
+nccl1_case() {
+  local id f s e err rc at ok
+  write_cfg true
+  start nccl1-uring "$PYT" nccl_one_rank.py NCCL1_PORT=29533
+  f=$H/nccl1-uring/nccl1.txt
+  if wait_until 120 past "$f" 1 20; then
+    err=$(CTR c checkpoint --task --rw nccl1-uring ckpt-nccl1u 2>&1); rc=$?
+    report nccl1-uring
+    log "nccl1 as started: checkpoint rc=$rc, status $(status nccl1-uring)"; echo "$err" | sed 's/^/  | /'
+    at=$(num "$f" 1)
+    if ((rc != 0)) && [[ $err == *io_uring* ]] && wait_until 30 past "$f" 1 "$((at + 20))"; then
+      result PASS nccl1-uring "refused before any toggle for its io_uring, running on ($at -> $(num "$f" 1))"
+    elif ((rc == 0)); then
+      result PASS nccl1-uring "no io_uring here: checkpointed (rc 0)"
+    else
+      result FAIL nccl1-uring "rc=$rc: $(echo "$err" | head -2 | tr '\n' ' ')"
+    fi
+  else
+    result FAIL nccl1-uring "did not start: $(tail -3 "$H/nccl1-uring/workload.log")"
+  fi
+  TMO=30 CTR task kill -a -s KILL nccl1-uring >/dev/null 2>&1
+  # Its TCPStore is connected to itself: CRIU dumps that with tcp-established, and locks the
+  # connection with iptables-restore, which this machine lacks: refused before any toggle, naming it.
+  write_cfg true '  criu_options: [link-remap, "ghost-limit 1G", tcp-established]'
+  start nccl1-lock "$PYT" nccl_one_rank.py NCCL1_PORT=29536 USE_LIBUV=0 UV_USE_IO_URING=0
+  f=$H/nccl1-lock/nccl1.txt
+  if wait_until 120 past "$f" 1 20; then
+    err=$(CTR c checkpoint --task --rw nccl1-lock ckpt-nccl1l 2>&1); rc=$?
+    log "nccl1 with tcp-established: checkpoint rc=$rc"; echo "$err" | sed 's/^/  | /'
+    if command -v iptables-restore >/dev/null; then result PASS nccl1-lock "iptables-restore is here (rc=$rc)"
+    elif ((rc != 0)) && [[ $err == *iptables-restore* && $err == *refused* ]]; then result PASS nccl1-lock "refused before any toggle naming iptables-restore"
+    else result FAIL nccl1-lock "rc=$rc: $(echo "$err" | head -2 | tr '\n' ' ')"; fi
+  else
+    result FAIL nccl1-lock "did not start"
+  fi
+  TMO=30 CTR task kill -a -s KILL nccl1-lock >/dev/null 2>&1
+  id=nccl1
+  write_cfg true '  criu_options: [link-remap, "ghost-limit 1G", tcp-established, "network-lock skip"]'
+  start $id "$PYT" nccl_one_rank.py NCCL1_PORT=29534 USE_LIBUV=0 UV_USE_IO_URING=0
+  f=$H/$id/nccl1.txt
+  wait_until 120 past "$f" 1 20 || { result FAIL $id "did not start: $(tail -3 "$H/$id/workload.log")"; return; }
+  s=$(now); err=$(CTR c checkpoint --task --rw $id ckpt-$id 2>&1); rc=$?; e=$(now)
+  report $id
+  at=$(num "$f" 1)
+  log "$id: checkpoint rc=$rc in $(dt "$s" "$e") s, at $at, status $(status $id)"; [[ -n $err ]] && echo "$err" | sed 's/^/  | /'
+  ok=0
+  ((rc == 0)) && wait_until 30 past "$f" 1 "$((at + 20))" && [[ $(field "$f" 2) == True ]] && ok=1
+  ((ok)) || { result FAIL $id "checkpoint rc=$rc, $(cat "$f"), status $(status $id); $(tail -2 "$H/$id/workload.log" | tr '\n' ' ')"; TMO=30 CTR task kill -a -s KILL $id >/dev/null 2>&1; return; }
+  result PASS $id "one rank checkpointed in $(dt "$s" "$e") s, all_reduce goes on ($at -> $(num "$f" 1)), data intact"
+  TMO=30 CTR task kill -a -s KILL $id >/dev/null
+  wait_until 20 bash -c "[[ \$($CTDDIR/ctr -a $SOCK -n gpu task ls | awk '\$1==\"$id\"{print \$3}') == STOPPED ]]"
+  CTR task rm $id >/dev/null; CTR c rm $id >/dev/null
+  at=$(num "$f" 1)
+  s=$(now); err=$(CTR c restore --live --rw $id ckpt-$id </dev/null 2>&1); rc=$?; e=$(now)
+  log "$id: restore rc=$rc in $(dt "$s" "$e") s; status $(status $id)"; [[ -n $err ]] && echo "$err" | sed 's/^/  | /'
+  if ((rc == 0)) && wait_until 30 past "$f" 1 "$((at + 20))" && [[ $(field "$f" 2) == True ]]; then
+    result PASS $id-restore "restored in $(dt "$s" "$e") s, all_reduce goes on from the image ($(num "$f" 1)), data intact"
+  else
+    result FAIL $id-restore "restore rc=$rc, status $(status $id), $(cat "$f"); $(tail -2 "$H/$id/workload.log" | tr '\n' ' ')"
+  fi
+  TMO=30 CTR task kill -a -s KILL $id >/dev/null 2>&1
+}
+
+netns_case() {
+  local err rc f at
+  write_cfg true
+  NET="" start netns "$PYT" nccl_one_rank.py NCCL1_PORT=29535 USE_LIBUV=0 UV_USE_IO_URING=0
+  f=$H/netns/nccl1.txt
+  wait_until 120 past "$f" 1 20 || { result FAIL netns "did not start: $(tail -3 "$H/netns/workload.log")"; return; }
+  err=$(CTR c checkpoint --task --rw netns ckpt-netns 2>&1); rc=$?
+  report netns
+  at=$(num "$f" 1)
+  log "netns: checkpoint rc=$rc (iptables-restore here: $(command -v iptables-restore || echo none))"; echo "$err" | sed 's/^/  | /'
+  if command -v iptables-restore >/dev/null; then
+    result "$([[ $rc == 0 ]] && echo PASS || echo FAIL)" netns "iptables-restore is here: checkpoint rc=$rc"
+  elif ((rc != 0)) && [[ $err == *iptables-restore* ]] && wait_until 30 past "$f" 1 "$((at + 20))"; then
+    result PASS netns "refused before any toggle naming iptables-restore; running on ($at -> $(num "$f" 1))"
+  else
+    result FAIL netns "rc=$rc, status $(status netns): $(echo "$err" | head -2 | tr '\n' ' ')"
+  fi
+  TMO=30 CTR task kill -a -s KILL netns >/dev/null 2>&1
+}
+
 for c in $CASES; do
   case $c in
+    nccl1) nccl1_case ;;
+    netns) netns_case ;;
     jax) [[ -n $PYJ ]] && jax_case jax true || result FAIL jax "no Python with JAX here" ;;
     jax-nohold) [[ -n $PYJ ]] && jax_case jax-nohold false || result FAIL jax-nohold "no Python with JAX here" ;;
     jobs)

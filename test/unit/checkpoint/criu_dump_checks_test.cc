@@ -2,7 +2,10 @@
 // network lock's program looked for in a given PATH.
 #include "checkpoint/criu_dump_checks.h"
 
+#include <arpa/inet.h>
 #include <linux/io_uring.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -88,7 +91,7 @@ TEST_F(FakeProc, AnOwnNetworkNamespaceNeedsIptablesRestoreInPath) {
   process(7, "server");
   net_ns(7, true);
   fs::create_directories(root / "empty");
-  auto p = NetworkLockCheck({"link-remap"}, (root / "empty").string(), root).check({7});
+  auto p = NetworkLockCheck({"link-remap"}, (root / "empty").string(), false, root).check({7});
   ASSERT_TRUE(p);
   EXPECT_EQ(p->key, "network_lock");
   EXPECT_TRUE(has(p->reason, "no iptables-restore is in PATH")) << p->reason;
@@ -96,18 +99,55 @@ TEST_F(FakeProc, AnOwnNetworkNamespaceNeedsIptablesRestoreInPath) {
   EXPECT_TRUE(has(p->hints[7], "pid 7 (server) runs in a network namespace of its own")) << p->hints[7];
 
   bin("nft", "nft");
-  p = NetworkLockCheck({}, (root / "empty").string() + ":" + (root / "nft").string(), root).check({7});
+  p = NetworkLockCheck({}, (root / "empty").string() + ":" + (root / "nft").string(), false, root).check({7});
   ASSERT_TRUE(p);
   EXPECT_TRUE(has(p->reason, "\"network-lock nftables\"")) << p->reason;
 
   bin("ipt", "iptables-restore");
-  EXPECT_FALSE(NetworkLockCheck({}, (root / "ipt").string(), root).check({7})) << "iptables-restore is there";
-  EXPECT_FALSE(NetworkLockCheck({"network-lock skip"}, (root / "empty").string(), root).check({7}))
+  EXPECT_FALSE(NetworkLockCheck({}, (root / "ipt").string(), false, root).check({7})) << "iptables-restore is there";
+  EXPECT_FALSE(NetworkLockCheck({"network-lock skip"}, (root / "empty").string(), false, root).check({7}))
       << "the operator chose the method";
 }
 
 TEST_F(FakeProc, TheHostNetworkNeedsNoLock) {
   process(7, "server");
   net_ns(7, false);
-  EXPECT_FALSE(NetworkLockCheck({}, "", root).check({7}));
+  EXPECT_FALSE(NetworkLockCheck({}, "", false, root).check({7}));
+}
+
+// A real established connection of this process (loopback): refused unless tcp-established is asked.
+TEST(TcpEstablished, AConnectionOfARealProcessIsRefusedWithoutTheOption) {
+  int l = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(l, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(l, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(::listen(l, 1), 0);
+  socklen_t len = sizeof a;
+  ASSERT_EQ(::getsockname(l, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  EXPECT_FALSE(TcpEstablishedCheck(false).check({::getpid()})) << "a listener alone needs no option";
+  int c = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_EQ(::connect(c, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  int s = ::accept4(l, nullptr, nullptr, SOCK_CLOEXEC);
+  ASSERT_GE(s, 0);
+  auto p = TcpEstablishedCheck(false).check({::getpid()});
+  auto allowed = TcpEstablishedCheck(true).check({::getpid()});
+  // Dumped (tcp-established) on the host's network, each is locked with iptables-restore.
+  auto lock = NetworkLockCheck({}, "/nonexistent", true).check({::getpid()});
+  auto no_tcp = NetworkLockCheck({}, "/nonexistent", false).check({::getpid()});
+  ::close(s);
+  ::close(c);
+  ::close(l);
+  ASSERT_TRUE(p);
+  EXPECT_EQ(p->key, "tcp");
+  EXPECT_TRUE(has(p->reason, "2 established TCP connections and CRIU is not asked to keep them")) << p->reason;
+  EXPECT_TRUE(has(p->reason, "tcp-established")) << p->reason;
+  EXPECT_TRUE(has(p->hints[::getpid()], "has an established TCP connection: tcp 127.0.0.1:")) << p->hints[::getpid()];
+  EXPECT_FALSE(allowed);
+  ASSERT_TRUE(lock);
+  EXPECT_TRUE(has(lock->reason, "CRIU locks each established TCP connection it dumps (tcp-established)")) << lock->reason;
+  EXPECT_FALSE(no_tcp) << "this test runs on the host's network: nothing to lock without tcp-established";
+  EXPECT_TRUE(has_criu_option({"link-remap", "--tcp-established"}, "tcp-established"));
+  EXPECT_FALSE(has_criu_option({"link-remap"}, "tcp-established"));
 }

@@ -145,6 +145,30 @@ TEST_F(RuntimeTest, ProbeHasADeadline) {
   EXPECT_NE(c.error.find("did not answer within 200 ms"), std::string::npos) << c.error;
 }
 
+// runc's request to CRIU overrides its configuration file for the switches that have a flag: those
+// options become the flag, at checkpoint and restore alike; leave-stopped goes to the file.
+TEST_F(RuntimeTest, CriuOptionsWithAFlagBecomeTheFlag) {
+  auto script = dir_ / "args-runc";
+  std::ofstream(script) << "#!/bin/sh\ncase \"$1 $2\" in \"--version \"|\"features \"|\"checkpoint --help\") exit 0;; esac\n"
+                        << "echo \"$*\" >> " << (dir_ / "args").string() << "\n";
+  ::chmod(script.c_str(), 0755);
+  auto work = dir_ / "cw";
+  Runtime rt({.binary = script.string(), .criu_options = {"link-remap", "tcp-established", "--file-locks"}}, runner_, log_,
+             dir_ / "log.json");
+  rt.checkpoint("c1", {.image_path = "/img", .work_path = work.string()});
+  rt.restore("c1",
+             {.bundle = dir_, .image_path = "/img", .work_path = work, .pid_file = dir_ / "pid", .leave_stopped = true});
+  std::string args = read_file(dir_ / "args");
+  auto restore_at = args.find(" restore ");
+  ASSERT_NE(restore_at, std::string::npos) << args;
+  std::string ckpt = args.substr(0, restore_at), rest = args.substr(restore_at);
+  EXPECT_NE(ckpt.find("--tcp-established"), std::string::npos) << ckpt;
+  EXPECT_NE(ckpt.find("--file-locks"), std::string::npos) << ckpt;
+  EXPECT_NE(rest.find("--tcp-established"), std::string::npos) << rest;
+  EXPECT_NE(rest.find("--file-locks"), std::string::npos) << rest;
+  EXPECT_EQ(read_file(work / "nvproxy-criu.conf"), "link-remap\ntcp-established\nfile-locks\nleave-stopped\n");
+}
+
 // CRIU gets checkpoint.criu_options through $CRIU_CONFIG_FILE (read by `criu swrk` as runc and
 // crun start it), written into the work path, for checkpoint and restore; runsc gets none.
 TEST_F(RuntimeTest, CriuOptionsReachCriuThroughItsConfigFile) {
