@@ -158,9 +158,10 @@ std::optional<SnapshotProblem> NetworkLockCheck::check(const std::vector<pid_t>&
              "); install iptables, or add \"network-lock " + (nft.empty() ? "skip" : "nftables") +
              "\" to checkpoint.criu_options" + (nft.empty() ? " (the network is then not locked while it is dumped)" : "");
   pid_t who = own ? own : conn->pid;
-  p.hints[who] = "pid " + std::to_string(who) + " (" + comm_of(proc_, who) + ") " +
-                 (own ? std::string("runs in a network namespace of its own")
-                      : "has an established TCP connection: " + conn->proto + " " + conn->local + " on fd " + std::to_string(conn->fd));
+  p.hints[who] =
+      "pid " + std::to_string(who) + " (" + comm_of(proc_, who) + ") " +
+      (own ? std::string("runs in a network namespace of its own")
+           : "has an established TCP connection: " + conn->proto + " " + conn->local + " on fd " + std::to_string(conn->fd));
   p.details = {{"pid", who}, {"path", path_}, {"missing", "iptables-restore"}, {"nft", nft}};
   return p;
 }

@@ -1,5 +1,7 @@
 #include "checkpoint/diagnose.h"
 
+#include <optional>
+
 #include <boost/program_options.hpp>
 #include <filesystem>
 #include <memory>
@@ -73,6 +75,14 @@ int diagnose_main(const std::vector<std::string>& args, std::ostream& out, std::
     OrchestratorKit kit(cfg, std::move(lister), runner, log);
     HostSpaceProbe space;
     kit.orch.set_space_probe(&space);
+    // As a checkpoint would hold the container still (session_tools.cc), so that processes that
+    // die unheld (JAX) are judged the same; inspect() stops nothing.
+    std::optional<HelperHold> hold;
+    if (cfg.hold_still && cfg.cuda == "driver-api" && kit.cuda.helper) {
+      hold.emplace(
+          kit.cuda.helper, [] {}, [] {});
+      kit.orch.set_container_hold(&*hold);
+    }
     // The same request a checkpoint would make, so that the same decide() answers.
     CheckpointRequest req{.container_id = id.empty() ? "(pids " + std::to_string(pid_args.front()) + "...)" : id,
                           .image_path = image_path};

@@ -153,6 +153,7 @@ std::optional<ProcInfo> ProcHolderScanner::info(pid_t pid) {
       if (b.rfind("libcuda.so", 0) == 0) pi.maps_libcuda = true;
       if (b.rfind("libnvidia-ml.so", 0) == 0) pi.maps_libnvml = true;
       if (path.rfind("/dev/shm/cuda.shm.", 0) == 0 && pi.cuda_ipc_file.empty()) pi.cuda_ipc_file = path;
+      if (pi.unheld_lib.empty() && runs_device_threads(path)) pi.unheld_lib = path;
       if (path == "/dev/nvidia-uvm") {
         char* end = nullptr;
         std::uint64_t lo = std::strtoull(line.c_str(), &end, 16);
@@ -167,6 +168,14 @@ std::optional<ProcInfo> ProcHolderScanner::info(pid_t pid) {
     for (auto b : uvm) pi.uvm_managed_bytes += b;
   }
   return pi;
+}
+
+bool runs_device_threads(const std::string& path) {
+  if (path.size() < 4 || path.compare(path.size() - 3, 3, ".so") != 0) return false;
+  // jaxlib's runtime (xla_extension.so before jaxlib 0.5, _jax.so and friends after) and the CUDA
+  // plugin wheels (jax_plugins/xla_cuda12, xla_cuda13).
+  return path.find("/jaxlib/") != std::string::npos || path.find("/jax_plugins/") != std::string::npos ||
+         path.find("xla_extension") != std::string::npos;
 }
 
 }  // namespace nvproxy::checkpoint

@@ -142,6 +142,9 @@ class Orchestrator {
   // Optional (host pids only): the container is held still from the CUDA lock to the resume
   // (container_hold.h); without it, its threads run while their CUDA state is checkpointed.
   void set_container_hold(ContainerHold* hold) { hold_ = hold; }
+  // Without a hold: why there is none ("runsc: ..."), for the refusal of processes that die unheld
+  // (JAX); empty: checkpoint.hold_still is off.
+  void set_hold_unavailable(std::string why) { hold_unavailable_ = std::move(why); }
   // Optional (host pids only): tells a forked child's inherited device files from ones it opened
   // itself (file_identity.h), for the refusal's table and hint.
   void set_file_identity(FileIdentity* files) { files_ = files; }
@@ -166,6 +169,7 @@ class Orchestrator {
     std::vector<ProcessReport> ranks;
     std::vector<ProcessReport> ipc;      // took part in CUDA IPC (importers cannot be restored)
     std::vector<ProcessReport> managed;  // hold managed memory (the driver refuses to checkpoint it)
+    std::vector<ProcessReport> unheld;   // would die while checkpointed: nothing holds them still (runsc)
   };
   struct Refusal {
     std::string reason;
@@ -259,6 +263,7 @@ class Orchestrator {
   SnapshotCheck* snapshot_check_ = nullptr;
   ProcessHolds* holds_ = nullptr;
   ContainerHold* hold_ = nullptr;
+  std::string hold_unavailable_;
   FileIdentity* files_ = nullptr;
   std::string release_unavailable_ = "not set up";
   ReleaseWay release_way_ = ReleaseWay::CriuPlugin;

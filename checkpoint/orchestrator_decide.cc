@@ -180,6 +180,15 @@ Orchestrator::Preflight Orchestrator::preflight(const Classified& c) {
                "(CUDA_ERROR_NOT_SUPPORTED, measured)";
       pf.managed.push_back(std::move(r));
     }
+    if (!hold_ && !pi->unheld_lib.empty()) {
+      ProcessReport r = row();
+      r.hint = "pid " + std::to_string(pid) + " (" + r.name + ") maps " + pi->unheld_lib +
+               " (JAX's XLA), whose threads touch device memory on their own; while its CUDA state is checkpointed that "
+               "kills the process, and nothing can hold it still here (" +
+               (hold_unavailable_.empty() ? std::string("checkpoint.hold_still is off") : hold_unavailable_) +
+               "): run it under runc or crun with checkpoint.hold_still, or stop it before checkpointing";
+      pf.unheld.push_back(std::move(r));
+    }
   }
   return pf;
 }
@@ -207,6 +216,10 @@ std::optional<Orchestrator::Refusal> Orchestrator::refusal(const Preflight& pf) 
     return Refusal{count_processes(pf.managed.size()) + (pf.managed.size() == 1 ? " holds" : " hold") +
                        " managed memory (cudaMallocManaged); the driver cannot checkpoint it",
                    pf.managed};
+  if (!pf.unheld.empty())
+    return Refusal{count_processes(pf.unheld.size()) + (pf.unheld.size() == 1 ? " runs" : " run") +
+                       " threads that touch device memory while CUDA-checkpointed, and cannot be held still here",
+                   pf.unheld};
   return std::nullopt;
 }
 
@@ -231,6 +244,10 @@ std::vector<std::string> Orchestrator::preflight_warnings(const Preflight& pf) c
     w.push_back("pid " + std::to_string(r.pid) +
                 " holds managed memory; checkpointing anyway (checkpoint.allow_unrestorable): the driver is expected to "
                 "refuse its checkpoint, which is then rolled back");
+  for (const auto& r : pf.unheld)
+    w.push_back("pid " + std::to_string(r.pid) +
+                " runs threads that touch device memory while checkpointed and is not held still; checkpointing anyway "
+                "(checkpoint.allow_unrestorable): it may die");
   return w;
 }
 

@@ -90,7 +90,8 @@ json scan(const std::vector<std::string>& args) {
                       {"exe", pi->exe},
                       {"maps_libcuda", pi->maps_libcuda},
                       {"maps_libnvml", pi->maps_libnvml},
-                      {"cuda_ipc_file", pi->cuda_ipc_file}});
+                      {"cuda_ipc_file", pi->cuda_ipc_file},
+                      {"unheld_lib", pi->unheld_lib}});
   ProcCommProbe probe;
   for (const auto& [pid, f] : probe.scan(pids))
     comm.push_back({{"pid", pid}, {"evidence", f.evidence}, {"tcp_peers", f.tcp_peers}, {"nccl", f.nccl}});

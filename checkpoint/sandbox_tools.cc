@@ -144,7 +144,8 @@ json SandboxHolderScanner::scan_json(const std::vector<pid_t>& pids) {
                                                 .exe = i.value("exe", ""),
                                                 .maps_libcuda = i.value("maps_libcuda", false),
                                                 .maps_libnvml = i.value("maps_libnvml", false),
-                                                .cuda_ipc_file = i.value("cuda_ipc_file", "")};
+                                                .cuda_ipc_file = i.value("cuda_ipc_file", ""),
+                                                .unheld_lib = i.value("unheld_lib", "")};
   return j;
 }
 

@@ -26,6 +26,9 @@ class HostTools final : public SessionTools {
       hold_.emplace(
           kit_.cuda.helper, [&rt] { rt.pause(); }, [&rt] { rt.resume(); });
       kit_.orch.set_container_hold(&*hold_);
+    } else if (cfg.hold_still) {
+      kit_.orch.set_hold_unavailable(cfg.cuda != "driver-api" ? "checkpoint.cuda is \"" + cfg.cuda + "\", not driver-api"
+                                                              : "no nvproxy-cuda-helper");
     }
     if (auto criu = rt.criu()) {
       criu_.emplace(criu->binary, criu->version, kernel_release());
@@ -70,6 +73,8 @@ class SandboxSessionTools final : public SessionTools {
   SandboxSessionTools(const CheckpointConfig& cfg, SandboxTarget t, ProcessRunner& runner, Logger& log)
       : kit_(cfg, std::move(t), runner, log) {
     kit_.orch.set_release("", ReleaseWay::InPlace);
+    kit_.orch.set_hold_unavailable(
+        "gVisor's sandbox processes are not the host's to stop, and runsc checkpoints the sandbox whole");
   }
   Orchestrator& orchestrator() override { return kit_.orch; }
   ProcessLister& lister() override { return kit_.lister; }

@@ -85,6 +85,31 @@ stopped refuse
 ctr_t task rm refuse >/dev/null
 ctr_t c rm refuse
 
+nv_log "case jax: a CUDA process that maps JAX's XLA, which nothing can hold still in the sandbox"
+# Issue 33: such a process dies while its CUDA state is checkpointed unless held still (runc, crun);
+# under runsc it is refused before any toggle, naming the library.
+mkdir -p "$FAKE/jaxlib"
+head -c 4096 /dev/zero >"$FAKE/jaxlib/xla_extension.so"
+: >"$FAKE/cuda/calls.log"
+ctr_t run -d --runtime $NV_RT "${GPU[@]}" "${MOUNTS[@]}" --mount "type=bind,src=$FAKE/jaxlib,dst=/site/jaxlib,options=rbind:ro" \
+  "$NV_IMAGE" jax /fake/fake_cuda_app --device /dev/fakegpu0 --map --map-lib /site/jaxlib/xla_extension.so
+nv_wait_for -t 20 bash -c "ls $FAKE/cuda/*.ready >/dev/null 2>&1" || nv_fail "the JAX stand-in did not start"
+set +e
+err=$(ctr_t task checkpoint jax 2>&1)
+rc=$?
+set -e
+echo "$err" >&2
+((rc != 0 && rc != 124)) || nv_fail "checkpoint of an unheld JAX process: rc=$rc (124: hung): $err"
+nv_assert_contains "$err" "runs threads that touch device memory while CUDA-checkpointed" "the refusal"
+nv_assert_contains "$err" "maps /site/jaxlib/xla_extension.so (JAX's XLA)" "the refusal names the library"
+if awk '$2=="lock"' "$FAKE/cuda/calls.log" | grep -q .; then nv_fail "CUDA was locked before the refusal"; fi
+nv_assert_eq RUNNING "$(nv_task_status jax)" "container state after the refusal"
+ctr_t task kill -s KILL jax
+stopped jax
+ctr_t task rm jax >/dev/null
+ctr_t c rm jax
+rm -f "$FAKE"/cuda/[0-9]*.*
+
 nv_log "case cuda: CUDA parent + child in the sandbox, checkpoint, restore, operations on the restored one"
 rm -f "$FAKE"/cuda/*
 ctr_t run -d --runtime $NV_RT "${GPU[@]}" "${MOUNTS[@]}" "$NV_IMAGE" cuda \

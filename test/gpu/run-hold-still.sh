@@ -92,7 +92,8 @@ fi
 
 jax_case() {  # NAME HOLD
   local id=$1 f s e err rc at
-  write_cfg "$2"
+  # Without the hold the shim refuses JAX before any toggle; allow_unrestorable shows why.
+  if [[ $2 == true ]]; then write_cfg true; else write_cfg false '  allow_unrestorable: true'; fi
   start "$id" "$PYJ" jax_workload.py "${JAXENV[@]}"
   f=$H/$id/jax.txt
   wait_until 180 past "$f" 1 100 || { result FAIL "$id" "did not start: $(grep -iE 'error|libdevice|ptxas' "$H/$id/workload.log" | tail -4)"; return; }

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <thread>
@@ -1288,4 +1289,30 @@ TEST_F(OrchestratorTest, ARestoreLeftStoppedIsHeldForItsCudaRestoreThenLetGo) {
   make().restore_after_runtime_restore("c1", diag_path, {}, {}, {}, true);
   EXPECT_TRUE(wait_until([&] { return proc_state(a) != 'T'; })) << "pid " << a << " left stopped";
   EXPECT_EQ(gpu.state(a), "running");
+}
+
+// Issue 33: a CUDA process that maps JAX's XLA runs threads on device memory while checkpointed;
+// where nothing holds it still (runsc, or hold_still off) it is refused before any toggle, naming
+// the library; held, it is checkpointed.
+TEST_F(OrchestratorTest, AJaxProcessIsRefusedWhereNothingHoldsItStill) {
+  fs::path lib = gpu.dir() / "site-packages/jaxlib/xla_extension.so";
+  fs::create_directories(lib.parent_path());
+  { std::ofstream(lib) << std::string(4096, '\0'); }
+  EXPECT_TRUE(runs_device_threads(lib.string()));
+  EXPECT_FALSE(runs_device_threads("/opt/torch/lib/libtorch_cuda.so"));
+  pid_t a = gpu.start_app({"--map-lib", lib.string()});
+  pids = {a};
+  auto o = make();
+  o.set_hold_unavailable("runsc cannot");
+  std::string msg = refusal(o);
+  EXPECT_TRUE(has(msg, "refused: 1 process runs threads that touch device memory while CUDA-checkpointed")) << msg;
+  EXPECT_TRUE(has(msg, P(a) + " (fake_cuda_app) maps " + lib.string() + " (JAX's XLA)")) << msg;
+  EXPECT_TRUE(has(msg, "runsc cannot")) << msg;
+  EXPECT_TRUE(gpu.calls("lock").empty());
+
+  RecordingHold hold;
+  auto held = make();
+  held.set_container_hold(&hold);
+  auto out = held.checkpoint(req(), counting_snapshot());
+  EXPECT_EQ(out.toggled, std::vector<pid_t>{a});
 }

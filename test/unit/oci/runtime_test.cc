@@ -156,8 +156,7 @@ TEST_F(RuntimeTest, CriuOptionsWithAFlagBecomeTheFlag) {
   Runtime rt({.binary = script.string(), .criu_options = {"link-remap", "tcp-established", "--file-locks"}}, runner_, log_,
              dir_ / "log.json");
   rt.checkpoint("c1", {.image_path = "/img", .work_path = work.string()});
-  rt.restore("c1",
-             {.bundle = dir_, .image_path = "/img", .work_path = work, .pid_file = dir_ / "pid", .leave_stopped = true});
+  rt.restore("c1", {.bundle = dir_, .image_path = "/img", .work_path = work, .pid_file = dir_ / "pid", .leave_stopped = true});
   std::string args = read_file(dir_ / "args");
   auto restore_at = args.find(" restore ");
   ASSERT_NE(restore_at, std::string::npos) << args;
