@@ -12,6 +12,8 @@
 #               started, refused before any toggle if libuv holds an io_uring; with USE_LIBUV=0 and
 #               UV_USE_IO_URING=0 and tcp-established (its TCPStore's connection to itself)
 #               checkpointed (not refused as a collective), killed, restored
+#   jax-refused the JAX workload with hold_still: false and no override: refused before any toggle,
+#               naming XLA's library (what runsc gets, where nothing holds the sandbox still)
 #   netns       a CUDA container with a network namespace of its own on this machine without
 #               iptables-restore: refused before any toggle, naming it
 # Prints "RESULT PASS|FAIL name: detail"; the containerd log and the reports go to $OUT.
@@ -186,6 +188,25 @@ nccl1_case() {
   TMO=30 CTR task kill -a -s KILL $id >/dev/null 2>&1
 }
 
+# Without the hold (hold_still: false here; runsc always), JAX is refused before any toggle.
+jax_refused_case() {
+  local err rc f at
+  write_cfg false
+  start jax-refused "$PYJ" jax_workload.py "${JAXENV[@]}"
+  f=$H/jax-refused/jax.txt
+  wait_until 180 past "$f" 1 100 || { result FAIL jax-refused "did not start"; return; }
+  err=$(CTR c checkpoint --task --rw jax-refused ckpt-jaxr 2>&1); rc=$?
+  report jax-refused
+  at=$(num "$f" 1)
+  log "jax-refused: checkpoint rc=$rc"; echo "$err" | sed 's/^/  | /'
+  if ((rc != 0)) && [[ $err == *"JAX's XLA"* ]] && wait_until 30 past "$f" 1 "$((at + 100))" && [[ $(field "$f" 3) == True ]]; then
+    result PASS jax-refused "refused before any toggle naming $(grep -o 'maps [^ ]*' <<<"$err" | head -1); stepping on ($at -> $(num "$f" 1))"
+  else
+    result FAIL jax-refused "rc=$rc, status $(status jax-refused): $(echo "$err" | head -2 | tr '\n' ' ')"
+  fi
+  TMO=30 CTR task kill -a -s KILL jax-refused >/dev/null 2>&1
+}
+
 netns_case() {
   local err rc f at
   write_cfg true
@@ -209,6 +230,7 @@ netns_case() {
 for c in $CASES; do
   case $c in
     nccl1) nccl1_case ;;
+    jax-refused) [[ -n $PYJ ]] && jax_refused_case || result FAIL jax-refused "no Python with JAX here" ;;
     netns) netns_case ;;
     jax) [[ -n $PYJ ]] && jax_case jax true || result FAIL jax "no Python with JAX here" ;;
     jax-nohold) [[ -n $PYJ ]] && jax_case jax-nohold false || result FAIL jax-nohold "no Python with JAX here" ;;
