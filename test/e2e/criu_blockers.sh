@@ -14,17 +14,12 @@ NV_SHIM_EXTRA=$NV_FAKE_CHECKPOINT
 export NV_SHIM_EXTRA
 nv_start_with_shim --containerd "${1:-2.3}"
 
-task_status() { nv_ctr task ls | awk -v id="$1" '$1==id{print $3}'; }
-init_of() { nv_ctr task ls | awk -v id="$1" '$1==id{print $2}'; }
-cpid_of() { awk '/^NSpid:/{print $NF}' "/proc/$1/status"; }
-counter_of() { cat "$FAKE/cuda/$1.counter" 2>/dev/null || echo 0; }
-counted_past() { (($(counter_of "$1") > $2)); }
 
 nv_log "case io_uring: a CUDA process with an io_uring instance"
 nv_ctr run -d --runtime $NV_RT "${NV_FAKE_MOUNTS[@]}" "$NV_IMAGE" ring \
   /fake/fake_cuda_app --dir /fakecuda --device /dev/fakegpu0 --map --io-uring
-host=$(init_of ring)
-cp=$(cpid_of "$host")
+host=$(nv_task_pid ring)
+cp=$(nv_container_pid "$host")
 nv_wait_for -t 10 test -e "$FAKE/cuda/$cp.ready" || nv_fail "the fake CUDA app did not start"
 ring_fd=$(cat "$FAKE/cuda/$cp.io_uring")
 [[ $(readlink "/proc/$host/fd/$ring_fd") == 'anon_inode:[io_uring]' ]] || nv_fail "fd $ring_fd of $host is no io_uring"
@@ -42,8 +37,8 @@ if awk '$2=="lock"' "$FAKE/cuda/calls.log" | grep -q .; then nv_fail "CUDA was l
 diag=$NV_STATE_DIR/io.containerd.runtime.v2.task/$NV_NAMESPACE/ring/checkpoint-diagnostic.json
 nv_assert_eq refused "$(jq -r .verdict "$diag")" "the report's verdict"
 nv_assert_eq "$ring_fd" "$(jq -r '.io_uring.processes[0].fds[0]' "$diag")" "the report's io_uring fd"
-nv_assert_eq RUNNING "$(task_status ring)" "the container after the refusal"
+nv_assert_eq RUNNING "$(nv_task_status ring)" "the container after the refusal"
 nv_assert_eq running "$(cat "$FAKE/cuda/$cp.state")" "CUDA state after the refusal"
-a=$(counter_of "$cp")
-nv_wait_for -t 10 counted_past "$cp" "$a" || nv_fail "process $cp does not work after the refusal"
+a=$(nv_fake_counter "$cp")
+nv_wait_for -t 10 nv_fake_counted_past "$cp" "$a" || nv_fail "process $cp does not work after the refusal"
 echo "PASS criu_blockers (containerd $NV_CONTAINERD_VERSION, $NV_RUNTIME)"

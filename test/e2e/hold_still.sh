@@ -21,12 +21,7 @@ nv_start_with_shim --containerd "${1:-1.6}"
 
 MOUNTS=("${NV_FAKE_MOUNTS[@]}")
 APP=(/fake/fake_cuda_app --dir /fakecuda --device /dev/fakegpu0 --map)
-task_status() { nv_ctr task ls | awk -v id="$1" '$1==id{print $3}'; }
-init_of() { nv_ctr task ls | awk -v id="$1" '$1==id{print $2}'; }
-cpid_of() { awk '/^NSpid:/{print $NF}' "/proc/$1/status"; }
-counter_of() { cat "$FAKE/cuda/$1.counter" 2>/dev/null || echo 0; }
-counted_past() { (($(counter_of "$1") > $2)); }
-stopped() { [[ $(task_status "$1") == STOPPED ]]; }
+stopped() { [[ $(nv_task_status "$1") == STOPPED ]]; }
 # The fake driver names its files by the pid in the container: each case's pid 1 is the same name,
 # so what the previous (ended) container left goes first.
 fresh_fake_state() { rm -f "$FAKE"/cuda/[0-9]*.*; }
@@ -36,18 +31,18 @@ echo 300 >"$FAKE/cuda/delay_ms"
 
 nv_log "case touch: a thread that must not run while the process is checkpointed, held still"
 nv_ctr run -d --runtime $NV_RT "${MOUNTS[@]}" "$NV_IMAGE" touch "${APP[@]}" --touch-thread
-cp=$(cpid_of "$(init_of touch)")
+cp=$(nv_container_pid "$(nv_task_pid touch)")
 nv_wait_for -t 10 test -e "$FAKE/cuda/$cp.ready" || nv_fail "the fake CUDA app did not start"
-nv_wait_for -t 30 counted_past "$cp" 100 || nv_fail "process $cp does not count: $(counter_of "$cp")"
+nv_wait_for -t 30 nv_fake_counted_past "$cp" 100 || nv_fail "process $cp does not count: $(nv_fake_counter "$cp")"
 nv_ctr c checkpoint --task --rw touch touchref
 [[ ! -e $FAKE/cuda/$cp.faulted ]] || nv_fail "a thread of $cp ran while its CUDA state was checkpointed"
-nv_assert_eq RUNNING "$(task_status touch)" "the container after its checkpoint"
+nv_assert_eq RUNNING "$(nv_task_status touch)" "the container after its checkpoint"
 diag=$NV_STATE_DIR/io.containerd.runtime.v2.task/$NV_NAMESPACE/touch/checkpoint-diagnostic.json
 nv_assert_eq done "$(jq -r .verdict "$diag")" "the checkpoint's report"
 jq -e '.phases.hold_ms' "$diag" >/dev/null || nv_fail "no hold phase in the report: $(jq -c .phases "$diag")"
 grep -q 'checkpoint touch: hold .*(1 process held still)' "$NV_DIR/containerd.log" || nv_fail "the shim's log shows no hold"
-a=$(counter_of "$cp")
-nv_wait_for -t 10 counted_past "$cp" "$a" || nv_fail "process $cp does not work after the checkpoint"
+a=$(nv_fake_counter "$cp")
+nv_wait_for -t 10 nv_fake_counted_past "$cp" "$a" || nv_fail "process $cp does not work after the checkpoint"
 nv_assert_eq running "$(cat "$FAKE/cuda/$cp.state")" "CUDA state after the checkpoint"
 nv_ctr task kill -s KILL touch
 nv_wait_for -t 10 stopped touch
@@ -60,12 +55,12 @@ printf checkpointed >"$FAKE/cuda/$cp.state"
 touch "$FAKE/cuda/$cp.closed"
 rm -f "$FAKE/cuda/$cp.faulted"
 nv_ctr c restore --live --rw touch touchref </dev/null
-nv_assert_eq RUNNING "$(task_status touch)" "the restored container"
+nv_assert_eq RUNNING "$(nv_task_status touch)" "the restored container"
 [[ ! -e $FAKE/cuda/$cp.faulted ]] || nv_fail "a thread of $cp ran after the runtime's restore while its CUDA state was checkpointed"
 nv_assert_eq running "$(cat "$FAKE/cuda/$cp.state")" "CUDA state after the restore"
 grep -q 'restore touch: hold .*(1 process held still)' "$NV_DIR/containerd.log" || nv_fail "the shim's log shows no hold at the restore"
-a=$(counter_of "$cp")
-nv_wait_for -t 10 counted_past "$cp" "$a" || nv_fail "process $cp does not work after the restore"
+a=$(nv_fake_counter "$cp")
+nv_wait_for -t 10 nv_fake_counted_past "$cp" "$a" || nv_fail "process $cp does not work after the restore"
 nv_ctr task kill -s KILL touch
 nv_wait_for -t 10 stopped touch
 
@@ -76,26 +71,26 @@ cp "$NVPROXY_SHIM_CONFIG" "$alt"
 sed -i 's/^checkpoint:$/checkpoint:\n  hold_still: false/' "$alt"
 grep -q 'hold_still: false' "$alt" || nv_fail "could not write $alt"
 nv_ctr run -d --runtime $NV_RT --runtime-config-path "$alt" "${MOUNTS[@]}" "$NV_IMAGE" nohold "${APP[@]}" --touch-thread
-cp=$(cpid_of "$(init_of nohold)")
+cp=$(nv_container_pid "$(nv_task_pid nohold)")
 nv_wait_for -t 10 test -e "$FAKE/cuda/$cp.ready" || nv_fail "the fake CUDA app did not start"
 set +e
 out=$(nv_ctr c checkpoint --task --rw nohold noholdref 2>&1)
 set -e
 echo "$out" >&2
 nv_wait_for -t 10 test -e "$FAKE/cuda/$cp.faulted" || nv_fail "without the hold the touch thread never saw its process checkpointed"
-nv_wait_for -t 10 stopped nohold || nv_fail "without the hold the process lives on: $(task_status nohold)"
+nv_wait_for -t 10 stopped nohold || nv_fail "without the hold the process lives on: $(nv_task_status nohold)"
 
 nv_log "case jobs: a job runner's short-lived CUDA children"
 fresh_fake_state
 nv_ctr run -d --runtime $NV_RT "${MOUNTS[@]}" "$NV_IMAGE" jobs "${APP[@]}" --job-every 150 --job-life 300
-jp=$(cpid_of "$(init_of jobs)")
+jp=$(nv_container_pid "$(nv_task_pid jobs)")
 nv_wait_for -t 10 test -e "$FAKE/cuda/$jp.ready" || nv_fail "the job runner did not start"
 jobs_started() { (($(cat "$FAKE/cuda/$jp.jobs" 2>/dev/null || echo 0) > $1)); }
 echo 50 >"$FAKE/cuda/delay_ms"
 for i in 1 2 3 4 5; do
   nv_wait_for -t 10 jobs_started $((i * 3)) || nv_fail "the job runner starts no jobs"
   out=$(nv_ctr c checkpoint --task --rw jobs "jobsref$i" 2>&1) || nv_fail "checkpoint $i of the job runner failed: $out"
-  nv_assert_eq RUNNING "$(task_status jobs)" "the job runner after checkpoint $i"
+  nv_assert_eq RUNNING "$(nv_task_status jobs)" "the job runner after checkpoint $i"
 done
 grep -q 'ended before its CUDA\|held still' "$NV_DIR/containerd.log" || nv_fail "no hold in the shim's log"
 done_jobs=$(cat "$FAKE/cuda/$jp.jobs")

@@ -61,3 +61,7 @@ checkpoint:
   lock_timeout_ms: 5000
   device_globs: [\"/dev/nvidia*\", \"/dev/fakegpu*\"]"
 }
+
+# The fake driver's work counter of a container pid, and whether it passed N.
+nv_fake_counter() { cat "$FAKE/cuda/$1.counter" 2>/dev/null || echo 0; }
+nv_fake_counted_past() { (($(nv_fake_counter "$1") > $2)); }

@@ -93,3 +93,7 @@ nv_containerd_restart() {
 # nv_task_status ID: RUNNING, STOPPED, PAUSED ... or empty when containerd has no such task.
 nv_task_status() { nv_ctr task ls 2>/dev/null | awk -v id="$1" '$1==id{print $3}'; }
 nv_bundle() { echo "$NV_STATE_DIR/io.containerd.runtime.v2.task/$NV_NAMESPACE/$1"; }
+# The init's host pid of a running task, and a host pid's pid in its container (the fake driver
+# names its files by the latter).
+nv_task_pid() { nv_ctr task ls 2>/dev/null | awk -v id="$1" '$1==id{print $2}'; }
+nv_container_pid() { awk '/^NSpid:/{print $NF}' "/proc/$1/status"; }
