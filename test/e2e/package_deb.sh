@@ -122,7 +122,7 @@ zcat "$man_path" | grep -q "^\.TH CONTAINERD-SHIM-NVPROXY-V1 1 .*\"containerd-sh
   || nv_fail "man page .TH lacks version $project_version"
 man_warn=$(MANWIDTH=80 man --warnings -l "$man_path" 2>&1 >/dev/null || true)
 [[ -z $man_warn ]] || nv_fail "groff warnings in the man page: $man_warn"
-zcat /usr/share/doc/$PKG/changelog.Debian.gz | head -n1 | grep -q "^$PKG ($project_version-1)" \
+zcat /usr/share/doc/$PKG/changelog.Debian.gz | sed -n 1p | grep -q "^$PKG ($project_version-1)" \
   || nv_fail "changelog.Debian.gz's newest entry is not $project_version-1"
 nv_assert_eq io.containerd.nvproxy.v1 "$(jq -r .runtimes.nvproxy.runtimeType /usr/share/containerd-shim-nvproxy/docker-daemon.json)" \
   "docker-daemon.json's runtimes.nvproxy.runtimeType"
