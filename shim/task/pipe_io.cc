@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -24,7 +25,25 @@ UniqueFd open_output_fifo(const std::string& path) {
   return fd;
 }
 
+// containerd's client opens its end of an output FIFO from a goroutine, which may not have run yet
+// when a short process (`ctr task exec ... echo ok`) is done: were our end, the only one open,
+// closed now, the kernel would free the FIFO's buffer with the output in it, and the client would
+// see an empty stream (found in the leak-cycles test under load: "exec gave [], exit status 0").
+// So the end is kept until what was written has been read, within kUnreadLimit (a client that
+// never reads loses it then, as before).
+constexpr auto kUnreadLimit = std::chrono::seconds(5);
+
 }  // namespace
+
+void PipeIO::wait_until_read(int fifo, const Shared& s) {
+  struct stat st {};
+  if (::fstat(fifo, &st) != 0 || !S_ISFIFO(st.st_mode)) return;
+  const auto deadline = std::chrono::steady_clock::now() + kUnreadLimit;
+  for (int unread = 0; ::ioctl(fifo, FIONREAD, &unread) == 0 && unread > 0;) {
+    if (s.stopping || std::chrono::steady_clock::now() > deadline) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+}
 
 PipeIO::PipeIO(const StdioPaths& paths) : paths_(paths) {
   if (paths_.in.empty()) null_in_ = open_devnull(O_RDONLY);
@@ -88,6 +107,7 @@ void PipeIO::copy_out(const std::shared_ptr<Shared>& s, UniqueFd from, UniqueFd 
     if (n <= 0) break;
     if (!write_all(to.get(), std::string_view(buf, static_cast<size_t>(n)))) break;
   }
+  wait_until_read(to.get(), *s);
   to.reset();  // the client sees EOF
   {
     std::lock_guard lk(s->mu);

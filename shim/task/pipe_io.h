@@ -51,6 +51,8 @@ class PipeIO final : public ProcessIO {
     std::atomic<bool> stopping{false};
     UniqueFd wake;  // eventfd: tells the stdin copy to stop
   };
+  // Before the output FIFO's end is closed: until the client has read what was written (bounded).
+  static void wait_until_read(int fifo, const Shared& s);
   static void copy_out(const std::shared_ptr<Shared>& s, UniqueFd from, UniqueFd to);
   static void copy_in(const std::shared_ptr<Shared>& s, UniqueFd fifo);
 

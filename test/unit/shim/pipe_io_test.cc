@@ -1,0 +1,59 @@
+// PipeIO against real FIFOs: what a short process wrote reaches a client that opens its end late.
+#include "shim/task/pipe_io.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <filesystem>
+#include <string>
+
+using namespace nvproxy;
+using namespace nvproxy::shim;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string read_until_eof(int fd, std::chrono::milliseconds limit) {
+  std::string out;
+  auto end = std::chrono::steady_clock::now() + limit;
+  char buf[256];
+  while (std::chrono::steady_clock::now() < end) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 50) <= 0) continue;
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n > 0) {
+      out.append(buf, static_cast<size_t>(n));
+      continue;
+    }
+    if (n == 0) break;  // every writer gone
+  }
+  return out;
+}
+
+}  // namespace
+
+// containerd's client opens its end of the FIFO from a goroutine that may run after the process
+// ended (the leak-cycles e2e lost `echo ok` so under load): the output waits in the FIFO for it.
+TEST(PipeIO, OutputOfAShortProcessWaitsForAClientThatOpensLate) {
+  fs::path dir = fs::temp_directory_path() / ("nvproxy-pipeio-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  fs::path out = dir / "out";
+  ASSERT_EQ(::mkfifo(out.c_str(), 0600), 0);
+  {
+    PipeIO io(StdioPaths{.out = out.string()});
+    ASSERT_EQ(::write(io.child_stdio().out, "ok\n", 3), 3);
+    io.start_copying();  // our copy of the write end goes: the copy reaches EOF after "ok"
+    EXPECT_FALSE(io.wait_output(std::chrono::milliseconds(300))) << "the FIFO was closed before anyone read it";
+    int r = ::open(out.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    ASSERT_GE(r, 0);
+    EXPECT_EQ(read_until_eof(r, std::chrono::seconds(10)), "ok\n");
+    EXPECT_TRUE(io.wait_output(std::chrono::seconds(5)));
+    ::close(r);
+  }
+  fs::remove_all(dir);
+}
