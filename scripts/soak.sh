@@ -10,7 +10,9 @@ logs=${2:-/tmp/nvproxy-soak}
 mkdir -p "$logs"
 command -v stress-ng >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -q stress-ng >/dev/null
 
-tree=$(mktemp -d /tmp/nvproxy-soak-tree.XXXXXX)
+# Beside this checkout, so that ../shared (the prebuilt containerd 2.3 and runsc) is found from it as
+# from the checkout: a tree under /tmp skipped those tests.
+tree=$(mktemp -d "$(dirname "$PWD")/nvproxy-soak-tree.XXXXXX")
 git worktree add --detach "$tree" HEAD >/dev/null
 stress_pid=""
 cleanup() {
