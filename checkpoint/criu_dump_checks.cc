@@ -1,14 +1,13 @@
 #include "checkpoint/criu_dump_checks.h"
 
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <fstream>
-#include <sstream>
 
+#include "checkpoint/holder_scan.h"
 #include "checkpoint/inet_sockets.h"
-#include "common/fs.h"
+#include "common/process.h"
 
 namespace nvproxy::checkpoint {
 
@@ -19,14 +18,7 @@ namespace {
 constexpr const char* kIoUring = "anon_inode:[io_uring]";
 
 std::string comm_of(const fs::path& proc, pid_t pid) {
-  std::string s;
-  try {
-    s = read_file(proc / std::to_string(pid) / "comm");
-  } catch (const std::exception&) {
-    return "";
-  }
-  while (!s.empty() && s.back() == '\n') s.pop_back();
-  return s;
+  return checkpoint::comm_of(proc / std::to_string(pid));
 }
 
 std::string fd_list(const std::vector<int>& fds) {
@@ -35,15 +27,12 @@ std::string fd_list(const std::vector<int>& fds) {
   return s;
 }
 
-std::string find_program(const std::string& path, const std::string& name) {
-  std::stringstream ss(path);
-  std::string dir;
-  while (std::getline(ss, dir, ':')) {
-    if (dir.empty()) continue;
-    fs::path p = fs::path(dir) / name;
-    if (::access(p.c_str(), X_OK) == 0) return p.string();
-  }
-  return "";
+// The connected TCP sockets of pids (what CRIU dumps only with tcp-established, and locks).
+std::vector<InetSocket> established_tcp(const std::vector<pid_t>& pids, const fs::path& proc) {
+  std::vector<InetSocket> out;
+  for (auto& s : inet_sockets(pids, proc))
+    if (!s.listening && s.proto.rfind("tcp", 0) == 0) out.push_back(std::move(s));
+  return out;
 }
 
 }  // namespace
@@ -103,9 +92,7 @@ std::optional<SnapshotProblem> IoUringCheck::check(const std::vector<pid_t>& pid
 
 std::optional<SnapshotProblem> TcpEstablishedCheck::check(const std::vector<pid_t>& pids) {
   if (allowed_) return std::nullopt;
-  std::vector<InetSocket> connected;
-  for (auto& s : inet_sockets(pids, proc_))
-    if (!s.listening && s.proto.rfind("tcp", 0) == 0) connected.push_back(std::move(s));
+  std::vector<InetSocket> connected = established_tcp(pids, proc_);
   if (connected.empty()) return std::nullopt;
   SnapshotProblem p;
   p.key = "tcp";
@@ -141,14 +128,10 @@ std::optional<SnapshotProblem> NetworkLockCheck::check(const std::vector<pid_t>&
     }
   std::optional<InetSocket> conn;
   if (own == 0 && tcp_)
-    for (auto& s : inet_sockets(pids, proc_))
-      if (!s.listening && s.proto.rfind("tcp", 0) == 0) {
-        conn = std::move(s);
-        break;
-      }
+    if (auto c = established_tcp(pids, proc_); !c.empty()) conn = std::move(c.front());
   if (own == 0 && !conn) return std::nullopt;  // nothing to lock
-  if (!find_program(path_, "iptables-restore").empty()) return std::nullopt;
-  std::string nft = find_program(path_, "nft");
+  if (!find_program("iptables-restore", path_).empty()) return std::nullopt;
+  std::string nft = find_program("nft", path_);
   SnapshotProblem p;
   p.key = "network_lock";
   p.reason = std::string("the runtime's snapshot would fail: ") +

@@ -25,13 +25,6 @@ std::optional<std::string> slurp(const fs::path& p) {
   return ss.str();
 }
 
-std::string comm_of(const fs::path& dir) {
-  auto s = slurp(dir / "comm");
-  if (!s) return "?";
-  while (!s->empty() && s->back() == '\n') s->pop_back();
-  return *s;
-}
-
 std::string cmdline_of(const fs::path& dir) {
   auto s = slurp(dir / "cmdline");
   if (!s) return "";
@@ -168,6 +161,13 @@ std::optional<ProcInfo> ProcHolderScanner::info(pid_t pid) {
     for (auto b : uvm) pi.uvm_managed_bytes += b;
   }
   return pi;
+}
+
+std::string comm_of(const fs::path& dir) {
+  auto s = slurp(dir / "comm");
+  if (!s) return "?";
+  while (!s->empty() && s->back() == '\n') s->pop_back();
+  return *s;
 }
 
 bool runs_device_threads(const std::string& path) {

@@ -49,6 +49,9 @@ struct ProcInfo {
   std::string unheld_lib;
 };
 
+// A process's name from its /proc/PID directory ("?" when it is gone).
+std::string comm_of(const std::filesystem::path& proc_pid_dir);
+
 // The library of a /proc/PID/maps path that runs threads on device memory by itself (see
 // ProcInfo::unheld_lib), or empty.
 bool runs_device_threads(const std::string& mapped_path);

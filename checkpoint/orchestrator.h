@@ -214,9 +214,10 @@ class Orchestrator {
   void lock_all(Attempt& a, Classified& c, Toggled& t);
   struct Newcomers;  // processes holding GPU devices started between the scan and the hold
   CheckpointOutcome checkpoint_once(const CheckpointRequest& req, const ReleasingSnapshotFn& snapshot, bool may_retry);
-  std::vector<pid_t> hold_still(Attempt& a, HoldGuard& h, Toggled& t, std::set<pid_t>& held, const std::vector<pid_t>& scanned);
-  void take_in_newcomers(Attempt& a, HoldGuard& h, Classified& c, Toggled& t, std::set<pid_t>& held, std::vector<pid_t> fresh,
-                         bool may_retry);
+  std::map<pid_t, std::vector<Holder>> hold_still(Attempt& a, HoldGuard& h, Toggled& t, std::set<pid_t>& held,
+                                                  const std::vector<pid_t>& scanned);
+  void take_in_newcomers(Attempt& a, HoldGuard& h, Classified& c, Toggled& t, std::set<pid_t>& held,
+                         std::map<pid_t, std::vector<Holder>> fresh, bool may_retry);
   void checkpoint_all(Attempt& a, Classified& c, Toggled& t);
   void verify(Attempt& a, const std::vector<pid_t>& pids, const Classified& c, Toggled& t);
   void take_snapshot(Attempt& a, const ReleasingSnapshotFn& snapshot, const ReleasePlan& plan, HoldGuard& h, Toggled& t);

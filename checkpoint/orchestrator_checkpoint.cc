@@ -368,9 +368,10 @@ void Orchestrator::lock_all(Attempt& a, Classified& c, Toggled& t) {
 // After the lock, every thread of the container stops (the driver's restore threads excepted, for
 // its own calls): nothing can touch what the CUDA checkpoint takes away, and no process can end
 // or start until the resume. A process started before its parent stopped is found by listing again.
-// Returns the held processes that were not scanned and hold GPU devices (a job runner's new worker).
-std::vector<pid_t> Orchestrator::hold_still(Attempt& a, HoldGuard& h, Toggled& t, std::set<pid_t>& held,
-                                            const std::vector<pid_t>& scanned) {
+// Returns the held processes that were not scanned and hold GPU devices (a job runner's new worker),
+// with what they hold.
+std::map<pid_t, std::vector<Holder>> Orchestrator::hold_still(Attempt& a, HoldGuard& h, Toggled& t, std::set<pid_t>& held,
+                                                              const std::vector<pid_t>& scanned) {
   if (!h.on()) return {};
   Phase ph = a.phase("hold");
   std::set<pid_t> ended;
@@ -394,9 +395,7 @@ std::vector<pid_t> Orchestrator::hold_still(Attempt& a, HoldGuard& h, Toggled& t
   for (pid_t p : held)
     if (std::find(scanned.begin(), scanned.end(), p) == scanned.end()) fresh.push_back(p);
   if (fresh.empty()) return {};
-  std::vector<pid_t> holders;
-  for (const auto& [pid, _] : by_pid(scanner_.scan(fresh))) holders.push_back(pid);
-  return holders;
+  return by_pid(scanner_.scan(fresh));
 }
 
 // Newcomers: processes that opened GPU devices after the scan, while the rest of the container
@@ -409,15 +408,15 @@ constexpr auto kNewcomerInit = std::chrono::milliseconds(1500);
 constexpr auto kNewcomerPoll = std::chrono::milliseconds(20);
 
 void Orchestrator::take_in_newcomers(Attempt& a, HoldGuard& h, Classified& c, Toggled& t, std::set<pid_t>& held,
-                                     std::vector<pid_t> fresh, bool may_retry) {
+                                     std::map<pid_t, std::vector<Holder>> fresh, bool may_retry) {
   Phase ph = a.phase("newcomers");
   std::vector<pid_t> taken;
   for (int round = 0; !fresh.empty(); ++round) {
-    if (holds_) holds_->hold(fresh);
     Classified nc;
-    nc.holders = by_pid(scanner_.scan(fresh));
+    nc.holders = std::move(fresh);
     std::vector<pid_t> waiting;
     for (const auto& [pid, _] : nc.holders) waiting.push_back(pid);
+    if (holds_) holds_->hold(waiting);
     const std::vector<pid_t> released = waiting;
     h.release(released);
     // Each runs alone until the driver reports it running, then is locked while it runs (a thread
@@ -454,7 +453,7 @@ void Orchestrator::take_in_newcomers(Attempt& a, HoldGuard& h, Classified& c, To
     unready.insert(unready.end(), outside.begin(), outside.end());
     std::vector<pid_t> before(held.begin(), held.end());
     for (pid_t p : released) held.erase(p);
-    std::vector<pid_t> next = hold_still(a, h, t, held, before);  // the newcomers again, and their children
+    auto next = hold_still(a, h, t, held, before);  // the newcomers again, and their children
     bool refused = !nc.cuda.empty() && refusal(preflight(nc)).has_value();
     bool last_round = round == 3 && !next.empty();
     if ((!unready.empty() || refused || last_round) && may_retry) {
@@ -469,7 +468,7 @@ void Orchestrator::take_in_newcomers(Attempt& a, HoldGuard& h, Classified& c, To
       taken.push_back(p);
     }
     if (!unready.empty() || refused || last_round) break;  // the last attempt: verify() names them
-    fresh = next;
+    fresh = std::move(next);
   }
   ph.done(taken.empty() ? "none taken in" : "pids " + comma_list(taken) + " locked");
 }

@@ -81,9 +81,12 @@ std::optional<int> DirectWaiter::try_wait(pid_t pid) {
 }
 
 std::string find_program(const std::string& name) {
-  if (name.find('/') != std::string::npos) return ::access(name.c_str(), X_OK) == 0 ? name : "";
   const char* path = ::getenv("PATH");
-  std::string p = path ? path : "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+  return find_program(name, path ? path : "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
+}
+
+std::string find_program(const std::string& name, const std::string& p) {
+  if (name.find('/') != std::string::npos) return ::access(name.c_str(), X_OK) == 0 ? name : "";
   size_t start = 0;
   while (start <= p.size()) {
     size_t end = p.find(':', start);

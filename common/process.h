@@ -116,5 +116,7 @@ class ProcessRunner {
 
 // Looks a program up in PATH (or returns it if it contains a '/'); empty if not found.
 std::string find_program(const std::string& name);
+// The same in the given search path ("dir:dir:..."), not this process's.
+std::string find_program(const std::string& name, const std::string& search_path);
 
 }  // namespace nvproxy

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <deque>
 #include <fstream>
 
 #include "common/criu_release.h"
@@ -347,10 +346,12 @@ void Runtime::checkpoint(const std::string& id, const CheckpointFlags& f) {
   }
 }
 
+namespace {
 // Error lines CRIU prints in runs that succeed too: quoting them first hid the cause.
 bool criu_noise(const std::string& line) {
   return line.find("rlimit: Can't setup RLIMIT_NOFILE") != std::string::npos;
 }
+}  // namespace
 
 std::string criu_errors(const std::filesystem::path& log, size_t max_lines) {
   std::ifstream in(log);
@@ -401,13 +402,13 @@ void Runtime::restore(const std::string& id, const RestoreOptions& o) {
                                                 "that gives them back is not installed here (checkpoint.criu_plugin_dir)");
     plugin_dir = cfg_.criu_plugin_dir;
   }
-  if (o.leave_stopped && o.work_path.empty())
+  const bool leave_stopped = o.leave_stopped && kind_ != RuntimeKind::Runsc;
+  if (leave_stopped && o.work_path.empty())
     throw Error(Code::FailedPrecondition, "restore of container \"" + id +
                                               "\": its processes cannot be left stopped for their CUDA restore without a CRIU "
                                               "work directory");
-  std::vector<std::string> env = criu_env(
-      id, "restore", o.work_path, plugin_dir,
-      o.leave_stopped && kind_ != RuntimeKind::Runsc ? std::vector<std::string>{"leave-stopped"} : std::vector<std::string>{});
+  std::vector<std::string> env = criu_env(id, "restore", o.work_path, plugin_dir,
+                                          leave_stopped ? std::vector<std::string>{"leave-stopped"} : std::vector<std::string>{});
   hand_over_criu(id, "restore", o.work_path, a, env);
   a.insert(a.end(), {"restore", "--detach", "--bundle", o.bundle.string(), "--image-path", o.image_path.string(), "--pid-file",
                      o.pid_file.string()});
