@@ -7,6 +7,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <functional>
+
 #include "common/error.h"
 #include "common/fs.h"
 
@@ -33,13 +35,28 @@ UniqueFd open_output_fifo(const std::string& path) {
 // never reads loses it then, as before).
 constexpr auto kUnreadLimit = std::chrono::seconds(5);
 
+bool is_fifo(int fd) {
+  struct stat st {};
+  return ::fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode);
+}
+
+int unread(int fd) {
+  int n = 0;
+  return ::ioctl(fd, FIONREAD, &n) == 0 ? n : 0;
+}
+
 }  // namespace
 
-void PipeIO::wait_until_read(int fifo, const Shared& s) {
-  struct stat st {};
-  if (::fstat(fifo, &st) != 0 || !S_ISFIFO(st.st_mode)) return;
+void PipeIO::open_output(const std::string& path, OutCopy& c, UniqueFd& child_end) {
+  c.to = open_output_fifo(path);
+  c.to_fifo = is_fifo(c.to.get());
+  make_pipe(c.from, child_end, "container stdio");
+}
+
+void PipeIO::wait_until_read(const OutCopy& c, const Shared& s) {
+  if (!c.to_fifo) return;
   const auto deadline = std::chrono::steady_clock::now() + kUnreadLimit;
-  for (int unread = 0; ::ioctl(fifo, FIONREAD, &unread) == 0 && unread > 0;) {
+  while (unread(c.to.get()) > 0) {
     if (s.stopping || std::chrono::steady_clock::now() > deadline) return;
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
@@ -59,14 +76,8 @@ PipeIO::PipeIO(const StdioPaths& paths) : paths_(paths) {
     in_hold_.reset(::open(paths_.in.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC));
     if (!in_hold_) throw sys_error("open stdio fifo " + paths_.in + " for writing");
   }
-  if (!paths_.out.empty()) {
-    out_fifo_ = open_output_fifo(paths_.out);
-    make_pipe(out_r_, out_w_, "container stdio");
-  }
-  if (!paths_.err.empty()) {
-    err_fifo_ = open_output_fifo(paths_.err);
-    make_pipe(err_r_, err_w_, "container stdio");
-  }
+  if (!paths_.out.empty()) open_output(paths_.out, s_->out, out_w_);
+  if (!paths_.err.empty()) open_output(paths_.err, s_->err, err_w_);
 }
 
 PipeIO::~PipeIO() {
@@ -88,32 +99,63 @@ void PipeIO::start_copying() {
   null_in_.reset();
   null_out_.reset();
   std::lock_guard lk(s_->mu);
-  if (out_r_) {
+  for (OutCopy* c : {&s_->out, &s_->err}) {
+    if (!c->from) continue;
     ++s_->copies_left;
-    threads_.emplace_back(copy_out, s_, std::move(out_r_), std::move(out_fifo_));
-  }
-  if (err_r_) {
-    ++s_->copies_left;
-    threads_.emplace_back(copy_out, s_, std::move(err_r_), std::move(err_fifo_));
+    c->done = false;
+    threads_.emplace_back(copy_out, s_, std::ref(*c));
   }
   if (s_->in_w) threads_.emplace_back(copy_in, s_, std::move(in_fifo_));
 }
 
-void PipeIO::copy_out(const std::shared_ptr<Shared>& s, UniqueFd from, UniqueFd to) {
+void PipeIO::copy_out(const std::shared_ptr<Shared>& s, OutCopy& c) {
   char buf[32768];
   while (true) {
-    ssize_t n = ::read(from.get(), buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    if (!write_all(to.get(), std::string_view(buf, static_cast<size_t>(n)))) break;
+    // Readable first, then `moving`, then the read: what leaves the pipe is counted as moving
+    // until it is in the FIFO, so wait_flushed never misses bytes in between.
+    pollfd p{c.from.get(), POLLIN, 0};
+    if (::poll(&p, 1, -1) < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    c.moving = true;
+    ssize_t n = ::read(c.from.get(), buf, sizeof buf);
+    if (n < 0 && errno == EINTR) {
+      c.moving = false;
+      continue;
+    }
+    const bool ok = n > 0 && write_all(c.to.get(), std::string_view(buf, static_cast<size_t>(n)));
+    c.moving = false;
+    if (!ok) break;
   }
-  wait_until_read(to.get(), *s);
-  to.reset();  // the client sees EOF
+  wait_until_read(c, *s);
   {
     std::lock_guard lk(s->mu);
+    c.to.reset();  // the client sees EOF
+    c.from.reset();
+    c.done = true;
     --s->copies_left;
   }
   s->cv.notify_all();
+}
+
+bool PipeIO::flushed_locked(const OutCopy& c) {
+  if (c.done) return true;
+  // In the order the bytes travel: pipe, copy, FIFO.
+  if (unread(c.from.get()) > 0 || c.moving) return false;
+  return !c.to_fifo || unread(c.to.get()) == 0;
+}
+
+bool PipeIO::wait_flushed(std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (true) {
+    {
+      std::lock_guard lk(s_->mu);
+      if (flushed_locked(s_->out) && flushed_locked(s_->err)) return true;
+    }
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
 }
 
 void PipeIO::copy_in(const std::shared_ptr<Shared>& s, UniqueFd fifo) {

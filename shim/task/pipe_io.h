@@ -38,13 +38,24 @@ class PipeIO final : public ProcessIO {
   void close_stdin() override;
   // Waits until stdout and stderr reached EOF and were flushed; false on timeout.
   bool wait_output(std::chrono::milliseconds timeout) override;
+  // Until the pipes are empty, no copy is between read and write, and the FIFOs have been read.
+  bool wait_flushed(std::chrono::milliseconds timeout) override;
 
  private:
   void stop_stdin();
   // What the copy threads touch lives here, shared with them: a copy blocked on a stuck client is
   // detached at destruction and must not outlive its data.
+  // One output stream: the pipe the process writes and where it goes. The fds are closed only
+  // under Shared::mu, so that wait_flushed can look at them while the copy runs.
+  struct OutCopy {
+    UniqueFd from, to;
+    bool to_fifo = false;
+    std::atomic<bool> moving{false};  // set before a read, cleared after its write
+    bool done = true;                 // under mu
+  };
   struct Shared {
     std::mutex mu;
+    OutCopy out, err;
     std::condition_variable cv;
     int copies_left = 0;
     UniqueFd in_w;  // we write the child's stdin here
@@ -52,18 +63,18 @@ class PipeIO final : public ProcessIO {
     UniqueFd wake;  // eventfd: tells the stdin copy to stop
   };
   // Before the output FIFO's end is closed: until the client has read what was written (bounded).
-  static void wait_until_read(int fifo, const Shared& s);
-  static void copy_out(const std::shared_ptr<Shared>& s, UniqueFd from, UniqueFd to);
+  static void wait_until_read(const OutCopy& c, const Shared& s);
+  static void open_output(const std::string& path, OutCopy& c, UniqueFd& child_end);
+  static void copy_out(const std::shared_ptr<Shared>& s, OutCopy& c);
+  static bool flushed_locked(const OutCopy& c);
   static void copy_in(const std::shared_ptr<Shared>& s, UniqueFd fifo);
 
   StdioPaths paths_;
   std::shared_ptr<Shared> s_ = std::make_shared<Shared>();
   UniqueFd in_r_;
   UniqueFd in_fifo_;
-  UniqueFd in_hold_;  // a writer of the stdin FIFO, until CloseIO
-  UniqueFd out_r_, out_w_;
-  UniqueFd err_r_, err_w_;
-  UniqueFd out_fifo_, err_fifo_;
+  UniqueFd in_hold_;             // a writer of the stdin FIFO, until CloseIO
+  UniqueFd out_w_, err_w_;       // the process's ends; the read ends and FIFOs wait in s_->out/err
   UniqueFd null_in_, null_out_;  // /dev/null for absent streams
   std::vector<std::thread> threads_;
 };

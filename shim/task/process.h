@@ -62,6 +62,8 @@ class Process : public std::enable_shared_from_this<Process> {
  protected:
   using RuntimeCall = std::function<void(const std::string& console_socket, const oci::Stdio& stdio)>;
   static constexpr std::chrono::seconds kIoDrainTimeout{2};
+  // A client that never reads (`ctr run -d`) delays an exit by this much at most.
+  static constexpr std::chrono::seconds kExitFlushLimit{1};
 
   Process(TaskContext& ctx, std::string exec_id, StdioPaths stdio)
       : ctx_(ctx), exec_id_(std::move(exec_id)), stdio_(std::move(stdio)) {}

@@ -34,6 +34,11 @@ class ProcessIO {
   virtual void close_stdin() = 0;
   // At Delete: waits (bounded) until the output reached its destination; false on timeout.
   virtual bool wait_output(std::chrono::milliseconds timeout) = 0;
+  // Before a process's exit is published: waits (bounded) until what it wrote so far has been read
+  // at the other end, not for the end of the stream (a background child may hold it open). A client
+  // that learns of the exit stops opening its FIFOs, so output still waiting for it would be lost.
+  // Streams whose reader is not a client's FIFO have nothing to wait for.
+  virtual bool wait_flushed(std::chrono::milliseconds /*timeout*/) { return true; }
 };
 
 struct IoOwner {

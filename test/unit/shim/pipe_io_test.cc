@@ -57,3 +57,39 @@ TEST(PipeIO, OutputOfAShortProcessWaitsForAClientThatOpensLate) {
   }
   fs::remove_all(dir);
 }
+
+// The exit of a process goes out only once what it wrote has been read: ctr stops opening its
+// FIFOs when it hears of the exit (a runsc `ctr run --rm ... echo hello` printed nothing so).
+// A background child that keeps the pipe open must not hold the exit back once the bytes are read.
+TEST(PipeIO, ExitWaitsUntilWhatWasWrittenIsReadNotForTheEndOfTheStream) {
+  fs::path dir = fs::temp_directory_path() / ("nvproxy-pipeio-flush-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  fs::path out = dir / "out";
+  ASSERT_EQ(::mkfifo(out.c_str(), 0600), 0);
+  {
+    PipeIO io(StdioPaths{.out = out.string()});
+    int background = ::dup(io.child_stdio().out);  // a child that outlives the process
+    ASSERT_GE(background, 0);
+    io.start_copying();
+    EXPECT_TRUE(io.wait_flushed(std::chrono::milliseconds(0))) << "nothing written, nothing to wait for";
+    ASSERT_EQ(::write(background, "hello\n", 6), 6);
+    EXPECT_FALSE(io.wait_flushed(std::chrono::milliseconds(200))) << "no client has read it yet";
+    int r = ::open(out.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    ASSERT_GE(r, 0);
+    std::string got;
+    char buf[16];
+    for (auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+         got.size() < 6 && std::chrono::steady_clock::now() < end;) {
+      pollfd p{r, POLLIN, 0};
+      if (::poll(&p, 1, 50) <= 0) continue;
+      if (ssize_t n = ::read(r, buf, sizeof buf); n > 0) got.append(buf, static_cast<size_t>(n));
+    }
+    EXPECT_EQ(got, "hello\n");
+    EXPECT_TRUE(io.wait_flushed(std::chrono::seconds(5))) << "read, while the stream is still open";
+    EXPECT_FALSE(io.wait_output(std::chrono::milliseconds(0))) << "the stream has not ended";
+    ::close(background);
+    EXPECT_TRUE(io.wait_output(std::chrono::seconds(5)));
+    ::close(r);
+  }
+  fs::remove_all(dir);
+}
