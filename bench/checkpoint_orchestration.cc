@@ -220,7 +220,7 @@ Run orchestrate(FakeGpu& gpu, const std::vector<pid_t>& pids, unsigned paralleli
   DriverApiToggler direct(FAKE_LIBCUDA_PATH);
   if (in_process) direct.driver_version();  // dlopen outside the timed window
   Logger log(-1);
-  Orchestrator o(cfg, lister, scanner, in_process ? &direct : cuda.toggler.get(), nullptr, log);
+  Orchestrator o(cfg, {.lister = &lister, .scanner = &scanner, .toggler = in_process ? &direct : cuda.toggler.get()}, log);
   gpu.clear_calls();
   long long t0 = now_ns();
   auto out = o.checkpoint({.container_id = "bench", .keep_running = true}, [] {});

@@ -15,12 +15,40 @@
 #include "checkpoint/hints.h"
 #include "checkpoint/parallel.h"
 #include "checkpoint/restore_preflight.h"
+#include "common/error.h"
 #include "common/fs.h"
 #include "common/process.h"
 
 namespace nvproxy::checkpoint {
 
 namespace fs = std::filesystem;
+
+namespace {
+
+template <typename T>
+T& required(T* tool, const char* what) {
+  if (!tool) throw Error(Code::Internal, std::string("checkpoint orchestrator built without a ") + what);
+  return *tool;
+}
+
+}  // namespace
+
+Orchestrator::Orchestrator(CheckpointConfig cfg, const OrchestratorTools& t, Logger& log)
+    : cfg_(std::move(cfg)),
+      lister_(required(t.lister, "process lister")),
+      scanner_(required(t.scanner, "holder scanner")),
+      toggler_(t.toggler),
+      probe_(t.probe),
+      comm_(t.comm),
+      space_(t.space),
+      snapshot_check_(t.snapshot_check),
+      holds_(t.holds),
+      hold_(t.hold),
+      hold_unavailable_(t.hold_unavailable),
+      files_(t.files),
+      release_unavailable_(t.release_unavailable),
+      release_way_(t.release_way),
+      log_(log) {}
 using namespace detail;
 
 ProcessReport Orchestrator::report_for(pid_t pid, const std::vector<Holder>& holders) {

@@ -10,8 +10,8 @@
 // succeeded writes the same report with verdict "done" and its phases. A process that
 // cannot be brought back is reported as stuck, never claimed as rolled back.
 //
-// Everything it touches is injected (pid lister, holder scanner, CUDA toggler, GPU usage probe,
-// snapshot callback), so it runs in tests against fakes.
+// Everything it touches is injected (OrchestratorTools, and the snapshot callback), so it runs in
+// tests against fakes.
 #pragma once
 
 #include <sys/types.h>
@@ -86,15 +86,49 @@ struct ResumeOutcome {
 struct Inspection {
   Diagnostic diagnostic;
   bool would_refuse = false;
+  std::string sandbox;  // "runsc": pids are the sandbox's own
+};
+
+// Everything the Orchestrator asks and may use, given whole to its constructor: each runtime
+// variant assembles its set in exactly one place (host_assembly.cc, sandbox_assembly.cc), so that a
+// checkpoint, a restore and `diagnose` cannot be built with different tools.
+struct OrchestratorTools {
+  ProcessLister* lister = nullptr;   // required
+  HolderScanner* scanner = nullptr;  // required
+  CudaToggler* toggler = nullptr;    // null: CUDA toggling is off (checkpoint.cuda: none); the snapshot runs directly
+  GpuUsageProbe* probe = nullptr;    // null: no multi-GPU preflight
+  // The preflight also refuses ranks of a collective (NCCL) that this probe finds.
+  CommProbe* comm = nullptr;
+  // With it (and checkpoint.check_space) the checkpoint is refused before any toggle when its image
+  // cannot fit (space_check.h).
+  SpaceProbe* space = nullptr;
+  // The checkpoint is refused before any toggle when the runtime's snapshot cannot work on this
+  // host (snapshot_check.h), whether or not GPU processes are there.
+  SnapshotCheck* snapshot_check = nullptr;
+  // Host pids only: every process is held from the scan on, and no driver call is made on a pid
+  // that no longer is the process found (process_holds.h).
+  ProcessHolds* holds = nullptr;
+  // Host pids only: the container is held still from the CUDA lock to the resume
+  // (container_hold.h); without it, its threads run while their CUDA state is checkpointed.
+  ContainerHold* hold = nullptr;
+  // Without a hold: why there is none ("runsc: ..."), for the refusal of processes that die unheld
+  // (JAX); empty: checkpoint.hold_still is off.
+  std::string hold_unavailable;
+  // Tells a forked child's inherited device files from ones it opened itself (file_identity.h),
+  // for the refusal's table and hint.
+  FileIdentity* files = nullptr;
+  // Whether the snapshot can release forked children's inherited device files (release.h): ""
+  // when it can, else why not, for the refusal's hint; with checkpoint.release_inherited off
+  // nothing is released either way. Needs `files`. `release_way`: how the snapshot releases them
+  // (the CRIU plugin needs character devices).
+  std::string release_unavailable = "not set up";
+  ReleaseWay release_way = ReleaseWay::CriuPlugin;
 };
 
 class Orchestrator {
  public:
-  // toggler == nullptr: CUDA toggling is off (checkpoint.cuda: none); the snapshot runs directly.
-  // probe == nullptr: no multi-GPU preflight.
-  Orchestrator(CheckpointConfig cfg, ProcessLister& lister, HolderScanner& scanner, CudaToggler* toggler, GpuUsageProbe* probe,
-               Logger& log)
-      : cfg_(std::move(cfg)), lister_(lister), scanner_(scanner), toggler_(toggler), probe_(probe), log_(log) {}
+  // Throws Error(Internal) without a lister or a scanner.
+  Orchestrator(CheckpointConfig cfg, const OrchestratorTools& tools, Logger& log);
 
   // Throws Error(FailedPrecondition) with the diagnostic text when refused or rolled back; the
   // snapshot's own Error code when the snapshot failed (after rollback); Error(Internal) when the
@@ -127,35 +161,6 @@ class Orchestrator {
   // space probe), whether the image fits.
   Inspection inspect(const CheckpointRequest& req);
   Inspection inspect(const std::string& container_id) { return inspect(CheckpointRequest{.container_id = container_id}); }
-
-  // Optional: the preflight also refuses ranks of a collective (NCCL) that this probe finds.
-  void set_comm_probe(CommProbe* comm) { comm_ = comm; }
-  // Optional: with it (and checkpoint.check_space) the checkpoint is refused before any toggle
-  // when its image cannot fit (space_check.h).
-  void set_space_probe(SpaceProbe* space) { space_ = space; }
-  // Optional: with it the checkpoint is refused before any toggle when the runtime's snapshot
-  // cannot work on this host (snapshot_check.h), whether or not GPU processes are there.
-  void set_snapshot_check(SnapshotCheck* check) { snapshot_check_ = check; }
-  // Optional (host pids only): every process is held from the scan on, and no driver call is made
-  // on a pid that no longer is the process found (process_holds.h).
-  void set_process_holds(ProcessHolds* holds) { holds_ = holds; }
-  // Optional (host pids only): the container is held still from the CUDA lock to the resume
-  // (container_hold.h); without it, its threads run while their CUDA state is checkpointed.
-  void set_container_hold(ContainerHold* hold) { hold_ = hold; }
-  // Without a hold: why there is none ("runsc: ..."), for the refusal of processes that die unheld
-  // (JAX); empty: checkpoint.hold_still is off.
-  void set_hold_unavailable(std::string why) { hold_unavailable_ = std::move(why); }
-  // Optional (host pids only): tells a forked child's inherited device files from ones it opened
-  // itself (file_identity.h), for the refusal's table and hint.
-  void set_file_identity(FileIdentity* files) { files_ = files; }
-  // Whether the snapshot can release forked children's inherited device files (release.h): "" when
-  // it can (the runtime's CRIU and the shim's plugin), else why not, for the refusal's hint; with
-  // checkpoint.release_inherited off nothing is released either way. Needs the file identity. Off
-  // until set. `way`: how the snapshot releases them (the plugin needs character devices).
-  void set_release(std::string unavailable, ReleaseWay way = ReleaseWay::CriuPlugin) {
-    release_unavailable_ = std::move(unavailable);
-    release_way_ = way;
-  }
 
   struct Classified;  // internal, shared by checkpoint() and inspect()
 
@@ -259,15 +264,15 @@ class Orchestrator {
   HolderScanner& scanner_;
   CudaToggler* toggler_;
   GpuUsageProbe* probe_;
-  CommProbe* comm_ = nullptr;
-  SpaceProbe* space_ = nullptr;
-  SnapshotCheck* snapshot_check_ = nullptr;
-  ProcessHolds* holds_ = nullptr;
-  ContainerHold* hold_ = nullptr;
+  CommProbe* comm_;
+  SpaceProbe* space_;
+  SnapshotCheck* snapshot_check_;
+  ProcessHolds* holds_;
+  ContainerHold* hold_;
   std::string hold_unavailable_;
-  FileIdentity* files_ = nullptr;
-  std::string release_unavailable_ = "not set up";
-  ReleaseWay release_way_ = ReleaseWay::CriuPlugin;
+  FileIdentity* files_;
+  std::string release_unavailable_;
+  ReleaseWay release_way_;
   Logger& log_;
 };
 

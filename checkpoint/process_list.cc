@@ -67,44 +67,4 @@ fs::path cgroup_of_pid(pid_t pid, const fs::path& proc_root, const fs::path& cgr
   throw Error(Code::NotFound, "no cgroup v2 or freezer entry in " + file.string());
 }
 
-std::vector<pid_t> parse_pid_array_json(const std::string& text, const std::string& what) {
-  try {
-    auto j = nlohmann::json::parse(text);
-    if (j.is_null()) return {};
-    if (!j.is_array()) throw Error(Code::Internal, what + ": expected a JSON array of pids, got: " + text.substr(0, 200));
-    std::vector<pid_t> pids;
-    for (const auto& e : j) {
-      if (!e.is_number_integer() || e.get<long>() <= 0) throw Error(Code::Internal, what + ": not a pid: " + e.dump());
-      pids.push_back(static_cast<pid_t>(e.get<long>()));
-    }
-    return sorted_unique(std::move(pids));
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(Code::Internal, what + ": invalid JSON (" + e.what() + "): " + text.substr(0, 200));
-  }
-}
-
-std::vector<pid_t> RuntimePsLister::list() {
-  std::vector<std::string> argv{runtime_};
-  if (!root_.empty()) argv.insert(argv.end(), {"--root", root_});
-  argv.insert(argv.end(), {"ps", "--format", "json", id_});
-  // Bounded like every runtime call: a hung runtime fails the question, it does not hang the shim.
-  RunResult r = runner_.run({.argv = argv, .timeout = std::chrono::seconds(30)});
-  std::string what = runtime_ + " ps of container \"" + id_ + "\"";
-  if (!r.ok()) throw Error(Code::FailedPrecondition, what + " failed: " + r.describe());
-  return parse_pid_array_json(r.out, what);
-}
-
-pid_t runtime_init_pid(ProcessRunner& runner, const std::string& runtime, const std::string& root, const std::string& id) {
-  std::vector<std::string> argv{runtime};
-  if (!root.empty()) argv.insert(argv.end(), {"--root", root});
-  argv.insert(argv.end(), {"state", id});
-  RunResult r = runner.run({.argv = argv, .timeout = std::chrono::seconds(30)});
-  std::string what = runtime + " state of container \"" + id + "\"";
-  if (!r.ok()) throw Error(Code::FailedPrecondition, what + " failed: " + r.describe());
-  auto j = nlohmann::json::parse(r.out, nullptr, false);
-  if (!j.is_object() || !j.contains("pid") || !j["pid"].is_number_integer())
-    throw Error(Code::Internal, what + ": no pid in " + r.out.substr(0, 200));
-  return j["pid"].get<pid_t>();
-}
-
 }  // namespace nvproxy::checkpoint

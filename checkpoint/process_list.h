@@ -49,22 +49,4 @@ class CgroupLister final : public ProcessLister {
 std::filesystem::path cgroup_of_pid(pid_t pid, const std::filesystem::path& proc_root = "/proc",
                                     const std::filesystem::path& cgroup_root = "/sys/fs/cgroup");
 
-// `runc ps --format json` prints a JSON array of pids (or null when empty).
-std::vector<pid_t> parse_pid_array_json(const std::string& text, const std::string& what);
-
-// RUNTIME [--root ROOT] ps --format json ID (runc, crun).
-class RuntimePsLister final : public ProcessLister {
- public:
-  RuntimePsLister(ProcessRunner& runner, std::string runtime, std::string root, std::string container_id)
-      : runner_(runner), runtime_(std::move(runtime)), root_(std::move(root)), id_(std::move(container_id)) {}
-  std::vector<pid_t> list() override;
-
- private:
-  ProcessRunner& runner_;
-  std::string runtime_, root_, id_;
-};
-
-// The init's host pid from RUNTIME [--root ROOT] state ID. Throws Error.
-pid_t runtime_init_pid(ProcessRunner& runner, const std::string& runtime, const std::string& root, const std::string& id);
-
 }  // namespace nvproxy::checkpoint

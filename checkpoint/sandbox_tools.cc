@@ -282,19 +282,4 @@ std::map<pid_t, CommFinding> SandboxCommProbe::scan(const std::vector<pid_t>& pi
   return out;
 }
 
-SandboxKit::SandboxKit(const CheckpointConfig& cfg, SandboxTarget t, ProcessRunner& runner, Logger& log)
-    : agent(runner, std::move(t)),
-      lister(agent),
-      scanner(agent, cfg.device_globs),
-      toggler(cfg.cuda == "none"
-                  ? nullptr
-                  : std::make_unique<SandboxCudaToggler>(agent, std::chrono::milliseconds(cfg.snapshot_timeout_ms))),
-      probe(lister, scanner),
-      comm(scanner),
-      files(agent, cfg.device_globs),
-      orch(cfg, lister, scanner, toggler.get(), &probe, log) {
-  orch.set_comm_probe(&comm);
-  orch.set_file_identity(&files);
-}
-
 }  // namespace nvproxy::checkpoint

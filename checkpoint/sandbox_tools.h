@@ -170,20 +170,4 @@ class SandboxCommProbe final : public CommProbe {
   SandboxHolderScanner& s_;
 };
 
-// The Orchestrator with the sandbox tools (the runsc counterpart of OrchestratorKit).
-struct SandboxKit {
-  SandboxKit(const CheckpointConfig& cfg, SandboxTarget t, ProcessRunner& runner, Logger& log);
-  SandboxKit(const SandboxKit&) = delete;
-  SandboxKit& operator=(const SandboxKit&) = delete;
-
-  SandboxAgent agent;
-  SandboxLister lister;
-  SandboxHolderScanner scanner;
-  std::unique_ptr<SandboxCudaToggler> toggler;  // null with checkpoint.cuda: none
-  SandboxGpuProbe probe;
-  SandboxCommProbe comm;
-  SandboxFileIdentity files;
-  Orchestrator orch;  // last: it refers to the tools above
-};
-
 }  // namespace nvproxy::checkpoint

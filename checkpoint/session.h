@@ -8,6 +8,7 @@
 #pragma once
 
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -51,6 +52,10 @@ class CheckpointSession {
   // Error(DeadlineExceeded) says which phase ran out of time.
   void checkpoint(const SnapshotRequest& req);
 
+  // What `diagnose` shows: the decision a checkpoint into `image` would reach now, from the same
+  // request and the same orchestrator as checkpoint(), with nothing toggled, paused or thawed.
+  Inspection inspect(const std::filesystem::path& image);
+
   // Before the runtime restores (nothing runs yet): when the image's record says CUDA processes
   // were checkpointed, compares the GPUs, memory and driver branch it records with this host's and
   // throws Error(FailedPrecondition) naming each process and GPU this host cannot give back. A
@@ -66,6 +71,10 @@ class CheckpointSession {
   void after_restore(const std::filesystem::path& image, bool left_stopped = false);
 
  private:
+  // The orchestrator's request: with CUDA holders seen from the host, the init (for processes
+  // outside its tree), where the image goes and what each process holds on its GPU (space check).
+  CheckpointRequest request(bool leave_running, const std::filesystem::path& image, bool cuda_holders,
+                            const std::optional<GpuHostFacts>& facts);
   void check_released(const ImageRecord& rec, const std::vector<pid_t>& cuda, const std::string& who);
 
   SessionTarget t_;

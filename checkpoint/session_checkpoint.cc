@@ -74,6 +74,35 @@ pid_t init_pid_of(SessionRuntime& rt, const std::string& id, Logger& log) {
 
 }  // namespace
 
+CheckpointRequest CheckpointSession::request(bool leave_running, const std::filesystem::path& image, bool cuda_holders,
+                                             const std::optional<GpuHostFacts>& facts) {
+  CheckpointRequest req{.container_id = t_.id, .keep_running = leave_running, .diagnostic_path = t_.bundle / kDiagnosticFile};
+  if (tools_.host_view() && cuda_holders && tools_.toggles_cuda()) {
+    req.init_pid = init_pid_of(rt_, t_.id, log_);
+    req.image_path = image;
+    if (containerd_copies_image(req.image_path)) req.content_store = t_.content_store;
+    if (facts)
+      for (const auto& [pid, uses] : facts->processes)
+        for (const auto& u : uses) req.device_bytes[pid] += u.used_bytes.value_or(0);
+  }
+  return req;
+}
+
+Inspection CheckpointSession::inspect(const std::filesystem::path& image) {
+  FactsBeforeToggle facts;
+  bool has_holders = !tools_.host_view();
+  if (tools_.host_view() && tools_.toggles_cuda()) {
+    std::vector<pid_t> pids = tools_.lister().list();
+    has_holders = !tools_.scanner().scan(pids).empty();
+    if (has_holders) facts.take(tools_, pids);
+  }
+  CheckpointRequest req = request(true, image, has_holders, facts.facts);
+  req.diagnostic_path.clear();  // the last checkpoint's report stays
+  Inspection ins = tools_.orchestrator().inspect(req);
+  ins.sandbox = tools_.host_view() ? "" : "runsc";
+  return ins;
+}
+
 void CheckpointSession::checkpoint(const SnapshotRequest& sr) {
   const std::string who = "checkpoint of \"" + t_.id + "\"" + tools_.label();
   FactsBeforeToggle facts;
@@ -87,15 +116,7 @@ void CheckpointSession::checkpoint(const SnapshotRequest& sr) {
   }
   ThawGuard thaw(rt_, t_.id, sr.paused && has_holders, log_);
 
-  CheckpointRequest req{.container_id = t_.id, .keep_running = sr.leave_running, .diagnostic_path = t_.bundle / kDiagnosticFile};
-  if (tools_.host_view() && has_holders && tools_.toggles_cuda()) {
-    req.init_pid = init_pid_of(rt_, t_.id, log_);
-    req.image_path = sr.image_path;
-    if (containerd_copies_image(req.image_path)) req.content_store = t_.content_store;
-    if (facts.facts)
-      for (const auto& [pid, uses] : facts.facts->processes)
-        for (const auto& u : uses) req.device_bytes[pid] += u.used_bytes.value_or(0);
-  }
+  CheckpointRequest req = request(sr.leave_running, sr.image_path, has_holders, facts.facts);
   CheckpointOutcome outcome = tools_.orchestrator().checkpoint(req, [&](const ReleasePlan& release) {
     try {
       rt_.snapshot(tools_.release_before_snapshot(release));

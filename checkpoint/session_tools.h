@@ -1,8 +1,9 @@
 // Where a checkpoint session's questions go. The one thing that differs between runc/crun and runsc
 // is where the container's processes are seen: from the host (host /proc, NVML, CRIU) or inside a
-// gVisor sandbox (nvproxy-sandbox-agent through `runsc exec`, sandbox pids). Each variant builds
-// the same Orchestrator over its own tools; the session asks this interface and never which runtime
-// it is. Tests implement it over fakes.
+// gVisor sandbox (nvproxy-sandbox-agent through `runsc exec`, sandbox pids). Each variant is
+// assembled in one place (host_assembly.h, sandbox_assembly.h) with the same Orchestrator over its
+// own tools; the session asks this interface and never which runtime it is. Tests implement it
+// over fakes.
 #pragma once
 
 #include <sys/types.h>
@@ -14,8 +15,8 @@
 #include "checkpoint/holder_scan.h"
 #include "checkpoint/orchestrator.h"
 #include "checkpoint/process_list.h"
+#include "checkpoint/release.h"
 #include "checkpoint/restore_preflight.h"
-#include "checkpoint/sandbox_tools.h"
 #include "checkpoint/session_runtime.h"
 #include "common/log.h"
 #include "common/process.h"
@@ -51,14 +52,5 @@ class SessionTools {
   // snapshot killed for its deadline, it thaws the container itself, once the processes are held.
   [[nodiscard]] virtual bool holds_still() const { return false; }
 };
-
-// runc and crun: processes from the runtime's `ps` (none when list_processes is false: a runsc
-// container without GPUs, whose pids host /proc does not describe), the host scan, CUDA through
-// nvproxy-cuda-helper, the space check, and the CRIU-against-kernel check of the runtime's CRIU.
-std::unique_ptr<SessionTools> host_session_tools(const CheckpointConfig& cfg, SessionRuntime& rt, bool list_processes,
-                                                 ProcessRunner& runner, Logger& log);
-// A GPU container under runsc: every question asked inside the sandbox (sandbox_tools.h).
-std::unique_ptr<SessionTools> sandbox_session_tools(const CheckpointConfig& cfg, SandboxTarget target, ProcessRunner& runner,
-                                                    Logger& log);
 
 }  // namespace nvproxy::checkpoint

@@ -1,7 +1,6 @@
 // The CheckpointHooks the daemon uses: a thin adapter from the task layer's Container to the
-// checkpoint use case (checkpoint/session.h). It says which runtime verbs the session may use
-// (ContainerRuntime over oci::Runtime) and where its questions go (the host's tools under runc and
-// crun, the sandbox's under runsc); everything else about a checkpoint lives in checkpoint/.
+// checkpoint use case (checkpoint/session.h), through the one wiring of a session
+// (checkpoint_wiring.h); everything else about a checkpoint lives in checkpoint/.
 #pragma once
 
 #include "shim/task/container.h"

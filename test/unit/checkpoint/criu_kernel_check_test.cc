@@ -157,9 +157,9 @@ TEST(CriuKernel, OrchestratorRefusesBeforeAnyToggle) {
   DriverApiToggler toggler(FAKE_LIBCUDA_PATH);
   NvmlGpuUsageProbe probe(cfg.libnvml);
   Logger log(-1);
-  Orchestrator o(cfg, lister, scanner, &toggler, &probe, log);
   Refuses check;
-  o.set_snapshot_check(&check);
+  Orchestrator o(cfg, {.lister = &lister, .scanner = &scanner, .toggler = &toggler, .probe = &probe, .snapshot_check = &check},
+                 log);
   auto diag = gpu.dir() / "checkpoint-diagnostic.json";
   int snapshots = 0;
   try {
@@ -184,8 +184,7 @@ TEST(CriuKernel, OrchestratorRefusesBeforeAnyToggle) {
   EXPECT_NE(j["reason"].get<std::string>().find("install CRIU >= 4.2"), std::string::npos);
 
   // CUDA toggling off: refused all the same, before the snapshot.
-  Orchestrator none(cfg, lister, scanner, nullptr, &probe, log);
-  none.set_snapshot_check(&check);
+  Orchestrator none(cfg, {.lister = &lister, .scanner = &scanner, .probe = &probe, .snapshot_check = &check}, log);
   EXPECT_THROW(none.checkpoint({.container_id = "web"}, [&] { ++snapshots; }), Error);
   EXPECT_EQ(snapshots, 0);
 }

@@ -27,7 +27,7 @@ class OrchestratorDeadlineTest : public ::testing::Test {
   fs::path diag_path = gpu.dir() / "checkpoint-diagnostic.json";
 
   Error checkpoint_error(const SnapshotFn& snap, bool use_toggler = true) {
-    Orchestrator o(cfg, lister, scanner, use_toggler ? &toggler : nullptr, nullptr, log);
+    Orchestrator o(cfg, {.lister = &lister, .scanner = &scanner, .toggler = use_toggler ? &toggler : nullptr}, log);
     try {
       o.checkpoint({.container_id = "c1", .keep_running = true, .diagnostic_path = diag_path}, snap);
     } catch (const Error& e) {

@@ -46,10 +46,17 @@ class OrchestratorTest : public ::testing::Test {
   fs::path diag_path = gpu.dir() / "checkpoint-diagnostic.json";
   int snapshots = 0;
 
-  Orchestrator make(CudaToggler* t = nullptr, bool use_toggler = true) {
+  // with: the tools beyond the lister, the scanner, the toggler and the GPU probe.
+  Orchestrator make(CudaToggler* t = nullptr, bool use_toggler = true, const std::function<void(OrchestratorTools&)>& with = {}) {
     scanner = std::make_unique<ProcHolderScanner>(cfg.device_globs);
     probe = std::make_unique<NvmlGpuUsageProbe>(cfg.libnvml);
-    return Orchestrator(cfg, lister, *scanner, use_toggler ? (t ? t : &toggler) : nullptr, probe.get(), log);
+    OrchestratorTools tools{
+        .lister = &lister, .scanner = scanner.get(), .toggler = use_toggler ? (t ? t : &toggler) : nullptr, .probe = probe.get()};
+    if (with) with(tools);
+    return Orchestrator(cfg, tools, log);
+  }
+  Orchestrator make_with(const std::function<void(OrchestratorTools&)>& with, CudaToggler* t = nullptr) {
+    return make(t, true, with);
   }
   CheckpointRequest req(bool keep_running = true) {
     return {.container_id = "c1", .keep_running = keep_running, .diagnostic_path = diag_path};
@@ -72,9 +79,10 @@ class OrchestratorTest : public ::testing::Test {
   // An orchestrator that tells inherited files apart (kcmp), with the release available ("") or not.
   KcmpFileIdentity files;
   Orchestrator make_releasing(const std::string& unavailable = "") {
-    auto o = make();
-    o.set_file_identity(&files);
-    o.set_release(unavailable);
+    auto o = make_with([&](OrchestratorTools& ot) {
+      ot.files = &files;
+      ot.release_unavailable = unavailable;
+    });
     return o;
   }
   // Runs a checkpoint expected to be refused; returns its message (nothing snapshotted).
@@ -452,8 +460,7 @@ TEST_F(OrchestratorTest, PreflightRefusesNcclRanksWithNothingToggled) {
   comm.findings[r0] = {.evidence = {"tcp-peer 127.0.0.1:29511 <-> 127.0.0.1:40000 (pid " + std::to_string(r1) + ")"},
                        .tcp_peers = {r1}};
   comm.findings[r1] = {.evidence = {"nccl-shm /dev/shm/nccl-Ab12"}, .tcp_peers = {r0}, .nccl = true};
-  auto o = make();
-  o.set_comm_probe(&comm);
+  auto o = make_with([&](OrchestratorTools& ot) { ot.comm = &comm; });
   std::string msg;
   try {
     o.checkpoint(req(), counting_snapshot());
@@ -479,8 +486,7 @@ TEST_F(OrchestratorTest, TcpLinkOnOneGpuIsNotACollective) {
   FakeComm comm;
   comm.findings[a] = {.evidence = {"tcp-peer x"}, .tcp_peers = {b}};
   comm.findings[b] = {.evidence = {"tcp-peer y"}, .tcp_peers = {a}};
-  auto o = make();
-  o.set_comm_probe(&comm);
+  auto o = make_with([&](OrchestratorTools& ot) { ot.comm = &comm; });
   auto out = o.checkpoint(req(), counting_snapshot());
   EXPECT_EQ(snapshots, 1);
   EXPECT_EQ(out.toggled.size(), 2u);
@@ -497,8 +503,7 @@ TEST_F(OrchestratorTest, OverrideCheckpointsNcclRanksWithAWarning) {
                        .maybe_alone = false,
                        .remote_tcp = {"10.0.0.2:29500"}};
   cfg.allow_unrestorable = true;
-  auto o = make();
-  o.set_comm_probe(&comm);
+  auto o = make_with([&](OrchestratorTools& ot) { ot.comm = &comm; });
   auto out = o.checkpoint(req(), counting_snapshot());
   EXPECT_EQ(snapshots, 1);
   ASSERT_EQ(out.warnings.size(), 1u);
@@ -513,8 +518,7 @@ TEST_F(OrchestratorTest, TheOnlyRankOfItsGroupIsCheckpointedAsAPlainCudaProcess)
   gpu.nvml(std::to_string(r0) + " 0\n");
   FakeComm comm;
   comm.findings[r0] = {.evidence = {"nccl-unix @/tmp/nccl-socket-0-ab"}, .nccl = true};
-  auto o = make();
-  o.set_comm_probe(&comm);
+  auto o = make_with([&](OrchestratorTools& ot) { ot.comm = &comm; });
   auto out = o.checkpoint(req(), counting_snapshot());
   EXPECT_EQ(snapshots, 1);
   EXPECT_EQ(out.toggled, std::vector<pid_t>{r0});
@@ -656,8 +660,7 @@ TEST_F(OrchestratorTest, AnImageOverTheDirtyThresholdIsWarnedAboutNotRefused) {
   auto r = req();
   r.image_path = "/img";
   r.device_bytes[a] = 11 * GiB;
-  auto o = make();
-  o.set_space_probe(&space);
+  auto o = make_with([&](OrchestratorTools& ot) { ot.space = &space; });
   o.checkpoint(r, counting_snapshot());
   EXPECT_EQ(snapshots, 1);
   auto j = diag_json();
@@ -690,8 +693,7 @@ TEST_F(OrchestratorTest, CheckpointThatCannotFitIsRefusedWithTheNumbers) {
   r.image_path = "/tmp/ctrd-checkpoint123";
   r.content_store = "/var/lib/containerd";
   r.device_bytes[a] = 49 * GiB;
-  auto o = make();
-  o.set_space_probe(&space);
+  auto o = make_with([&](OrchestratorTools& ot) { ot.space = &space; });
   try {
     o.checkpoint(r, counting_snapshot());
     FAIL() << "52 GiB twice fit in 60 GiB";
@@ -736,8 +738,7 @@ TEST_F(OrchestratorTest, CheckpointThatCannotFitIsRefusedWithTheNumbers) {
   space.fs["/store/ns/c1/20261202T000000Z-1"] = {.available = 60 * GiB, .device = 9, .at = "/store"};
   r.image_path = "/store/ns/c1/20261202T000000Z-1";
   r.content_store.clear();
-  auto stored = make();
-  stored.set_space_probe(&space);
+  auto stored = make_with([&](OrchestratorTools& ot) { ot.space = &space; });
   stored.checkpoint(r, counting_snapshot());
   EXPECT_EQ(snapshots, 2);
   EXPECT_EQ(diag_json()["space"]["path"], "image store");
@@ -747,8 +748,7 @@ TEST_F(OrchestratorTest, CheckpointThatCannotFitIsRefusedWithTheNumbers) {
   r.content_store = "/var/lib/containerd";
   // checkpoint.check_space: false turns it off.
   cfg.check_space = false;
-  auto off = make();
-  off.set_space_probe(&space);
+  auto off = make_with([&](OrchestratorTools& ot) { ot.space = &space; });
   off.checkpoint(r, counting_snapshot());
   EXPECT_EQ(snapshots, 3);
 }
@@ -799,7 +799,7 @@ TEST_F(OrchestratorTest, CudaIpcAndManagedMemoryAreRefusedBeforeAnyToggle) {
   pids = {exporter, importer, plain};
   MapsOverlay maps(cfg.device_globs);
   maps.ipc[exporter] = maps.ipc[importer] = "/dev/shm/cuda.shm.0.1.1";
-  Orchestrator o(cfg, lister, maps, &toggler, nullptr, log);
+  Orchestrator o(cfg, {.lister = &lister, .scanner = &maps, .toggler = &toggler}, log);
   try {
     o.checkpoint(req(), counting_snapshot());
     FAIL() << "CUDA IPC was not refused";
@@ -830,7 +830,7 @@ TEST_F(OrchestratorTest, CudaIpcAndManagedMemoryAreRefusedBeforeAnyToggle) {
   EXPECT_TRUE(o.inspect("c1").would_refuse);
   maps.ipc[importer] = "/dev/shm/cuda.shm.0.1.1";
   cfg.allow_unrestorable = true;
-  Orchestrator forced(cfg, lister, maps, &toggler, nullptr, log);
+  Orchestrator forced(cfg, {.lister = &lister, .scanner = &maps, .toggler = &toggler}, log);
   auto out = forced.checkpoint(req(), counting_snapshot());
   EXPECT_EQ(snapshots, 1);
   std::string all;
@@ -881,8 +881,7 @@ TEST_F(OrchestratorTest, APidThatEndedAfterTheScanIsNeverToggledAndLeftOut) {
   UniqueFd logfd(::memfd_create("orchestrator-log", MFD_CLOEXEC));
   ASSERT_TRUE(logfd);
   log.set_fd(logfd.get());
-  auto o = make();
-  o.set_process_holds(&holds);
+  auto o = make_with([&](OrchestratorTools& ot) { ot.holds = &holds; });
   CheckpointOutcome out = o.checkpoint(req(), counting_snapshot());
   log.set_fd(-1);
   std::string logged(8192, '\0');
@@ -924,8 +923,7 @@ TEST_F(OrchestratorTest, ForkedWorkersHoldTheirParentsOpenFilesAnOpenerItsOwn) {
   ASSERT_EQ(kids.size(), 3u);
   pid_t opener = kids[0], w1 = kids[1], w2 = kids[2];
   pids = {app, opener, w1, w2};
-  auto o = make();
-  o.set_file_identity(&files);
+  auto o = make_with([&](OrchestratorTools& ot) { ot.files = &files; });
   try {
     o.checkpoint(req(), counting_snapshot());
     FAIL() << "forked holders did not refuse the checkpoint";
@@ -1034,9 +1032,11 @@ TEST_F(OrchestratorTest, InPlaceReleaseNeedsNoCharacterDeviceAndNamesThePaths) {
   pid_t app = gpu.start_app({"--fork-workers", "2"});
   std::vector<pid_t> kids = gpu.children(app);
   pids = {app, kids[0], kids[1]};
-  auto o = make();
-  o.set_file_identity(&files);
-  o.set_release("", ReleaseWay::InPlace);
+  auto o = make_with([&](OrchestratorTools& ot) {
+    ot.files = &files;
+    ot.release_unavailable = "";
+    ot.release_way = ReleaseWay::InPlace;
+  });
   ReleasePlan seen;
   auto out = o.checkpoint(req(), ReleasingSnapshotFn([&](const ReleasePlan& plan) {
                             ++snapshots;
@@ -1067,9 +1067,11 @@ TEST_F(OrchestratorTest, AnIdentityThatStopsProcessesIsNotAskedAboutCudaProcesse
   pid_t app = gpu.start_app({"--fork-cuda"});
   pid_t kid = gpu.children(app).at(0);
   pids = {app, kid};
-  auto o = make();
-  o.set_file_identity(&stopping);
-  o.set_release("", ReleaseWay::InPlace);
+  auto o = make_with([&](OrchestratorTools& ot) {
+    ot.files = &stopping;
+    ot.release_unavailable = "";
+    ot.release_way = ReleaseWay::InPlace;
+  });
   std::string m = refusal(o);
   EXPECT_EQ(stopping.asked, 0);
   EXPECT_TRUE(has(m, "still holds GPU devices after CUDA toggle")) << m;
@@ -1103,8 +1105,7 @@ TEST_F(OrchestratorTest, AnUnanswerableIdentityNamesItsCauseInTheRefusal) {
   pid_t app = gpu.start_app({"--fork-workers", "1"});
   pid_t w = gpu.children(app).at(0);
   pids = {app, w};
-  auto o = make();
-  o.set_file_identity(&failing);
+  auto o = make_with([&](OrchestratorTools& ot) { ot.files = &failing; });
   std::string m = refusal(o);
   EXPECT_TRUE(has(m, P(w) + " (fake_cuda_app) holds GPU device files (fd ")) << m;
   EXPECT_TRUE(has(m, "whether they are CUDA process " + std::to_string(app) +
@@ -1210,8 +1211,7 @@ TEST_F(OrchestratorTest, AWorkerStartedDuringTheLockIsTakenInWhileTheRestIsHeld)
     pids.push_back(worker);
   };
   RecordingHold hold;
-  auto o = make(&t);
-  o.set_container_hold(&hold);
+  auto o = make_with([&](OrchestratorTools& ot) { ot.hold = &hold; }, &t);
   CheckpointOutcome out = o.checkpoint(req(), counting_snapshot());
   ASSERT_GT(worker, 0);
   EXPECT_EQ(out.toggled, (std::vector<pid_t>{a, worker}));
@@ -1238,8 +1238,7 @@ TEST_F(OrchestratorTest, ANewcomerWithoutCudaStartsTheAttemptAgainAndIsRefused) 
     pids.push_back(nvml);
   };
   RecordingHold hold;
-  auto o = make(&t);
-  o.set_container_hold(&hold);
+  auto o = make_with([&](OrchestratorTools& ot) { ot.hold = &hold; }, &t);
   std::string msg = refusal(o);
   EXPECT_TRUE(has(msg, "refused: 1 process holds GPU devices")) << msg;
   EXPECT_TRUE(has(msg, P(nvml))) << msg;
@@ -1274,8 +1273,7 @@ TEST_F(OrchestratorTest, ARestoreLeftStoppedIsHeldForItsCudaRestoreThenLetGo) {
   ASSERT_EQ(::kill(a, SIGSTOP), 0);
   ASSERT_TRUE(wait_until([&] { return proc_state(a) == 'T'; }));
   RecordingHold hold;
-  auto o = make();
-  o.set_container_hold(&hold);
+  auto o = make_with([&](OrchestratorTools& ot) { ot.hold = &hold; });
   auto out = o.restore_after_runtime_restore("c1", diag_path, {}, {}, {}, true);
   EXPECT_EQ(out.resumed, std::vector<pid_t>{a});
   EXPECT_EQ(hold.calls, (std::vector<std::string>{"hold_stopped " + std::to_string(a), "release"}));
@@ -1302,8 +1300,7 @@ TEST_F(OrchestratorTest, AJaxProcessIsRefusedWhereNothingHoldsItStill) {
   EXPECT_FALSE(runs_device_threads("/opt/torch/lib/libtorch_cuda.so"));
   pid_t a = gpu.start_app({"--map-lib", lib.string()});
   pids = {a};
-  auto o = make();
-  o.set_hold_unavailable("runsc cannot");
+  auto o = make_with([&](OrchestratorTools& ot) { ot.hold_unavailable = "runsc cannot"; });
   std::string msg = refusal(o);
   EXPECT_TRUE(has(msg, "refused: 1 process runs threads that touch device memory while CUDA-checkpointed")) << msg;
   EXPECT_TRUE(has(msg, P(a) + " (fake_cuda_app) maps " + lib.string() + " (JAX's XLA)")) << msg;
@@ -1311,8 +1308,7 @@ TEST_F(OrchestratorTest, AJaxProcessIsRefusedWhereNothingHoldsItStill) {
   EXPECT_TRUE(gpu.calls("lock").empty());
 
   RecordingHold hold;
-  auto held = make();
-  held.set_container_hold(&hold);
+  auto held = make_with([&](OrchestratorTools& ot) { ot.hold = &hold; });
   auto out = held.checkpoint(req(), counting_snapshot());
   EXPECT_EQ(out.toggled, std::vector<pid_t>{a});
 }

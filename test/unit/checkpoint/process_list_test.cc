@@ -10,20 +10,6 @@ using namespace nvproxy;
 using namespace nvproxy::checkpoint;
 using namespace nvproxy::checkpoint::testing;
 
-TEST(ProcessList, ParsesRuncPsJson) {
-  EXPECT_EQ(parse_pid_array_json("[44, 12, 44]\n", "ps"), (std::vector<pid_t>{12, 44}));
-  EXPECT_TRUE(parse_pid_array_json("null", "ps").empty());
-  EXPECT_TRUE(parse_pid_array_json("[]", "ps").empty());
-  EXPECT_THROW(parse_pid_array_json("{\"a\":1}", "ps"), Error);
-  EXPECT_THROW(parse_pid_array_json("[1, \"x\"]", "ps"), Error);
-  try {
-    parse_pid_array_json("not json", "runc ps of container \"c1\"");
-    FAIL();
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("runc ps of container \"c1\""), std::string::npos);
-  }
-}
-
 TEST(ProcessList, CgroupIsRecursive) {
   fs::path d = make_temp_dir();
   fs::create_directories(d / "sub" / "deeper");
@@ -50,25 +36,3 @@ TEST(ProcessList, CgroupOfPid) {
   fs::remove_all(proc);
 }
 
-TEST(ProcessList, RuntimePsRunsTheRuntime) {
-  fs::path d = make_temp_dir();
-  fs::path rt = d / "fake-runc";
-  spit(rt, "#!/bin/sh\necho \"$@\" > " + (d / "args").string() + "\necho '[5,3]'\n");
-  ::chmod(rt.c_str(), 0755);
-  DirectWaiter w;
-  ProcessRunner r(w);
-  RuntimePsLister lister(r, rt.string(), "/run/x", "c1");
-  EXPECT_EQ(lister.list(), (std::vector<pid_t>{3, 5}));
-  EXPECT_EQ(slurp(d / "args"), "--root /run/x ps --format json c1");
-
-  spit(rt, "#!/bin/sh\necho 'container does not exist' >&2\nexit 1\n");
-  try {
-    lister.list();
-    FAIL();
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), Code::FailedPrecondition);
-    EXPECT_NE(std::string(e.what()).find("does not exist"), std::string::npos);
-    EXPECT_NE(std::string(e.what()).find("\"c1\""), std::string::npos);
-  }
-  fs::remove_all(d);
-}

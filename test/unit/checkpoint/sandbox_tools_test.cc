@@ -10,8 +10,11 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
+#include <thread>
 
+#include "checkpoint/sandbox_assembly.h"
 #include "checkpoint/sandbox_tools.h"
+#include "checkpoint/session.h"
 #include "fake_gpu.h"
 
 using namespace nvproxy;
@@ -53,7 +56,7 @@ class SandboxTools : public ::testing::Test {
             .lib_dirs = {"/usr/local/nvidia/lib64"},
             .timeout = timeout};
   }
-  // The sandbox seams of SandboxKit with the pids fixed (the host has hundreds the agent would list).
+  // The sandbox seams of SandboxAssembly with the pids fixed (the host has hundreds the agent would list).
   struct Seams {
     Seams(SandboxTools& t, std::vector<pid_t> pids)
         : agent(t.runner, t.target()),
@@ -63,9 +66,8 @@ class SandboxTools : public ::testing::Test {
           all(agent),
           probe(all, scanner),
           comm(scanner),
-          orch(t.gpu.config(), lister, scanner, &toggler, &probe, t.log) {
-      orch.set_comm_probe(&comm);
-    }
+          orch(t.gpu.config(), {.lister = &lister, .scanner = &scanner, .toggler = &toggler, .probe = &probe, .comm = &comm},
+               t.log) {}
     SandboxAgent agent;
     FunctionLister lister;
     SandboxHolderScanner scanner;
@@ -279,4 +281,56 @@ TEST_F(SandboxTools, AgentNamesABadArgument) {
       EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
     }
   }
+}
+
+namespace {
+
+// runsc as the session sees it: the snapshot is counted (runsc checkpoint is not run here).
+class SandboxRuntime final : public SessionRuntime {
+ public:
+  std::vector<pid_t> ps() override { return {}; }
+  pid_t init_pid() override { return 1; }
+  std::string status() override { return "running"; }
+  void pause() override {}
+  void resume() override {}
+  void snapshot(const ReleasePlan& plan) override {
+    ++snapshots;
+    left_to_snapshot = plan.devices_text();
+  }
+  std::optional<Criu> criu() override { return std::nullopt; }
+  int snapshots = 0;
+  std::string left_to_snapshot;
+};
+
+}  // namespace
+
+// The sandbox variant's one assembly answers `diagnose` (the session's inspect) as a checkpoint
+// does: a forked DataLoader-shaped worker that holds only its CUDA parent's device files is
+// released in place, not called a blocker (an assembly of its own once made diagnose refuse it).
+TEST_F(SandboxTools, AssemblyDiagnosesAForkedWorkerAsTheCheckpointTreatsIt) {
+  pid_t app = gpu.start_app({"--fork-workers", "1"});
+  pid_t worker = gpu.children(app).at(0);
+  // The sandbox's process list is the container's two processes (the host has hundreds).
+  write_stub("case \"$*\" in *nvproxy-sandbox-agent\\ list) echo '{\"pids\":[" + std::to_string(app) + "," +
+             std::to_string(worker) + "]}'; exit 0;; esac");
+  CheckpointConfig cfg = gpu.config();
+  SandboxAssembly tools(cfg, target(), runner, log);
+  SandboxRuntime rt;
+  CheckpointSession s({.id = "c1", .bundle = dir}, rt, tools, log);
+
+  Inspection ins = s.inspect(dir / "image");
+  EXPECT_FALSE(ins.would_refuse) << render_text(ins.diagnostic);
+  EXPECT_EQ(ins.sandbox, "runsc");
+  EXPECT_TRUE(gpu.calls("lock").empty()) << "diagnose toggles nothing";
+
+  s.checkpoint({.leave_running = true, .image_path = dir / "image"});
+  EXPECT_EQ(rt.snapshots, 1);
+  EXPECT_EQ(rt.left_to_snapshot, "") << "the worker dropped its files in place before runsc's snapshot";
+  EXPECT_EQ(gpu.state(app), "running");
+  const long before = gpu.counter(worker);
+  bool counts = false;
+  for (auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5); !counts && std::chrono::steady_clock::now() < end;
+       std::this_thread::sleep_for(std::chrono::milliseconds(10)))
+    counts = gpu.counter(worker) > before;
+  EXPECT_TRUE(counts) << "the worker keeps running";
 }

@@ -54,7 +54,7 @@ class FakeTools final : public SessionTools {
         toggler_(FAKE_LIBCUDA_PATH),
         probe_(FAKE_LIBNVML_PATH),
         with_facts_(with_facts),
-        orch_(cfg, lister_, scanner_, &toggler_, &probe_, log) {}
+        orch_(cfg, {.lister = &lister_, .scanner = &scanner_, .toggler = &toggler_, .probe = &probe_}, log) {}
   Orchestrator& orchestrator() override { return orch_; }
   ProcessLister& lister() override { return lister_; }
   HolderScanner& scanner() override { return scanner_; }

@@ -60,7 +60,7 @@ class CheckpointFaults : public ::testing::Test {
   Orchestrator make() {
     scanner = std::make_unique<ProcHolderScanner>(cfg.device_globs);
     probe = std::make_unique<NvmlGpuUsageProbe>(cfg.libnvml);
-    return Orchestrator(cfg, lister, *scanner, active, probe.get(), log);
+    return Orchestrator(cfg, {.lister = &lister, .scanner = scanner.get(), .toggler = active, .probe = probe.get()}, log);
   }
 
   // Runs a checkpoint; collects what it reported (the exception's diagnostic JSON, or the outcome).

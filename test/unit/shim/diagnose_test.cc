@@ -1,4 +1,5 @@
-#include "checkpoint/diagnose.h"
+// `diagnose` as operators run it: the shim's command, through the same session wiring a checkpoint uses.
+#include "shim/task/diagnose_cmd.h"
 
 #include <gtest/gtest.h>
 
@@ -20,7 +21,7 @@ Run diagnose(const FakeGpu& gpu, std::vector<std::string> args) {
   args.insert(args.end(), {"--cuda-helper", CUDA_HELPER_PATH, "--libcuda", FAKE_LIBCUDA_PATH, "--libnvml", FAKE_LIBNVML_PATH,
                            "--device-glob", gpu.glob()});
   std::ostringstream out, err;
-  int rc = diagnose_main(args, out, err);
+  int rc = nvproxy::shim::diagnose_cmd(args, out, err);
   return {rc, out.str(), err.str()};
 }
 }  // namespace
@@ -52,7 +53,7 @@ TEST(Diagnose, AsksTheRuntimeForPids) {
   pid_t cuda = gpu.start_app();
   fs::path rt = gpu.dir() / "fake-runc";
   spit(rt,
-       "#!/bin/sh\ncase \"$*\" in\n'--root /run/nvtest/k8s.io ps --format json c9'|'ps --format json c8') ;;\n*) exit "
+       "#!/bin/sh\ncase \"$*\" in\n'--root=/run/nvtest/k8s.io ps --format json c9'|'ps --format json c8') ;;\n*) exit "
        "9;;\nesac\necho '[" +
            std::to_string(cuda) + "]'\n");
   fs::permissions(rt, fs::perms::owner_all);

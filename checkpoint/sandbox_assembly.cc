@@ -1,0 +1,39 @@
+#include "checkpoint/sandbox_assembly.h"
+
+namespace nvproxy::checkpoint {
+
+SandboxAssembly::SandboxAssembly(const CheckpointConfig& cfg, SandboxTarget t, ProcessRunner& runner, Logger& log)
+    : agent_(runner, std::move(t)),
+      lister_(agent_),
+      scanner_(agent_, cfg.device_globs),
+      toggler_(cfg.cuda == "none"
+                   ? nullptr
+                   : std::make_unique<SandboxCudaToggler>(agent_, std::chrono::milliseconds(cfg.snapshot_timeout_ms))),
+      probe_(lister_, scanner_),
+      comm_(scanner_),
+      files_(agent_, cfg.device_globs),
+      orch_(cfg,
+            OrchestratorTools{.lister = &lister_,
+                              .scanner = &scanner_,
+                              .toggler = toggler_.get(),
+                              .probe = &probe_,
+                              .comm = &comm_,
+                              .hold_unavailable = "gVisor's sandbox processes are not the host's to stop, and runsc "
+                                                  "checkpoints the sandbox whole",
+                              .files = &files_,
+                              .release_unavailable = "",
+                              .release_way = ReleaseWay::InPlace},
+            log) {}
+
+ProcessIdentity SandboxAssembly::identify(pid_t pid) {
+  auto pi = scanner_.info(pid);
+  return {.host_pid = pid, .pid = pid, .name = pi ? pi->name : std::string()};
+}
+
+ReleasePlan SandboxAssembly::release_before_snapshot(const ReleasePlan& plan) {
+  if (plan.empty()) return plan;
+  drop_in_sandbox(agent_, plan, agent_.target().timeout);
+  return {};
+}
+
+}  // namespace nvproxy::checkpoint

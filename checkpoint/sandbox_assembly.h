@@ -1,0 +1,49 @@
+// runsc: the one place where a checkpoint's tools are assembled for a GPU container inside a
+// gVisor sandbox, where every question is asked of nvproxy-sandbox-agent through `runsc exec`
+// (sandbox_tools.h) and pids are the sandbox's own. The checkpoint, the restore and `diagnose` all
+// get this object: forked children's inherited device files are released in place by the agent
+// before runsc's snapshot (drop_in_place.h), and nothing holds the sandbox's processes still.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "checkpoint/config.h"
+#include "checkpoint/orchestrator.h"
+#include "checkpoint/sandbox_tools.h"
+#include "checkpoint/session_tools.h"
+#include "common/log.h"
+#include "common/process.h"
+
+namespace nvproxy::checkpoint {
+
+class SandboxAssembly final : public SessionTools {
+ public:
+  SandboxAssembly(const CheckpointConfig& cfg, SandboxTarget target, ProcessRunner& runner, Logger& log);
+  SandboxAssembly(const SandboxAssembly&) = delete;
+  SandboxAssembly& operator=(const SandboxAssembly&) = delete;
+
+  Orchestrator& orchestrator() override { return orch_; }
+  ProcessLister& lister() override { return lister_; }
+  HolderScanner& scanner() override { return scanner_; }
+  [[nodiscard]] bool toggles_cuda() const override { return toggler_ != nullptr; }
+  [[nodiscard]] bool host_view() const override { return false; }
+  GpuUsageProbe* host_facts() override { return nullptr; }  // NVML's pids are not the sandbox's
+  ProcessIdentity identify(pid_t pid) override;
+  pid_t container_pid(pid_t pid) override { return pid; }  // sandbox pids survive `runsc restore`
+  [[nodiscard]] std::string label() const override { return " (runsc sandbox)"; }
+  // runsc's checkpoint saves every open file: the children drop theirs first (drop_in_place.h).
+  ReleasePlan release_before_snapshot(const ReleasePlan& plan) override;
+
+ private:
+  SandboxAgent agent_;
+  SandboxLister lister_;
+  SandboxHolderScanner scanner_;
+  std::unique_ptr<SandboxCudaToggler> toggler_;  // null with checkpoint.cuda: none
+  SandboxGpuProbe probe_;
+  SandboxCommProbe comm_;
+  SandboxFileIdentity files_;
+  Orchestrator orch_;  // last: it refers to the tools above
+};
+
+}  // namespace nvproxy::checkpoint

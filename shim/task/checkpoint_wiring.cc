@@ -1,0 +1,104 @@
+#include "shim/task/checkpoint_wiring.h"
+
+#include <nlohmann/json.hpp>
+
+#include "checkpoint/host_assembly.h"
+#include "checkpoint/sandbox_assembly.h"
+#include "common/error.h"
+#include "common/fs.h"
+#include "gpu/device_request.h"
+#include "gpu/record.h"
+#include "shim/task/sandbox_target.h"
+
+namespace nvproxy::shim {
+
+namespace {
+
+// The session's view of the container's runtime.
+class RuntimeVerbs final : public checkpoint::SessionRuntime {
+ public:
+  RuntimeVerbs(oci::Runtime& rt, std::string id, const oci::CheckpointFlags* flags, std::vector<pid_t> pids)
+      : rt_(rt), id_(std::move(id)), flags_(flags), pids_(std::move(pids)) {}
+  std::vector<pid_t> ps() override {
+    if (!pids_.empty()) return pids_;
+    std::vector<pid_t> pids;
+    for (int p : rt_.ps(id_)) pids.push_back(static_cast<pid_t>(p));
+    return pids;
+  }
+  pid_t init_pid() override {
+    if (!pids_.empty()) throw Error(Code::NotFound, "pids were given, not a container");
+    return static_cast<pid_t>(rt_.state(id_).pid);
+  }
+  std::string status() override { return rt_.state(id_).status; }
+  void pause() override { rt_.pause(id_); }
+  void resume() override { rt_.resume(id_); }
+  void snapshot(const checkpoint::ReleasePlan& release) override {
+    if (!flags_) throw Error(Code::Internal, "container \"" + id_ + "\": no checkpoint was asked for");
+    oci::CheckpointFlags f = *flags_;
+    f.release_devices = release.devices_text();
+    rt_.checkpoint(id_, f);
+  }
+  std::optional<Criu> criu() override {
+    auto info = rt_.criu();
+    if (!info) return std::nullopt;
+    return Criu{.binary = info->binary,
+                .version = info->version,
+                .options = rt_.config().criu_options,
+                .tcp_established = flags_ && flags_->open_tcp};
+  }
+
+ private:
+  oci::Runtime& rt_;
+  std::string id_;
+  const oci::CheckpointFlags* flags_;
+  std::vector<pid_t> pids_;
+};
+
+std::unique_ptr<checkpoint::SessionTools> assembly_for(const SessionSubject& s, checkpoint::SessionRuntime& rt,
+                                                       ProcessRunner& runner, Logger& log) {
+  const bool runsc = s.runtime.kind() == oci::RuntimeKind::Runsc;
+  // A GPU container under gVisor: its processes are seen and toggled inside the sandbox.
+  if (runsc && s.gpu && s.pids.empty())
+    return std::make_unique<checkpoint::SandboxAssembly>(s.cfg, sandbox_target(s.runtime.config(), s.id, s.bundle), runner, log);
+  // runsc's pids live inside the sandbox: host /proc does not describe them, so the host-side
+  // scan must not run on them (it would inspect unrelated host processes).
+  return std::make_unique<checkpoint::HostAssembly>(s.cfg, rt, !runsc || !s.pids.empty(), runner, log);
+}
+
+}  // namespace
+
+std::vector<std::string> requested_gpus(const std::filesystem::path& bundle) {
+  nlohmann::json spec;
+  try {
+    spec = nlohmann::json::parse(read_file(bundle / "config.json"), nullptr, false);
+  } catch (const std::exception&) {
+    return {};
+  }
+  if (spec.is_discarded()) return {};
+  gpu::GpuRequest req;
+  try {
+    auto rec = gpu::read_record(spec);
+    req = rec ? gpu::request_from_record(*rec) : gpu::parse_request(spec);
+  } catch (const Error&) {
+    return {};  // a request Create would have refused: nothing to restrict by
+  }
+  if (req.visible_all) return {"all"};
+  std::vector<std::string> out = req.visible;
+  for (const auto& name : req.cdi_names) {
+    auto eq = name.find('=');
+    if (eq != std::string::npos && name.starts_with("nvidia.com/gpu=")) out.push_back(name.substr(eq + 1));
+  }
+  return out;
+}
+
+SessionWiring::SessionWiring(const SessionSubject& s, const oci::CheckpointFlags* flags, bool restoring, ProcessRunner& runner,
+                             Logger& log)
+    : rt_(std::make_unique<RuntimeVerbs>(s.runtime, s.id, flags, s.pids)), tools_(assembly_for(s, *rt_, runner, log)) {
+  checkpoint::SessionTarget t{.id = s.id, .bundle = s.bundle, .content_store = s.content_store};
+  if (restoring) t.requested_gpus = requested_gpus(s.bundle);
+  session_ = std::make_unique<checkpoint::CheckpointSession>(std::move(t), *rt_, *tools_, log);
+}
+
+SessionWiring::~SessionWiring() = default;
+
+}  // namespace nvproxy::shim

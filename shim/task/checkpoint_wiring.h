@@ -1,0 +1,56 @@
+// One checkpoint session over one container: the runtime's verbs the session may use (an adapter
+// over oci::Runtime), the assembly for where the container's processes are seen (the host's tools
+// under runc and crun, the sandbox's under runsc with GPUs), and the session itself. The Checkpoint
+// and Restore RPCs and `diagnose` all build their session here, so a diagnosis is the decision a
+// checkpoint would reach.
+#pragma once
+
+#include <sys/types.h>
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "checkpoint/config.h"
+#include "checkpoint/session.h"
+#include "checkpoint/session_runtime.h"
+#include "checkpoint/session_tools.h"
+#include "common/log.h"
+#include "common/process.h"
+#include "oci/runtime.h"
+
+namespace nvproxy::shim {
+
+struct SessionSubject {
+  oci::Runtime& runtime;
+  std::string id;
+  std::filesystem::path bundle;
+  bool gpu = false;  // the device layer gave it GPUs: under runsc, its processes are asked inside the sandbox
+  checkpoint::CheckpointConfig cfg;
+  std::string content_store;  // containerd's root (space check)
+  std::vector<pid_t> pids;    // `diagnose --pid`: these host pids instead of the runtime's ps
+};
+
+class SessionWiring {
+ public:
+  // flags: the client's checkpoint options (null on restore and inspection: no snapshot is taken).
+  // restoring: the restore preflight needs the GPUs the container asks for (from its bundle).
+  SessionWiring(const SessionSubject& s, const oci::CheckpointFlags* flags, bool restoring, ProcessRunner& runner, Logger& log);
+  ~SessionWiring();
+  SessionWiring(const SessionWiring&) = delete;
+  SessionWiring& operator=(const SessionWiring&) = delete;
+
+  checkpoint::CheckpointSession& session() { return *session_; }
+
+ private:
+  std::unique_ptr<checkpoint::SessionRuntime> rt_;
+  std::unique_ptr<checkpoint::SessionTools> tools_;
+  std::unique_ptr<checkpoint::CheckpointSession> session_;
+};
+
+// The GPUs a container asks for, as the restore preflight's tokens ("0", "GPU-...", "all"): from
+// the GPU layer's record of the request, else the spec's NVIDIA_VISIBLE_DEVICES. Empty: no restriction.
+std::vector<std::string> requested_gpus(const std::filesystem::path& bundle);
+
+}  // namespace nvproxy::shim
