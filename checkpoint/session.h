@@ -1,8 +1,9 @@
-// One checkpoint or one restore of one container: the use case the task layer hands its Checkpoint
-// and Restore RPCs to. It owns the order of things around the Orchestrator (which toggles CUDA):
-// the thaw of a client-paused container, the GPU facts taken before any toggle, the runtime's
-// snapshot under its deadline, the image's record (image_record.h), and on restore the preflight
-// against this host's GPUs and the CUDA restore afterwards. The same code runs for runc, crun and
+// One checkpoint, one restore or one inspection of one container: the use case the task layer
+// hands its Checkpoint and Restore RPCs (and `diagnose`) to, one call each. It owns the order of
+// things around the Orchestrator (which toggles CUDA): the thaw of a client-paused container, the
+// GPU facts taken before any toggle, the runtime's snapshot under its deadline, the image's record
+// (image_record.h); on restore the store lookup, the preflight against this host's GPUs, the
+// runtime's restore and the CUDA restore afterwards. The same code runs for runc, crun and
 // runsc: what differs is behind SessionTools (where questions go) and SessionRuntime (the runtime's
 // verbs), both narrow so that tests drive a whole session with fakes.
 #pragma once
@@ -22,7 +23,7 @@ namespace nvproxy::checkpoint {
 
 struct SessionTarget {
   std::string id;
-  std::filesystem::path bundle;  // checkpoint-diagnostic.json and nvproxy-device-map.json go here
+  std::filesystem::path bundle;  // checkpoint-diagnostic.json goes here
   std::string content_store;     // containerd's root, where it copies an image it asked for (space check)
   // The GPUs the container asks for as restore-preflight tokens ("0", "GPU-...", "all"); empty:
   // no restriction (restore_preflight.h's visible_gpus).
@@ -35,9 +36,13 @@ struct SnapshotRequest {
   std::filesystem::path image_path;
 };
 
+struct RestoreRequest {
+  // What containerd handed over: an image directory, or the store's reference to one.
+  std::filesystem::path checkpoint;
+  std::filesystem::path image_store;  // checkpoint.image_store; empty: off
+};
+
 inline constexpr const char* kDiagnosticFile = "checkpoint-diagnostic.json";
-// BUNDLE/nvproxy-device-map.json: the GPU pairs the restore preflight chose, for the CUDA restore.
-inline constexpr const char* kDeviceMapFile = "nvproxy-device-map.json";
 
 class CheckpointSession {
  public:
@@ -56,25 +61,31 @@ class CheckpointSession {
   // request and the same orchestrator as checkpoint(), with nothing toggled, paused or thawed.
   Inspection inspect(const std::filesystem::path& image);
 
-  // Before the runtime restores (nothing runs yet): when the image's record says CUDA processes
-  // were checkpointed, compares the GPUs, memory and driver branch it records with this host's and
-  // throws Error(FailedPrecondition) naming each process and GPU this host cannot give back. A
-  // record without GPU facts (shim 0.2.0, a sandbox) is restored as before, with a log line.
-  // Returns whether the runtime's restore is to leave the processes stopped (CRIU's leave-stopped):
-  // CUDA processes are in the image and the container is held still (checkpoint.hold_still), so
-  // that none of its threads runs before its CUDA state is back.
-  [[nodiscard]] bool before_restore(const std::filesystem::path& image);
-
-  // After the runtime restored the container: restores and unlocks CUDA in every checkpointed
-  // process; each one the record names must be among them. left_stopped: what before_restore
-  // asked for; the processes are held for the CUDA restore, then let go.
-  void after_restore(const std::filesystem::path& image, bool left_stopped = false);
+  // The restore verb, whole: finds the image (the store's entry where containerd handed over the
+  // store's reference), refuses what this host's GPUs cannot give back before anything runs
+  // (comparing the GPUs, memory and driver branch the image records with this host's; a record
+  // without GPU facts, from shim 0.2.0 or a sandbox, is restored as before, with a log line),
+  // has the runtime restore it, and brings CUDA back in every process the image records, onto the
+  // GPUs the preflight chose. When CUDA processes come back and the container is held still
+  // (checkpoint.hold_still), the runtime leaves them stopped and they are held until their CUDA
+  // state is back, so that none of their threads runs before. Throws Error(FailedPrecondition)
+  // naming each process and GPU this host cannot give back; after the runtime restored, a CUDA
+  // failure removes the restored container (SessionRuntime::remove) and the Error says so.
+  void restore(const RestoreRequest& req);
 
  private:
   // The orchestrator's request: with CUDA holders seen from the host, the init (for processes
   // outside its tree), where the image goes and what each process holds on its GPU (space check).
   CheckpointRequest request(bool leave_running, const std::filesystem::path& image, bool cuda_holders,
                             const std::optional<GpuHostFacts>& facts);
+  // What the restore preflight decided, before the runtime restores.
+  struct RestorePlan {
+    std::optional<ImageRecord> record;  // none: not this shim's image
+    bool leave_stopped = false;
+    DeviceMap device_map;  // the container comes back on other GPUs
+  };
+  RestorePlan plan_restore(const std::filesystem::path& image);
+  void resume_cuda(const ImageRecord& rec, const RestorePlan& plan);
   void check_released(const ImageRecord& rec, const std::vector<pid_t>& cuda, const std::string& who);
 
   SessionTarget t_;

@@ -1,9 +1,9 @@
-// CheckpointSession::before_restore and after_restore: the restore verb (session.h).
+// CheckpointSession::restore: the restore verb (session.h).
 #include <algorithm>
-#include <nlohmann/json.hpp>
 #include <optional>
 
 #include "checkpoint/image_record.h"
+#include "checkpoint/image_store.h"
 #include "checkpoint/restore_preflight.h"
 #include "checkpoint/session.h"
 #include "common/error.h"
@@ -21,34 +21,48 @@ std::optional<ImageRecord> record_of(const std::filesystem::path& image, const s
   }
 }
 
-DeviceMap read_device_map(const std::filesystem::path& file, const std::string& who) {
-  DeviceMap map;
-  if (!std::filesystem::exists(file)) return map;
-  auto m = nlohmann::json::parse(read_file(file), nullptr, false);
-  if (!m.is_array()) throw Error(Code::Internal, who + file.string() + " is malformed");
-  for (const auto& p : m) map.push_back({p.value("from", ""), p.value("to", "")});
-  return map;
-}
-
 }  // namespace
 
-bool CheckpointSession::before_restore(const std::filesystem::path& image) {
-  const std::string who = "restore of \"" + t_.id + "\": ";
-  std::optional<ImageRecord> rec = record_of(image, who);
-  if (!rec || !rec->has_cuda()) return false;  // not our image, or no CUDA in it: nothing to check
-  const bool hold = tools_.holds_still();
-  if (!rec->gpu) {
-    log_.info(who + "the image records no GPU facts (" +
-              (!rec->gpu_error.empty() ? "not taken at checkpoint: " + rec->gpu_error
-                                       : std::string("written by shim 0.2.0 or earlier")) +
-              "); restoring without checking this host's GPUs");
-    return hold;
+void CheckpointSession::restore(const RestoreRequest& req) {
+  const std::string who = "restore of \"" + t_.id + "\"" + tools_.label() + ": ";
+  // An image of the shim's store is read where it is (image_store.h): containerd handed over its
+  // reference.
+  const std::filesystem::path image = resolve_image(req.checkpoint, req.image_store);
+  if (image != req.checkpoint) log_.info(who + "the image is the store's " + image.string());
+  const RestorePlan plan = plan_restore(image);
+  rt_.restore(image, plan.leave_stopped);
+  if (!plan.record || !plan.record->has_cuda()) return;
+  try {
+    resume_cuda(*plan.record, plan);
+  } catch (const Error& e) {
+    // The runtime restored the processes but CUDA did not come back in all of them: the task's
+    // start fails, so nothing of it may keep running behind containerd's back (Delete would not
+    // remove a running container).
+    std::string aftermath;
+    try {
+      aftermath = "removed the restored container (" + rt_.remove() + ")";
+    } catch (const std::exception& de) {
+      aftermath = "could not remove the restored container: " + std::string(de.what());
+    }
+    throw Error(e.code(), std::string(e.what()) + "; " + aftermath);
   }
-  const GpuRecord& gpu = *rec->gpu;
-  if (gpu.processes.empty()) return hold;
+}
 
-  std::error_code ec;
-  std::filesystem::remove(t_.bundle / kDeviceMapFile, ec);  // one of an earlier restore would mislead
+CheckpointSession::RestorePlan CheckpointSession::plan_restore(const std::filesystem::path& image) {
+  const std::string who = "restore of \"" + t_.id + "\": ";
+  RestorePlan plan{.record = record_of(image, who)};
+  if (!plan.record || !plan.record->has_cuda()) return plan;  // not our image, or no CUDA in it: nothing to check
+  plan.leave_stopped = tools_.holds_still();
+  if (!plan.record->gpu) {
+    log_.info(who + "the image records no GPU facts (" +
+              (!plan.record->gpu_error.empty() ? "not taken at checkpoint: " + plan.record->gpu_error
+                                               : std::string("written by shim 0.2.0 or earlier")) +
+              "); restoring without checking this host's GPUs");
+    return plan;
+  }
+  const GpuRecord& gpu = *plan.record->gpu;
+  if (gpu.processes.empty()) return plan;
+
   std::optional<GpuHostFacts> host;
   RestoreCheck check;
   std::string host_error;
@@ -66,6 +80,7 @@ bool CheckpointSession::before_restore(const std::filesystem::path& image) {
   }
   for (const auto& w : check.warnings) log_.warn(who + w);
   auto diag_path = t_.bundle / kDiagnosticFile;
+  std::error_code ec;
   std::filesystem::remove(diag_path, ec);  // a stale one would mislead
   if (check.refusals.empty()) {
     std::string placed;
@@ -73,12 +88,8 @@ bool CheckpointSession::before_restore(const std::filesystem::path& image) {
     log_.info(who + "this host can give back " + std::to_string(gpu.processes.size()) + " CUDA processes (driver " +
               host->driver_version + ";" + (placed.empty() ? std::string(" no GPU recorded") : placed) + ")" +
               (check.device_map.empty() ? "" : "; onto other GPUs: " + device_map_text(check.device_map)));
-    if (!check.device_map.empty()) {
-      nlohmann::json m = nlohmann::json::array();
-      for (const auto& p : check.device_map) m.push_back({{"from", p.from}, {"to", p.to}});
-      write_file_atomic(t_.bundle / kDeviceMapFile, m.dump());
-    }
-    return hold;
+    plan.device_map = std::move(check.device_map);
+    return plan;
   }
   std::string text = refusal_text(t_.id, check.refusals);
   try {
@@ -90,27 +101,24 @@ bool CheckpointSession::before_restore(const std::filesystem::path& image) {
   throw Error(Code::FailedPrecondition, text);
 }
 
-void CheckpointSession::after_restore(const std::filesystem::path& image, bool left_stopped) {
+void CheckpointSession::resume_cuda(const ImageRecord& rec, const RestorePlan& plan) {
   const std::string who = "restore of \"" + t_.id + "\"" + tools_.label() + ": ";
-  // A failure here fails the task's start, and the task layer removes the restored container,
-  // stopped processes included.
-  std::optional<ImageRecord> rec = record_of(image, who);
-  if (!rec || !rec->has_cuda()) return;
   std::vector<ExpectedProcess> expected;
-  for (const auto& p : rec->cuda_pids) expected.push_back({.pid = p.pid, .name = p.name});
-  DeviceMap map = read_device_map(t_.bundle / kDeviceMapFile, who);
+  for (const auto& p : rec.cuda_pids) expected.push_back({.pid = p.pid, .name = p.name});
   auto outcome = tools_.orchestrator().restore_after_runtime_restore(
-      t_.id, t_.bundle / kDiagnosticFile, expected, map, [this](pid_t p) { return tools_.container_pid(p); }, left_stopped);
+      t_.id, t_.bundle / kDiagnosticFile, expected, plan.device_map, [this](pid_t p) { return tools_.container_pid(p); },
+      plan.leave_stopped);
   std::string pids;
   for (pid_t p : outcome.resumed) pids += " " + std::to_string(p);
   log_.info(who + "CUDA resumed in " + std::to_string(outcome.resumed.size()) + " processes (pids" + pids + ");" +
             phases_text(outcome.phases));
-  if (!rec->released.empty()) check_released(*rec, outcome.resumed, who);
+  if (!rec.released.empty()) check_released(rec, outcome.resumed, who);
 }
 
 // The forked children whose inherited device files the image left out hold none now: the plugin
-// gave them /dev/null (under runsc they dropped them before the checkpoint). One that does (a plugin that did not run) is named
-// in the log: it holds a GPU device it did not open itself, which the next checkpoint would stumble on.
+// gave them /dev/null (under runsc they dropped them before the checkpoint). One that does (a
+// plugin that did not run) is named in the log: it holds a GPU device it did not open itself,
+// which the next checkpoint would stumble on.
 void CheckpointSession::check_released(const ImageRecord& rec, const std::vector<pid_t>& cuda, const std::string& who) {
   std::vector<Holder> holders;
   try {

@@ -6,6 +6,7 @@
 
 #include <sys/types.h>
 
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <vector>
@@ -29,6 +30,14 @@ class SessionRuntime {
   // Throws Error; a DeadlineError when it ran out of time and was killed. A non-empty plan: CRIU
   // leaves those processes' inherited device files out of the image (release.h).
   virtual void snapshot(const ReleasePlan& release) = 0;
+
+  // The runtime's restore of `image` (`runc restore`, `runsc restore`): the task's process runs
+  // from it when this returns. leave_stopped: CRIU leaves the restored processes stopped (runsc
+  // ignores it). Throws Error.
+  virtual void restore(const std::filesystem::path& image, bool leave_stopped) = 0;
+  // Removes the container, whatever runs in it (`delete --force`); returns what it ran, for the
+  // error that follows ("runc delete --force"). Throws Error.
+  virtual std::string remove() = 0;
 
   // The CRIU the snapshot will run; nullopt when the runtime has none (runsc).
   struct Criu {

@@ -17,8 +17,8 @@ namespace {
 // The session's view of the container's runtime.
 class RuntimeVerbs final : public checkpoint::SessionRuntime {
  public:
-  RuntimeVerbs(oci::Runtime& rt, std::string id, const oci::CheckpointFlags* flags, std::vector<pid_t> pids)
-      : rt_(rt), id_(std::move(id)), flags_(flags), pids_(std::move(pids)) {}
+  RuntimeVerbs(const SessionSubject& s, const oci::CheckpointFlags* flags)
+      : rt_(s.runtime), id_(s.id), flags_(flags), pids_(s.pids), run_restore_(s.run_restore) {}
   std::vector<pid_t> ps() override {
     if (!pids_.empty()) return pids_;
     std::vector<pid_t> pids;
@@ -38,6 +38,14 @@ class RuntimeVerbs final : public checkpoint::SessionRuntime {
     f.release_devices = release.devices_text();
     rt_.checkpoint(id_, f);
   }
+  void restore(const std::filesystem::path& image, bool leave_stopped) override {
+    if (!run_restore_) throw Error(Code::Internal, "container \"" + id_ + "\": no restore was asked for");
+    run_restore_(image, leave_stopped);
+  }
+  std::string remove() override {
+    rt_.remove(id_, true);
+    return std::string(oci::runtime_kind_name(rt_.kind())) + " delete --force";
+  }
   std::optional<Criu> criu() override {
     auto info = rt_.criu();
     if (!info) return std::nullopt;
@@ -52,6 +60,7 @@ class RuntimeVerbs final : public checkpoint::SessionRuntime {
   std::string id_;
   const oci::CheckpointFlags* flags_;
   std::vector<pid_t> pids_;
+  std::function<void(const std::filesystem::path&, bool)> run_restore_;
 };
 
 std::unique_ptr<checkpoint::SessionTools> assembly_for(const SessionSubject& s, checkpoint::SessionRuntime& rt,
@@ -93,7 +102,7 @@ std::vector<std::string> requested_gpus(const std::filesystem::path& bundle) {
 
 SessionWiring::SessionWiring(const SessionSubject& s, const oci::CheckpointFlags* flags, bool restoring, ProcessRunner& runner,
                              Logger& log)
-    : rt_(std::make_unique<RuntimeVerbs>(s.runtime, s.id, flags, s.pids)), tools_(assembly_for(s, *rt_, runner, log)) {
+    : rt_(std::make_unique<RuntimeVerbs>(s, flags)), tools_(assembly_for(s, *rt_, runner, log)) {
   checkpoint::SessionTarget t{.id = s.id, .bundle = s.bundle, .content_store = s.content_store};
   if (restoring) t.requested_gpus = requested_gpus(s.bundle);
   session_ = std::make_unique<checkpoint::CheckpointSession>(std::move(t), *rt_, *tools_, log);

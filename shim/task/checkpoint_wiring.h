@@ -8,6 +8,7 @@
 #include <sys/types.h>
 
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -30,6 +31,8 @@ struct SessionSubject {
   checkpoint::CheckpointConfig cfg;
   std::string content_store;  // containerd's root (space check)
   std::vector<pid_t> pids;    // `diagnose --pid`: these host pids instead of the runtime's ps
+  // The runtime's restore as the task layer runs it (a restore only).
+  std::function<void(const std::filesystem::path& image, bool leave_stopped)> run_restore;
 };
 
 class SessionWiring {

@@ -14,6 +14,7 @@
 #include <sys/types.h>
 
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -46,11 +47,13 @@ class CheckpointHooks {
  public:
   virtual ~CheckpointHooks() = default;
   virtual void checkpoint(Container& c, const oci::CheckpointFlags& flags, bool paused) = 0;
-  // Before the runtime restores: refuse (throw) what this host cannot give back; nothing runs yet.
-  // True: the runtime's restore is to leave the processes stopped, for after_restore to hold them
-  // while their CUDA state comes back.
-  virtual bool before_restore(Container& c, const std::filesystem::path& image) = 0;
-  virtual void after_restore(Container& c, const std::filesystem::path& image, bool left_stopped) = 0;
+  // The runtime's restore as the task layer runs it: the task's process started from `image`
+  // (stdio, pid, OOM watch); leave_stopped: CRIU leaves the processes stopped.
+  using RuntimeRestore = std::function<void(const std::filesystem::path& image, bool leave_stopped)>;
+  // The whole restore from what containerd handed over (an image, or the store's reference):
+  // refuses what this host cannot give back before anything runs, calls run_restore, brings
+  // CUDA back. Throws; a failure after run_restore has removed the restored container.
+  virtual void restore(Container& c, const std::filesystem::path& checkpoint, const RuntimeRestore& run_restore) = 0;
 };
 
 // What a container needs from the shim around it.

@@ -22,14 +22,11 @@ void GpuCheckpointHooks::checkpoint(Container& c, const oci::CheckpointFlags& fl
   w.session().checkpoint({.leave_running = flags.leave_running, .paused = paused, .image_path = flags.image_path});
 }
 
-bool GpuCheckpointHooks::before_restore(Container& c, const std::filesystem::path& image) {
-  SessionWiring w(subject_of(c), nullptr, true, runner_, log_);
-  return w.session().before_restore(image);
-}
-
-void GpuCheckpointHooks::after_restore(Container& c, const std::filesystem::path& image, bool left_stopped) {
-  SessionWiring w(subject_of(c), nullptr, true, runner_, log_);
-  w.session().after_restore(image, left_stopped);
+void GpuCheckpointHooks::restore(Container& c, const std::filesystem::path& checkpoint, const RuntimeRestore& run_restore) {
+  SessionSubject s = subject_of(c);
+  s.run_restore = run_restore;
+  SessionWiring w(s, nullptr, true, runner_, log_);
+  w.session().restore({.checkpoint = checkpoint, .image_store = c.config().checkpoint.image_store});
 }
 
 }  // namespace nvproxy::shim

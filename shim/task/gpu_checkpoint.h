@@ -11,9 +11,7 @@ class GpuCheckpointHooks final : public CheckpointHooks {
  public:
   GpuCheckpointHooks(Logger& log, ProcessRunner& runner) : log_(log), runner_(runner) {}
   void checkpoint(Container& c, const oci::CheckpointFlags& flags, bool paused) override;
-  // Refuses a restore this host's GPUs cannot give back (CheckpointSession::before_restore).
-  bool before_restore(Container& c, const std::filesystem::path& image) override;
-  void after_restore(Container& c, const std::filesystem::path& image, bool left_stopped) override;
+  void restore(Container& c, const std::filesystem::path& checkpoint, const RuntimeRestore& run_restore) override;
 
  private:
   Logger& log_;

@@ -261,42 +261,25 @@ void InitProcess::run_start() {
 void InitProcess::run_restore() {
   const ContainerSetup& s = ctx_.setup;
   oci::Runtime& rt = *ctx_.runtime;
-  // An image of the shim's store is read where it is (image_store.h): containerd handed over its
-  // reference.
-  const std::filesystem::path image = checkpoint::resolve_image(s.checkpoint, s.config.checkpoint.image_store);
-  if (image != std::filesystem::path(s.checkpoint))
-    ctx_.env.log.info("restore of \"" + s.id + "\": the image is the store's " + image.string());
-  const bool left_stopped = ctx_.env.checkpoints.before_restore(ctx_.container, image);
-  remove_stale_runsc_filestores();
-  auto pid_file = s.bundle / "init.pid";
-  launch(pid_file, [&](const std::string& console, const oci::Stdio& stdio) {
-    rt.restore(s.id, {.bundle = s.bundle,
-                      .image_path = image,
-                      .work_path = s.options.criu_work_path.empty() ? s.bundle / "criu-work"
-                                                                    : std::filesystem::path(s.options.criu_work_path),
-                      .pid_file = pid_file,
-                      .console_socket = console,
-                      .extra_global = s.runtime_global,
-                      .no_pivot = s.options.no_pivot_root,
-                      .stdio = stdio,
-                      .leave_stopped = left_stopped});
+  // The checkpoint session owns the restore (checkpoint/session.h); the runtime's part runs here,
+  // where the task's process, its stdio and its pid are.
+  ctx_.env.checkpoints.restore(ctx_.container, s.checkpoint, [&](const std::filesystem::path& image, bool leave_stopped) {
+    remove_stale_runsc_filestores();
+    auto pid_file = s.bundle / "init.pid";
+    launch(pid_file, [&](const std::string& console, const oci::Stdio& stdio) {
+      rt.restore(s.id, {.bundle = s.bundle,
+                        .image_path = image,
+                        .work_path = s.options.criu_work_path.empty() ? s.bundle / "criu-work"
+                                                                      : std::filesystem::path(s.options.criu_work_path),
+                        .pid_file = pid_file,
+                        .console_socket = console,
+                        .extra_global = s.runtime_global,
+                        .no_pivot = s.options.no_pivot_root,
+                        .stdio = stdio,
+                        .leave_stopped = leave_stopped});
+    });
+    watch_oom();
   });
-  watch_oom();
-  try {
-    ctx_.env.checkpoints.after_restore(ctx_.container, image, left_stopped);
-  } catch (const Error& e) {
-    // The runtime restored the processes but CUDA did not come back in all of them: the task's
-    // start fails, so nothing of it may keep running behind containerd's back (Delete would not
-    // remove a running container).
-    std::string aftermath;
-    try {
-      rt.remove(s.id, true);
-      aftermath = "removed the restored container (" + std::string(oci::runtime_kind_name(rt.kind())) + " delete --force)";
-    } catch (const std::exception& de) {
-      aftermath = "could not remove the restored container: " + std::string(de.what());
-    }
-    throw Error(e.code(), std::string(e.what()) + "; " + aftermath);
-  }
 }
 
 void InitProcess::run_kill(int signal, bool all) {

@@ -27,6 +27,8 @@ class RuntimeWithCriu41 final : public SessionRuntime {
   void pause() override {}
   void resume() override {}
   void snapshot(const ReleasePlan&) override { ++snapshots; }
+  void restore(const std::filesystem::path&, bool) override {}
+  std::string remove() override { return "delete"; }
   std::optional<Criu> criu() override { return Criu{.binary = "/usr/sbin/criu", .version = "4.1.1"}; }
   int snapshots = 0;
 

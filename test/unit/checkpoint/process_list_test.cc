@@ -35,4 +35,3 @@ TEST(ProcessList, CgroupOfPid) {
   EXPECT_FALSE(cgroup_of_pid(::getpid()).empty());
   fs::remove_all(proc);
 }
-

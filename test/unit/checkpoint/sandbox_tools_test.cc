@@ -297,6 +297,8 @@ class SandboxRuntime final : public SessionRuntime {
     ++snapshots;
     left_to_snapshot = plan.devices_text();
   }
+  void restore(const std::filesystem::path&, bool) override {}
+  std::string remove() override { return "delete"; }
   std::optional<Criu> criu() override { return std::nullopt; }
   int snapshots = 0;
   std::string left_to_snapshot;

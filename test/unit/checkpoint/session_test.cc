@@ -42,6 +42,13 @@ class FakeRuntime final : public SessionRuntime {
     verbs.push_back("snapshot(" + state + ")");
     if (on_snapshot) on_snapshot();
   }
+  void restore(const std::filesystem::path&, bool leave_stopped) override {
+    verbs.push_back(std::string("restore") + (leave_stopped ? "(stopped)" : ""));
+  }
+  std::string remove() override {
+    verbs.push_back("remove");
+    return "fake delete --force";
+  }
   std::optional<Criu> criu() override { return std::nullopt; }
 };
 
@@ -167,15 +174,19 @@ TEST_F(SessionTest, RestoreNamesARecordedProcessThatIsMissing) {
 
   // The runtime restored only a: b is recorded but missing.
   rt.pids = {a};
+  rt.verbs.clear();
   try {
-    session(tools).after_restore(image);
+    session(tools).restore({.checkpoint = image});
     FAIL() << "a missing process was not noticed";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), Code::FailedPrecondition);
     EXPECT_TRUE(has(e.what(), "1 of them is missing after the runtime's restore (container pids " + std::to_string(b)))
         << e.what();
+    // Nothing of a half-restored task keeps running behind containerd's back.
+    EXPECT_TRUE(has(e.what(), "; removed the restored container (fake delete --force)")) << e.what();
   }
-  EXPECT_EQ(gpu.state(a), "running");  // what came back runs
+  EXPECT_EQ(rt.verbs, (std::vector<std::string>{"restore", "remove"}));
+  EXPECT_EQ(gpu.state(a), "running");  // what came back runs (until the runtime's delete ends it)
   EXPECT_EQ(nlohmann::json::parse(slurp(bundle / kDiagnosticFile))["missing"][0]["pid"], b);
 }
 
@@ -185,7 +196,9 @@ TEST_F(SessionTest, RestoreOfACompleteImageResumesEveryProcess) {
   rt.pids = {a, b};
   FakeTools tools(cfg, rt, log, true);
   session(tools).checkpoint({.leave_running = false, .image_path = image});
-  session(tools).after_restore(image);
+  rt.verbs.clear();
+  session(tools).restore({.checkpoint = image});
+  EXPECT_EQ(rt.verbs, (std::vector<std::string>{"restore"}));
   EXPECT_EQ(gpu.state(a), "running");
   EXPECT_EQ(gpu.state(b), "running");
 }
@@ -195,28 +208,33 @@ TEST_F(SessionTest, RestorePreflightRefusesWhatThisHostCannotTell) {
   rt.pids = {a};
   gpu.nvml(std::to_string(a) + " 0 4813\n");
   FakeTools with(cfg, rt, log, true);
-  session(with).checkpoint({.leave_running = true, .image_path = image});
+  session(with).checkpoint({.leave_running = false, .image_path = image});
   ASSERT_TRUE(read_image_record(image)->gpu);
+  rt.verbs.clear();
 
-  // Where NVML cannot be had, the recorded GPU processes cannot be placed: refused, named, written.
+  // Where NVML cannot be had, the recorded GPU processes cannot be placed: refused before the
+  // runtime restores anything, named, written.
   FakeTools without(cfg, rt, log, false);
   try {
-    (void)session(without).before_restore(image);
+    session(without).restore({.checkpoint = image});
     FAIL() << "the restore was not refused";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), Code::FailedPrecondition);
     EXPECT_TRUE(has(e.what(), "pid " + std::to_string(a))) << e.what();
     EXPECT_TRUE(has(e.what(), "cannot see the host's GPUs")) << e.what();
   }
+  EXPECT_TRUE(rt.verbs.empty()) << "the runtime restored nothing";
   EXPECT_TRUE(fs::exists(bundle / kDiagnosticFile));
-  // The same host with NVML: it can give the process back.
-  EXPECT_FALSE(session(with).before_restore(image)) << "these tools hold nothing still: nothing to leave stopped";
+  // The same host with NVML: it gives the process back (these tools hold nothing still: the
+  // runtime is not asked to leave it stopped).
+  session(with).restore({.checkpoint = image});
+  EXPECT_EQ(rt.verbs, (std::vector<std::string>{"restore"}));
+  EXPECT_EQ(gpu.state(a), "running");
   EXPECT_FALSE(fs::exists(bundle / kDiagnosticFile));
 }
 
 TEST_F(SessionTest, AnImageOfAnotherShimNeedsNothing) {
   FakeTools tools(cfg, rt, log, true);
-  EXPECT_FALSE(session(tools).before_restore(image));  // no nvproxy-cuda.json
-  session(tools).after_restore(image);
-  EXPECT_TRUE(rt.verbs.empty());
+  session(tools).restore({.checkpoint = image});  // no nvproxy-cuda.json
+  EXPECT_EQ(rt.verbs, (std::vector<std::string>{"restore"}));
 }
