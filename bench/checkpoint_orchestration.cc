@@ -42,8 +42,8 @@
 #include <thread>
 #include <vector>
 
-#include "checkpoint/cuda_driver_api.h"
 #include "checkpoint/cuda_helper_client.h"
+#include "checkpoint/driver/cuda_driver_api.h"
 #include "checkpoint/holder_scan.h"
 #include "checkpoint/orchestrator.h"
 #include "checkpoint/process_list.h"

@@ -7,7 +7,7 @@
 #include <fstream>
 #include <regex>
 
-#include "checkpoint/sandbox_agent.h"
+#include "checkpoint/agent/sandbox_agent.h"
 #include "checkpoint/shim_files.h"
 #include "common/error.h"
 

@@ -1,6 +1,6 @@
 // The checkpoint seams for a gVisor sandbox (runsc). Host /proc sees only the sentry there, so every
 // question about the container's processes is asked INSIDE the sandbox: the shim runs
-// nvproxy-sandbox-agent (checkpoint/sandbox_agent.h) with `runsc exec`, under a deadline, from the
+// nvproxy-sandbox-agent (checkpoint/agent/sandbox_agent.h) with `runsc exec`, under a deadline, from the
 // read-only tools mount that Create gave the container (/.nvproxy: the agent, the host's dynamic
 // loader and its libc, so that the agent runs in any image, busybox included). Pids are the
 // sandbox's own; reports name them. The same Orchestrator drives these as the host tools under runc.

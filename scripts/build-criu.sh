@@ -18,7 +18,7 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source "$HERE/fetch-trixie.sh" # for nv_trixie_mirror
 
 CRIU_BIN=${CRIU_BIN:-/usr/local/sbin/criu}
-# CRIU's plugin header, for the shim's CRIU plugin (checkpoint/criu_release_plugin.c), as CRIU's own
+# CRIU's plugin header, for the shim's CRIU plugin (checkpoint/criu_plugin/criu_release_plugin.c), as CRIU's own
 # `make install` would put it.
 CRIU_HEADER=${CRIU_HEADER:-/usr/local/include/criu/criu-plugin.h}
 CRIU_WORK=${CRIU_WORK:-/var/tmp/nvproxy-criu-build}

@@ -8,7 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "checkpoint/cuda_driver_api.h"
+#include "checkpoint/driver/cuda_driver_api.h"
 #include "checkpoint/inet_sockets.h"
 #include "checkpoint/orchestrator.h"
 #include "common/unique_fd.h"

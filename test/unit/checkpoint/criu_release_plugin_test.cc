@@ -1,4 +1,4 @@
-// The CRIU release plugin (checkpoint/criu_release_plugin.c) loaded as CRIU loads it (dlopen, its
+// The CRIU release plugin (checkpoint/criu_plugin/criu_release_plugin.c) loaded as CRIU loads it (dlopen, its
 // CR_PLUGIN_DESC) and driven hook by hook, with this program standing in for CRIU's one export
 // (criu_get_image_dir). The fd path also runs under real CRIU in e2e fork_release; the mapping path
 // needs a device with mmap (the GPU's), so here is where its placeholder is checked: an empty memfd

@@ -9,8 +9,8 @@
 #include <thread>
 
 #include "checkpoint/cuda_helper_client.h"
-#include "checkpoint/cuda_helper_service.h"
-#include "checkpoint/cuda_helper_wire.h"
+#include "checkpoint/helper/cuda_helper_service.h"
+#include "checkpoint/helper/cuda_helper_wire.h"
 #include "common/ttrpc/client.h"
 #include "fake_gpu.h"
 

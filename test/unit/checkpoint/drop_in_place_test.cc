@@ -1,9 +1,9 @@
-// drop_in_place (checkpoint/drop_in_place.h) on real processes: a forked child holding a file at
+// drop_in_place (checkpoint/agent/drop_in_place.h) on real processes: a forked child holding a file at
 // a known fd and a shared mapping of it, blocked in read() on a pipe (as a DataLoader worker waits
 // for its next index), with a second thread running. After the drop the child answers its next
 // request: the fd is /dev/null, the mapping is an inaccessible anonymous one at the same address,
 // and its read() went on as if nothing happened.
-#include "checkpoint/drop_in_place.h"
+#include "checkpoint/agent/drop_in_place.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>

@@ -3,7 +3,7 @@
 // out of time and what was done, and the diagnostic JSON records the deadline.
 #include <gtest/gtest.h>
 
-#include "checkpoint/cuda_driver_api.h"
+#include "checkpoint/driver/cuda_driver_api.h"
 #include "checkpoint/orchestrator.h"
 #include "common/process.h"
 #include "fake_gpu.h"

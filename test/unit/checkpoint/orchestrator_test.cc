@@ -19,7 +19,7 @@
 
 #include <fcntl.h>
 
-#include "checkpoint/cuda_driver_api.h"
+#include "checkpoint/driver/cuda_driver_api.h"
 #include "common/fs.h"
 #include "fake_gpu.h"
 

@@ -7,7 +7,7 @@
 
 #include <chrono>
 
-#include "checkpoint/cuda_driver_api.h"
+#include "checkpoint/driver/cuda_driver_api.h"
 #include "checkpoint/image_record.h"
 #include "fake_gpu.h"
 

@@ -1,7 +1,7 @@
 // ThreadHold (nvproxy-cuda-helper's ptrace hold) against a real forked process with two threads:
 // what "held" means is read from /proc (every thread in a tracing stop), what "let run" means from
 // counters the threads advance in shared memory.
-#include "checkpoint/thread_hold.h"
+#include "checkpoint/helper/thread_hold.h"
 
 #include <dirent.h>
 #include <signal.h>

@@ -2,7 +2,7 @@
 #include <sys/stat.h>
 
 #include "checkpoint/cuda_checkpoint_bin.h"
-#include "checkpoint/cuda_driver_api.h"
+#include "checkpoint/driver/cuda_driver_api.h"
 #include "checkpoint/gpu_usage.h"
 #include "fake_gpu.h"
 

@@ -1,8 +1,8 @@
-#include "checkpoint/cuda_helper_service.h"
+#include "checkpoint/helper/cuda_helper_service.h"
 
 #include <string>
 
-#include "checkpoint/cuda_helper_wire.h"
+#include "checkpoint/helper/cuda_helper_wire.h"
 
 namespace nvproxy::checkpoint {
 

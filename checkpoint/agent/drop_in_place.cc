@@ -1,4 +1,4 @@
-#include "checkpoint/drop_in_place.h"
+#include "checkpoint/agent/drop_in_place.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>

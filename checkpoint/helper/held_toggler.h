@@ -8,7 +8,7 @@
 #include <mutex>
 
 #include "checkpoint/cuda_toggler.h"
-#include "checkpoint/thread_hold.h"
+#include "checkpoint/helper/thread_hold.h"
 
 namespace nvproxy::checkpoint {
 

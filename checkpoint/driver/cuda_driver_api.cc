@@ -1,4 +1,4 @@
-#include "checkpoint/cuda_driver_api.h"
+#include "checkpoint/driver/cuda_driver_api.h"
 
 #include <dlfcn.h>
 

@@ -1,4 +1,4 @@
-#include "checkpoint/held_toggler.h"
+#include "checkpoint/helper/held_toggler.h"
 
 namespace nvproxy::checkpoint {
 

@@ -1,4 +1,4 @@
-#include "checkpoint/sandbox_agent.h"
+#include "checkpoint/agent/sandbox_agent.h"
 
 #include <unistd.h>
 
@@ -10,9 +10,9 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "checkpoint/agent/drop_in_place.h"
 #include "checkpoint/comm_probe.h"
-#include "checkpoint/cuda_driver_api.h"
-#include "checkpoint/drop_in_place.h"
+#include "checkpoint/driver/cuda_driver_api.h"
 #include "checkpoint/holder_scan.h"
 #include "common/error.h"
 

@@ -12,11 +12,11 @@
 #include <iostream>
 #include <string>
 
-#include "checkpoint/cuda_driver_api.h"
-#include "checkpoint/cuda_helper_service.h"
+#include "checkpoint/driver/cuda_driver_api.h"
 #include "checkpoint/gpu_usage.h"
-#include "checkpoint/held_toggler.h"
-#include "checkpoint/thread_hold.h"
+#include "checkpoint/helper/cuda_helper_service.h"
+#include "checkpoint/helper/held_toggler.h"
+#include "checkpoint/helper/thread_hold.h"
 #include "common/log.h"
 #include "common/ttrpc/server.h"
 #include "common/unique_fd.h"

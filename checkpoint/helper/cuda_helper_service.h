@@ -8,7 +8,7 @@
 
 #include "checkpoint/cuda_toggler.h"
 #include "checkpoint/gpu_usage.h"
-#include "checkpoint/thread_hold.h"
+#include "checkpoint/helper/thread_hold.h"
 #include "common/ttrpc/server.h"
 
 namespace nvproxy::checkpoint {

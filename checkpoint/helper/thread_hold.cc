@@ -1,4 +1,4 @@
-#include "checkpoint/thread_hold.h"
+#include "checkpoint/helper/thread_hold.h"
 
 #include <dirent.h>
 #include <signal.h>

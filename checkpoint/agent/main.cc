@@ -1,9 +1,9 @@
-// nvproxy-sandbox-agent: run by the shim inside a gVisor sandbox (checkpoint/sandbox_agent.h).
+// nvproxy-sandbox-agent: run by the shim inside a gVisor sandbox (checkpoint/agent/sandbox_agent.h).
 #include <iostream>
 #include <string>
 #include <vector>
 
-#include "checkpoint/sandbox_agent.h"
+#include "checkpoint/agent/sandbox_agent.h"
 
 int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
