@@ -50,7 +50,7 @@ struct ImageRecord {
   std::vector<ImageProcess> cuda_not_restored;  // toggled, but outside the init's tree (allowed by configuration)
   std::optional<GpuRecord> gpu;                 // what they used, for the restore preflight
   std::string gpu_error;                        // why `gpu` is missing, when there are CUDA processes
-  std::vector<ImageReleased> released;          // version 1 written by 0.4.0 on; absent: none
+  std::vector<ImageReleased> released;          // version 2, written by 0.4.0 on; absent: none
 
   [[nodiscard]] bool has_cuda() const { return cuda_processes > 0; }
 };

@@ -573,6 +573,10 @@ void fill_entry(io::containerd::cgroups::v1::MemoryEntry* e, const nlohmann::jso
 
 }  // namespace
 
+std::map<std::string, uint64_t> read_cgroup_kv(const fs::path& file) {
+  return read_kv(file);
+}
+
 wkt::Any metrics_from_cgroup(const CgroupPaths& paths, bool cgroup_v2, const CgroupHost& host) {
   wkt::Any any;
   if (cgroup_v2) {

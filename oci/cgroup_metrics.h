@@ -2,8 +2,11 @@
 // decode: io.containerd.cgroups.v1.Metrics on cgroup v1 hosts, v2.Metrics on unified hosts.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "oci/cgroup_paths.h"
 #include "proto/wkt.pb.h"
@@ -28,6 +31,10 @@ wkt::Any metrics_from_cgroup(const CgroupPaths& paths, bool cgroup_v2, const Cgr
 // `data` is the "data" object of `RUNTIME events --stats` (runc's libcontainer shape), for a
 // runtime whose cgroups are not the container's own (runsc: the sandbox's).
 wkt::Any metrics_from_runtime_stats(const nlohmann::json& data, bool cgroup_v2);
+// A cgroup file of "KEY VALUE" lines (memory.events, memory.stat, cpu.stat); a missing file reads
+// as empty. Throws Error(Unknown) naming the file and a line that is not "KEY VALUE" (one being
+// written, say).
+std::map<std::string, uint64_t> read_cgroup_kv(const std::filesystem::path& file);
 // True when /sys/fs/cgroup is the unified (v2) hierarchy.
 bool host_uses_cgroup_v2();
 

@@ -27,9 +27,10 @@ class DriverApiToggler final : public CudaToggler {
   // Error(InvalidArgument) for a UUID that is not "GPU-" and 32 hex digits.
   void restore_onto(pid_t pid, const DeviceMap& map) override;
   void unlock(pid_t pid) override;
+  // cuDriverGetVersion, e.g. 12080; throws Error if the library is unusable.
   int driver_version();
   // cuCheckpointProcessGetRestoreThreadId; nullopt where the driver lacks it. Throws CudaError.
-  std::optional<int> restore_thread_id(pid_t pid);  // cuDriverGetVersion, e.g. 12080; throws Error if the library is unusable
+  std::optional<int> restore_thread_id(pid_t pid);
 
   struct Api;
 

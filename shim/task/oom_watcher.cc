@@ -6,13 +6,15 @@
 #include <sys/inotify.h>
 #include <unistd.h>
 
+#include <map>
 #include <optional>
-#include <sstream>
 #include <vector>
 
 #include "common/error.h"
 #include "common/fs.h"
 #include "common/log.h"
+#include "oci/cgroup_metrics.h"
+#include "oci/cgroup_paths.h"
 
 namespace nvproxy::shim {
 
@@ -24,36 +26,23 @@ struct Counters {
 
 // memory.events: "oom N" and (kernels >= 4.13) "oom_kill N"; nullopt while the file is half written.
 std::optional<Counters> read_counters(const std::filesystem::path& file) {
-  std::istringstream in(read_file(file));
-  Counters c;
-  bool have_oom = false;
-  std::string key;
-  uint64_t v;
-  while (in >> key >> v) {
-    if (key == "oom") c.oom = v, have_oom = true;
-    if (key == "oom_kill") c.oom_kill = v;
+  std::map<std::string, uint64_t> kv;
+  try {
+    kv = oci::read_cgroup_kv(file);
+  } catch (const Error&) {
+    return std::nullopt;
   }
-  if (!have_oom) return std::nullopt;
-  return c;
+  auto oom = kv.find("oom");
+  if (oom == kv.end()) return std::nullopt;
+  return Counters{.oom = oom->second, .oom_kill = kv.count("oom_kill") ? kv.at("oom_kill") : 0};
 }
 
-// The init's memory cgroup path from /proc/<pid>/cgroup: the "0::" line on a unified host, else
-// the v1 line whose controller list holds "memory".
+// The init's memory cgroup path (oci/cgroup_paths.h): the unified one on a v2 host, else the v1
+// memory controller's.
 std::string cgroup_path(const std::filesystem::path& cgroup_file, bool unified) {
-  std::istringstream in(read_file(cgroup_file));
-  std::string line;
-  while (std::getline(in, line)) {
-    auto a = line.find(':'), b = line.find(':', a + 1);
-    if (a == std::string::npos || b == std::string::npos) continue;
-    std::string hier = line.substr(0, a), ctrls = line.substr(a + 1, b - a - 1);
-    if (unified) {
-      if (hier == "0" && ctrls.empty()) return line.substr(b + 1);
-      continue;
-    }
-    std::istringstream cs(ctrls);
-    for (std::string c; std::getline(cs, c, ',');)
-      if (c == "memory") return line.substr(b + 1);
-  }
+  oci::CgroupPaths paths = oci::parse_proc_cgroup(read_file(cgroup_file));
+  if (unified && paths.unified) return *paths.unified;
+  if (auto m = paths.v1.find("memory"); !unified && m != paths.v1.end()) return m->second.path;
   throw Error(Code::NotFound, std::string("no ") + (unified ? "unified" : "memory") + " cgroup in " + cgroup_file.string());
 }
 

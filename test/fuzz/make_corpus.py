@@ -155,3 +155,22 @@ for sub in ("valid", "bad", "conflict"):
         with open(os.path.join(d, fn), "rb") as f:
             body = f.read()
         write("fuzz_cdi_spec", sub + "-" + fn, (b"\x01" if fn.endswith(".json") else b"\x00") + body)
+
+# --- the image's record (nvproxy-cuda.json) as shims wrote it ---
+GPU = {"driver_version": "580.159.04",
+       "devices": [{"index": 0, "uuid": "GPU-5a1f0c2e-0000-0000-0000-000000000001", "name": "NVIDIA H200",
+                    "memory_total": 150754820096, "memory_free": 120000000000, "memory_used": 30754820096}],
+       "processes": [{"host_pid": 4242, "pid": 1, "name": "python3",
+                      "gpus": [{"uuid": "GPU-5a1f0c2e-0000-0000-0000-000000000001", "used_bytes": 25769803776}]}]}
+write("fuzz_image_record", "v1-cuda.json", json.dumps({"version": 1, "container": "llm", "cuda_processes": 1,
+                                                       "cuda_pids": [{"pid": 1, "name": "python3"}], "gpu": GPU}))
+write("fuzz_image_record", "v2-released.json", json.dumps({
+    "version": 2, "container": "train", "cuda_processes": 1, "cuda_pids": [{"pid": 1, "name": "python3"}], "gpu": GPU,
+    "released": [{"pid": 7, "name": "pt_data_worker", "from": 1, "fds": [11, 12]}]}))
+write("fuzz_image_record", "v0-030.json", json.dumps({"container": "c1", "cuda_processes": 2,
+                                                      "cuda_pids": [{"pid": 1, "name": "a"}, {"pid": 9, "name": "b"}]}))
+write("fuzz_image_record", "runsc-no-facts.json", json.dumps({
+    "version": 1, "container": "c1", "sandbox": "runsc", "cuda_processes": 1, "cuda_pids": [{"pid": 1, "name": "python3"}],
+    "gpu_error": "taken inside a gVisor sandbox"}))
+write("fuzz_image_record", "no-cuda.json", json.dumps({"version": 1, "container": "c1", "cuda_processes": 0, "cuda_pids": []}))
+write("fuzz_image_record", "too-new.json", json.dumps({"version": 3, "container": "c1"}))
