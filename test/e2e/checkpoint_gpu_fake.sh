@@ -21,11 +21,6 @@ nv_start_with_shim --containerd "${1:-1.6}"
 MOUNTS=("${NV_FAKE_MOUNTS[@]}")
 bundle() { echo "$NV_STATE_DIR/io.containerd.runtime.v2.task/$NV_NAMESPACE/$1"; }
 task_status() { nv_ctr task ls | awk -v id="$1" '$1==id{print $3}'; }
-state_of() { cat "$FAKE/cuda/$1.state"; }
-counter_of() { cat "$FAKE/cuda/$1.counter" 2>/dev/null || echo 0; }
-cuda_cpids() { ls "$FAKE/cuda" | sed -n 's/^\([0-9]*\)\.cuda$/\1/p' | sort -n; }
-advancing() { local a; a=$(counter_of "$1"); sleep 0.5; (($(counter_of "$1") > a)); }
-counted_past() { (($(counter_of "$1") > $2)); }
 
 nv_log "case refuse: a child holds the device without CUDA"
 nv_ctr run -d --runtime $NV_RT "${MOUNTS[@]}" "$NV_IMAGE" refuse sh -c 'sleep 1000 3</dev/fakegpu0 & exec sleep 1000'
@@ -51,12 +46,12 @@ nv_ctr task kill -s KILL refuse
 nv_log "case cuda: CUDA parent + child, checkpoint, then restore"
 nv_ctr run -d --runtime $NV_RT "${MOUNTS[@]}" "$NV_IMAGE" cuda /fake/fake_cuda_app --dir /fakecuda --device /dev/fakegpu0 --map --children 1
 nv_wait_for -t 10 bash -c "[[ \$(ls $FAKE/cuda | grep -c '\.ready$') -ge 2 ]]" || nv_fail "fake CUDA app did not start: $(ls "$FAKE/cuda")"
-mapfile -t cp < <(cuda_cpids)
+mapfile -t cp < <(nv_fake_cuda_pids)
 nv_assert_eq 2 "${#cp[@]}" "CUDA processes in the container"
 # Read before the checkpoint: the image is taken later, so the restored count is at least this;
 # a loop that started afresh would be far below it.
-nv_wait_for -t 30 counted_past "${cp[0]}" 300 || nv_fail "process ${cp[0]} does not count: $(counter_of "${cp[0]}")"
-before=$(counter_of "${cp[0]}")
+nv_wait_for -t 30 nv_fake_counted_past "${cp[0]}" 300 || nv_fail "process ${cp[0]} does not count: $(nv_fake_counter "${cp[0]}")"
+before=$(nv_fake_counter "${cp[0]}")
 nv_ctr c checkpoint --task --rw cuda cudaref
 log=$FAKE/cuda/calls.log
 # Every lock finished before the first checkpoint started (DESIGN: lock all, then checkpoint all).
@@ -66,8 +61,8 @@ nv_assert_eq 2 "$(awk '$2=="lock" && $5==0' "$log" | wc -l)" "successful locks"
 nv_assert_eq 2 "$(awk '$2=="checkpoint" && $5==0' "$log" | wc -l)" "successful checkpoints"
 ((last_lock_end <= first_ckpt_start)) || nv_fail "a checkpoint started before all locks ended: $(cat "$log")"
 for c in "${cp[@]}"; do
-  nv_assert_eq running "$(state_of "$c")" "CUDA state of $c after a leave-running checkpoint"
-  nv_wait_for -t 5 advancing "$c" || nv_fail "process $c does not work after the checkpoint"
+  nv_assert_eq running "$(nv_fake_state "$c")" "CUDA state of $c after a leave-running checkpoint"
+  nv_fake_advancing "$c" || nv_fail "process $c does not work after the checkpoint"
 done
 nv_assert_eq RUNNING "$(task_status cuda)" "container state after checkpoint"
 # The driver was loaded by nvproxy-cuda-helper, never by the (static) shim, and the helper is gone.
@@ -91,10 +86,10 @@ nv_assert_eq RUNNING "$(task_status cuda)" "restored container state"
 nv_assert_eq 2 "$(awk '$2=="restore" && $5==0' "$log" | wc -l)" "CUDA restores after the runtime restore"
 nv_assert_eq 2 "$(awk '$2=="unlock" && $5==0' "$log" | wc -l)" "CUDA unlocks after the runtime restore"
 for c in "${cp[@]}"; do
-  nv_assert_eq running "$(state_of "$c")" "CUDA state of $c after restore"
-  nv_wait_for -t 5 advancing "$c" || nv_fail "process $c does not work after the restore"
+  nv_assert_eq running "$(nv_fake_state "$c")" "CUDA state of $c after restore"
+  nv_fake_advancing "$c" || nv_fail "process $c does not work after the restore"
 done
-after=$(counter_of "${cp[0]}")
+after=$(nv_fake_counter "${cp[0]}")
 ((after >= before)) || nv_fail "work did not continue from the checkpoint: before=$before after=$after"
 nv_ctr task kill -s KILL cuda
 nv_wait_for -t 10 bash -c "[[ \$(ctr -a $NV_SOCK -n $NV_NAMESPACE task ls | awk '\$1==\"cuda\"{print \$3}') == STOPPED ]]"
@@ -115,9 +110,9 @@ nv_assert_contains "$err" "/dev/fakegpu0" "error names the device"
 if grep -qE ' (lock|checkpoint) ' "$FAKE/cuda/calls.log" 2>/dev/null; then
   nv_fail "processes were toggled although the refusal was certain: $(cat "$FAKE/cuda/calls.log")"
 fi
-for c in $(cuda_cpids); do
-  nv_assert_eq running "$(state_of "$c")" "CUDA state of $c after the refusal"
-  nv_wait_for -t 5 advancing "$c" || nv_fail "process $c stopped working after the refusal"
+for c in $(nv_fake_cuda_pids); do
+  nv_assert_eq running "$(nv_fake_state "$c")" "CUDA state of $c after the refusal"
+  nv_fake_advancing "$c" || nv_fail "process $c stopped working after the refusal"
 done
 nv_assert_eq RUNNING "$(task_status mixed)" "container state after the refusal"
 nv_ctr task kill -s KILL mixed

@@ -5,6 +5,7 @@
 # the container keeps running. Usage: checkpoint_nodriver.sh [1.6|1.7|2|2.3]
 set -euo pipefail
 source "$(dirname "$0")/lib/shim-env.sh"
+source "$(dirname "$0")/lib/fake-cuda.sh"
 FIX=${NVPROXY_FIXTURES_DIR:?NVPROXY_FIXTURES_DIR (build/test/fixtures) is not set}
 [[ -x $FIX/fake_cuda_app ]] || nv_fail "fixtures missing in $FIX"
 
@@ -22,8 +23,6 @@ export NV_SHIM_EXTRA
 nv_start_with_shim --containerd "${1:-1.6}"
 
 ready() { ls "$FAKE/cuda" | grep -q '\.ready$'; }
-counter_of() { cat "$FAKE/cuda/$1.counter" 2>/dev/null || echo 0; }
-advanced_past() { (($(counter_of "$1") > $2)); }
 
 nv_ctr run -d --runtime $NV_RT --mount "type=bind,src=$FAKE/fakegpu0,dst=/dev/fakegpu0,options=rbind:rw" \
   --mount "type=bind,src=$FAKE/cuda,dst=/fakecuda,options=rbind:rw" --mount "type=bind,src=$FAKE/bin,dst=/fake,options=rbind:ro" \
@@ -47,7 +46,7 @@ jq -e --argjson p "$host_pid" '.verdict == "refused" and any(.processes[]; .pid 
   "$diag" >/dev/null || nv_fail "checkpoint-diagnostic.json does not name pid $host_pid and its device: $(cat "$diag" 2>&1)"
 nv_assert_eq RUNNING "$(nv_task_status nd)" "container state after the refusal"
 c=$(ls "$FAKE/cuda" | sed -n 's/^\([0-9]*\)\.ready$/\1/p' | head -1)
-a=$(counter_of "$c")
-nv_wait_for -t 5 advanced_past "$c" "$a" || nv_fail "the app stopped working after the refusal"
+a=$(nv_fake_counter "$c")
+nv_wait_for -t 5 nv_fake_counted_past "$c" "$a" || nv_fail "the app stopped working after the refusal"
 nv_ctr task kill -s KILL nd
 echo "PASS checkpoint_nodriver ($NV_RUNTIME, containerd $NV_CONTAINERD_VERSION)"

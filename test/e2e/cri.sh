@@ -13,12 +13,14 @@
 # Usage: cri.sh 1.7|2.3
 set -euo pipefail
 source "$(dirname "$0")/lib/cri.sh"
+source "$(dirname "$0")/lib/fake-cuda.sh"
 VER=${1:?usage: cri.sh 1.7|2.3}
 FIX=${NVPROXY_FIXTURES_DIR:?NVPROXY_FIXTURES_DIR (build/test/fixtures) is not set}
 [[ -x $FIX/fake_cuda_app && -f $FIX/libcuda.so && -f $FIX/libnvidia-ml.so ]] || nv_fail "fixtures missing in $FIX"
 
 # A fake GPU host for CDI (as gpu_layer.sh) and the fake CUDA driver (as checkpoint_gpu_fake.sh).
 F=$(mktemp -d /tmp/nvproxy-crigpu.XXXXXX)
+FAKE=$F  # lib/fake-cuda.sh's helpers read the fake driver's files under $FAKE
 nv_defer rm -rf "$F"
 mkdir -p "$F/dev" "$F/proc/gpus/0000:3b:00.0" "$F/driver/lib" "$F/cuda" "$F/bin"
 mknod "$F/dev/nvidia0" c 195 0
@@ -168,9 +170,6 @@ if [[ $VER == 1.* ]]; then
   exit 0
 fi
 
-counter_of() { cat "$F/cuda/$1.counter" 2>/dev/null || echo 0; }
-advancing() { local a; a=$(counter_of "$1"); sleep 0.5; (($(counter_of "$1") > a)); }
-counted_past() { (($(counter_of "$1") > $2)); }
 cuda_ready() { (($(find "$F/cuda" -name '*.ready' | wc -l) >= $1)); }
 CUDA_MOUNTS=$(jq -n --arg f "$F" '[
   {container_path: "/dev/fakegpu0", host_path: ($f + "/fakegpu0")},
@@ -210,8 +209,8 @@ nv_assert_eq 2 "${#cp[@]}" "CUDA processes in the container"
 export ARCHIVE=$NV_CRI_DIR/cuda-checkpoint.tar
 # Read before the checkpoint: the image is taken later, so the restored count is at least this;
 # a loop that started afresh would be far below it.
-nv_wait_for -t 30 counted_past "${cp[0]}" 300 || nv_fail "process ${cp[0]} does not count: $(counter_of "${cp[0]}")"
-before=$(counter_of "${cp[0]}")
+nv_wait_for -t 30 nv_fake_counted_past "${cp[0]}" 300 || nv_fail "process ${cp[0]} does not count: $(nv_fake_counter "${cp[0]}")"
+before=$(nv_fake_counter "${cp[0]}")
 nv_crictl checkpoint --export="$ARCHIVE" "$K" >/dev/null
 log=$F/cuda/calls.log
 cat "$log" >&2
@@ -222,7 +221,7 @@ first_ckpt_start=$(awk '$2=="checkpoint"{print $3}' "$log" | sort -n | head -1)
 ((last_lock_end <= first_ckpt_start)) || nv_fail "a checkpoint started before all locks ended"
 for c in "${cp[@]}"; do
   nv_assert_eq running "$(cat "$F/cuda/$c.state")" "CUDA state of $c after ContainerCheckpoint"
-  nv_wait_for -t 5 advancing "$c" || nv_fail "process $c does not work after the checkpoint"
+  nv_fake_advancing "$c" || nv_fail "process $c does not work after the checkpoint"
 done
 nv_assert_eq CONTAINER_RUNNING "$(nv_cri_state "$K")" "container after ContainerCheckpoint"
 listing=$(tar -tf "$ARCHIVE")
@@ -257,9 +256,9 @@ nv_assert_eq 2 "$(awk '$2=="restore" && $5==0' "$log" | wc -l)" "CUDA restores a
 nv_assert_eq 2 "$(awk '$2=="unlock" && $5==0' "$log" | wc -l)" "CUDA unlocks after the runtime restore"
 for c in "${cp[@]}"; do
   nv_assert_eq running "$(cat "$F/cuda/$c.state")" "CUDA state of $c after the restore"
-  nv_wait_for -t 5 advancing "$c" || nv_fail "process $c does not work after the restore"
+  nv_fake_advancing "$c" || nv_fail "process $c does not work after the restore"
 done
-after=$(counter_of "${cp[0]}")
+after=$(nv_fake_counter "${cp[0]}")
 ((after >= before)) || nv_fail "work did not continue from the checkpoint: before=$before after=$after"
 nv_assert_contains "$(tr '\0' ' ' <"/proc/$(nv_cri_pid "$RS")/cmdline")" /fake/fake_cuda_app "the restored init"
 nv_assert_eq "$(shim_of "$(nv_crictl inspectp -o json "$POD" | jq -r .info.pid)")" "$(shim_of "$(nv_cri_pid "$RS")")" \

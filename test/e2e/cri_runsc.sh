@@ -24,10 +24,7 @@ nv_cri_start "$VER"
 RUNSC=$(awk '$1=="binary:"{print $2; exit}' "$NV_CRI_SHIM_CONFIG")
 nv_log "runsc: $("$RUNSC" --version | head -1)"
 
-counter_of() { cat "$FAKE/cuda/$1.counter" 2>/dev/null || echo 0; }
-advancing() { local a; a=$(counter_of "$1"); nv_wait_for -t 5 bash -c "(( \$(cat $FAKE/cuda/$1.counter 2>/dev/null || echo 0) > $a ))"; }
 cuda_ready() { (($(find "$FAKE/cuda" -name '*.ready' | wc -l) >= $1)); }
-cuda_cpids() { find "$FAKE/cuda" -name '*.cuda' -printf '%f\n' | sed 's/\.cuda$//' | sort -n; }
 export CUDA_MOUNTS
 CUDA_MOUNTS=$(jq -n --arg f "$FAKE" '[{container_path: "/fakecuda", host_path: ($f + "/cuda")},
   {container_path: "/fake", host_path: ($f + "/bin"), readonly: true}]')
@@ -43,7 +40,7 @@ K=$(nv_cri_ctr ck "$POD" cuda "$GPU_CTR | .command = [\"/fake/fake_cuda_app\", \
 W=$(nv_cri_ctr ck "$POD" worker '.command = ["sh", "-c", "i=0; while :; do i=$((i+1)); echo $i >/tmp/n; sleep 0.1; done"]')
 nv_crictl start "$K" "$W" >/dev/null
 nv_wait_for -t 20 cuda_ready 2 || nv_fail "fake CUDA app did not start: $(ls "$FAKE/cuda")"
-mapfile -t cp < <(cuda_cpids)
+mapfile -t cp < <(nv_fake_cuda_pids)
 nv_assert_eq 2 "${#cp[@]}" "CUDA processes in the sandbox"
 
 nv_log "ckpt: crictl checkpoint (ContainerCheckpoint) of the CUDA container"
@@ -59,7 +56,7 @@ first_ckpt_start=$(awk '$2=="checkpoint"{print $3}' "$log" | sort -n | head -1)
 for c in "${cp[@]}"; do
   grep -q "^$c lock " "$log" || nv_fail "no lock of sandbox pid $c: $(cat "$log")"
   nv_assert_eq running "$(cat "$FAKE/cuda/$c.state")" "CUDA state of $c after ContainerCheckpoint"
-  advancing "$c" || nv_fail "process $c does not work after the checkpoint"
+  nv_fake_advancing "$c" || nv_fail "process $c does not work after the checkpoint"
 done
 nv_assert_eq CONTAINER_RUNNING "$(nv_cri_state "$K")" "container after ContainerCheckpoint"
 listing=$(tar -tf "$ARCHIVE")

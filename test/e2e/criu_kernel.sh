@@ -44,9 +44,6 @@ export NV_RUNTIME_EXTRA NV_SHIM_EXTRA
 nv_start_with_shim --containerd "${1:-1.6}"
 
 MOUNTS=("${NV_FAKE_MOUNTS[@]}")
-state_of() { cat "$FAKE/cuda/$1.state"; }
-counter_of() { cat "$FAKE/cuda/$1.counter" 2>/dev/null || echo 0; }
-advancing() { local a; a=$(counter_of "$1"); sleep 0.5; (($(counter_of "$1") > a)); }
 # httpd listens on 8080 (0x1F90), IPv4 or IPv6.
 listening() { nv_ctr task exec --exec-id "l$RANDOM" web sh -c 'cat /proc/net/tcp /proc/net/tcp6 | grep -q ":1F90 [0-9A-F]*:0000 0A"'; }
 
@@ -76,8 +73,8 @@ if grep -qE ' (lock|checkpoint) ' "$FAKE/cuda/calls.log" 2>/dev/null; then
   nv_fail "CUDA was toggled although the refusal was certain: $(cat "$FAKE/cuda/calls.log")"
 fi
 nv_assert_eq RUNNING "$(nv_task_status web)" "container state after the refusal"
-nv_assert_eq running "$(state_of "$cpid")" "CUDA state after the refusal"
-nv_wait_for -t 5 advancing "$cpid" || nv_fail "the CUDA process stopped working after the refusal"
+nv_assert_eq running "$(nv_fake_state "$cpid")" "CUDA state after the refusal"
+nv_fake_advancing "$cpid" || nv_fail "the CUDA process stopped working after the refusal"
 nv_wait_for -t 5 listening || nv_fail "httpd stopped listening after the refusal"
 
 nv_log "the real CRIU ($("$real_criu" --version | head -1)) checkpoints the same container"
@@ -96,7 +93,7 @@ cpid=$(ls "$FAKE/cuda" | sed -n 's/^\([0-9]*\)\.cuda$/\1/p' | head -1)
 nv_ctr c checkpoint --task --rw web webref
 nv_assert_eq 1 "$(awk '$2=="checkpoint" && $5==0' "$FAKE/cuda/calls.log" | wc -l)" "CUDA checkpoints with CRIU 4.2"
 nv_assert_eq RUNNING "$(nv_task_status web)" "container state after the checkpoint"
-nv_assert_eq running "$(state_of "$cpid")" "CUDA state after a leave-running checkpoint"
+nv_assert_eq running "$(nv_fake_state "$cpid")" "CUDA state after a leave-running checkpoint"
 
 nv_log "a restore that CRIU fails quotes CRIU's restore.log"
 nv_ctr task kill -s KILL web

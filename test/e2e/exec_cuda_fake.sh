@@ -21,10 +21,6 @@ MOUNTS=("${NV_FAKE_MOUNTS[@]}")
 APP=(/fake/fake_cuda_app --dir /fakecuda --device /dev/fakegpu0 --map)
 ready_count() { ls "$FAKE/cuda" | grep -c '\.ready$' || true; }
 ready_at_least() { (($(ready_count) >= $1)); }
-cuda_cpids() { ls "$FAKE/cuda" | sed -n 's/^\([0-9]*\)\.cuda$/\1/p' | sort -n; }
-counter_of() { cat "$FAKE/cuda/$1.counter" 2>/dev/null || echo 0; }
-advanced_past() { (($(counter_of "$1") > $2)); }
-advancing() { local a; a=$(counter_of "$1"); nv_wait_for -t 5 advanced_past "$1" "$a"; }
 task_stopped() { [[ $(nv_task_status "$1") == STOPPED ]]; }
 init_pid() { nv_ctr task ls | awk -v id="$1" '$1==id{print $2}'; }
 other_pid() { nv_ctr task ps "$1" | awk 'NR>1{print $1}' | grep -vx "$(init_pid "$1")"; }
@@ -61,7 +57,7 @@ jq -e --argjson p "$exec_host" '.verdict == "refused" and any(.not_restored[]; .
 if grep -qE ' (lock|checkpoint) ' "$FAKE/cuda/calls.log" 2>/dev/null; then
   nv_fail "processes were toggled before the refusal: $(cat "$FAKE/cuda/calls.log")"
 fi
-for c in $(cuda_cpids); do advancing "$c" || nv_fail "process $c stopped working after the refusal"; done
+for c in $(nv_fake_cuda_pids); do nv_fake_advancing "$c" || nv_fail "process $c stopped working after the refusal"; done
 stop_and_remove ex1
 
 nv_log "case allowed: checkpoint.allow_lost_cuda_processes"
@@ -83,7 +79,7 @@ nv_ctr c restore --live --rw ex2 ex2ref </dev/null
 nv_assert_eq RUNNING "$(nv_task_status ex2)" "restored container state"
 nv_assert_eq 1 "$(awk '$2=="restore" && $5==0' "$FAKE/cuda/calls.log" | wc -l)" "CUDA restores after the runtime restore"
 nv_assert_eq running "$(cat "$FAKE/cuda/$init_cpid.state")" "the init's CUDA state after restore"
-advancing "$init_cpid" || nv_fail "the restored init does not work"
+nv_fake_advancing "$init_cpid" || nv_fail "the restored init does not work"
 nv_assert_eq 1 "$(nv_ctr task ps ex2 | awk 'NR>1' | wc -l)" "processes after the restore (the exec'd one is not in the image)"
 nv_ctr task kill -a -s KILL ex2
 nv_wait_for -t 10 task_stopped ex2 || nv_fail "ex2 did not stop"

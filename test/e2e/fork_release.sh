@@ -40,9 +40,6 @@ MOUNTS=(--device "$DEV"
   --mount "type=bind,src=$FAKE/bin,dst=/fake,options=rbind:ro")
 bundle() { echo "$NV_STATE_DIR/io.containerd.runtime.v2.task/$NV_NAMESPACE/$1"; }
 task_status() { nv_ctr task ls | awk -v id="$1" '$1==id{print $3}'; }
-counter_of() { cat "$FAKE/cuda/$1.counter" 2>/dev/null || echo 0; }
-counted_past() { (($(counter_of "$1") > $2)); }
-cuda_cpids() { ls "$FAKE/cuda" | sed -n 's/^\([0-9]*\)\.cuda$/\1/p' | sort -n; }
 # The host pid of container pid $2 in container $1 (the last NSpid field is the container's).
 host_pid() {
   local p
@@ -86,7 +83,7 @@ stop_task() {
 
 nv_log "case release: a CUDA parent and 2 workers forked after it opened $DEV"
 start_app rel 3 --fork-workers 2
-mapfile -t cp < <(cuda_cpids)
+mapfile -t cp < <(nv_fake_cuda_pids)
 nv_assert_eq 1 "${#cp[@]}" "CUDA processes (the parent only)"
 parent=${cp[0]}
 mapfile -t workers < <(sort -n "$FAKE/cuda/$parent.children")
@@ -97,10 +94,10 @@ for w in "${workers[@]}"; do
   hp=$(host_pid rel "$w") || nv_fail "no host pid for worker $w"
   nv_assert_eq "$DEV" "$(readlink "/proc/$hp/fd/${wfd[$w]}")" "worker $w's inherited fd before the checkpoint"
 done
-nv_wait_for -t 30 counted_past "$parent" 300 || nv_fail "the parent does not count"
-before=$(counter_of "$parent")
+nv_wait_for -t 30 nv_fake_counted_past "$parent" 300 || nv_fail "the parent does not count"
+before=$(nv_fake_counter "$parent")
 declare -A wbefore
-for w in "${workers[@]}"; do wbefore[$w]=$(counter_of "$w"); done
+for w in "${workers[@]}"; do wbefore[$w]=$(nv_fake_counter "$w"); done
 nv_ctr c checkpoint --task --rw rel relref
 diag=$(bundle rel)/checkpoint-diagnostic.json
 jq -e '.verdict == "done"' "$diag" >/dev/null || nv_fail "the report is not done: $(cat "$diag")"
@@ -121,9 +118,9 @@ touch "$FAKE/cuda/$parent.closed"
 nv_ctr c restore --live --rw rel relref </dev/null
 nv_assert_eq RUNNING "$(task_status rel)" "restored container"
 nv_assert_eq running "$(cat "$FAKE/cuda/$parent.state")" "the parent's CUDA state after the restore"
-nv_wait_for -t 10 counted_past "$parent" "$before" || nv_fail "the parent does not work on after the restore"
+nv_wait_for -t 10 nv_fake_counted_past "$parent" "$before" || nv_fail "the parent does not work on after the restore"
 for w in "${workers[@]}"; do
-  nv_wait_for -t 10 counted_past "$w" "${wbefore[$w]}" || nv_fail "worker $w does not work on after the restore: $(counter_of "$w")"
+  nv_wait_for -t 10 nv_fake_counted_past "$w" "${wbefore[$w]}" || nv_fail "worker $w does not work on after the restore: $(nv_fake_counter "$w")"
   hp=$(host_pid rel "$w") || nv_fail "worker $w is not in the restored container"
   nv_assert_eq /dev/null "$(readlink "/proc/$hp/fd/${wfd[$w]}")" "worker $w's released fd after the restore"
 done
@@ -150,7 +147,7 @@ nv_shim_config_write "$NVPROXY_SHIM_CONFIG"
 
 nv_log "case forkcuda: a forked child with a CUDA context of its own"
 start_app forkcuda 2 --fork-cuda
-mapfile -t cp < <(cuda_cpids)
+mapfile -t cp < <(nv_fake_cuda_pids)
 nv_assert_eq 2 "${#cp[@]}" "CUDA processes (parent and forked child)"
 expect_refusal forkcuda
 nv_assert_contains "$REFUSAL" "beside a CUDA context of its own" "the refusal names the forked CUDA child"

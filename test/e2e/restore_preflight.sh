@@ -40,11 +40,6 @@ MOUNTS=(--mount "type=bind,src=$FAKE/fakegpu0,dst=/dev/fakegpu0,options=rbind:rw
   --mount "type=bind,src=$FAKE/bin,dst=/fake,options=rbind:ro")
 RUNC_ROOT=/run/containerd/nvproxy-$NV_RUNTIME/$NV_NAMESPACE
 log=$FAKE/cuda/calls.log
-state_of() { cat "$FAKE/cuda/$1.state"; }
-counter_of() { cat "$FAKE/cuda/$1.counter" 2>/dev/null || echo 0; }
-cuda_cpids() { ls "$FAKE/cuda" | sed -n 's/^\([0-9]*\)\.cuda$/\1/p' | sort -n; }
-advancing() { local a; a=$(counter_of "$1"); sleep 0.5; (($(counter_of "$1") > a)); }
-counted_past() { (($(counter_of "$1") > $2)); }
 app_pids() { pgrep -f "fake_cuda_app --dir $CDIR" || true; }
 no_apps() { [[ -z $(app_pids) ]]; }
 gone() {
@@ -57,15 +52,15 @@ gone() {
 nv_log "checkpoint a fake-CUDA container on the H200 host"
 nv_ctr run -d --runtime $NV_RT "${MOUNTS[@]}" "$NV_IMAGE" pf /fake/fake_cuda_app --dir $CDIR --device /dev/fakegpu0 --map --children 1
 nv_wait_for -t 10 bash -c "[[ \$(ls $FAKE/cuda | grep -c '\.ready$') -ge 2 ]]" || nv_fail "fake CUDA app did not start: $(ls "$FAKE/cuda")"
-mapfile -t cp < <(cuda_cpids)
+mapfile -t cp < <(nv_fake_cuda_pids)
 nv_assert_eq 2 "${#cp[@]}" "CUDA processes in the container"
 # NVML's view: both processes hold 4813 MiB (4.7 GiB) on GPU 0.
 for p in $(nv_ctr task ps pf | awk 'NR>1{print $1}'); do echo "$p 0 4813"; done >"$FAKE/cuda/nvml"
 nv_assert_eq 2 "$(wc -l <"$FAKE/cuda/nvml")" "host pids of the container"
 # Read before the checkpoint: the image is taken later, so the restored count is at least this;
 # a loop that started afresh would be far below it.
-nv_wait_for -t 30 counted_past "${cp[0]}" 300 || nv_fail "process ${cp[0]} does not count: $(counter_of "${cp[0]}")"
-before=$(counter_of "${cp[0]}")
+nv_wait_for -t 30 nv_fake_counted_past "${cp[0]}" 300 || nv_fail "process ${cp[0]} does not count: $(nv_fake_counter "${cp[0]}")"
+before=$(nv_fake_counter "${cp[0]}")
 nv_ctr c checkpoint --task --rw pf pfref
 nv_assert_eq 2 "$(awk '$2=="checkpoint" && $5==0' "$log" | wc -l)" "CUDA checkpoints"
 gone pf
@@ -96,7 +91,7 @@ refused() {
   nv_assert_eq "" "$(runc --root "$RUNC_ROOT" list -q 2>/dev/null)" "$what: containers runc knows"
   nv_assert_eq "" "$(app_pids)" "$what: processes of the container"
   nv_assert_eq 0 "$(grep -c . "$log" || true)" "$what: fake driver calls"
-  for c in "${cp[@]}"; do nv_assert_eq checkpointed "$(state_of "$c")" "$what: CUDA state of $c"; done
+  for c in "${cp[@]}"; do nv_assert_eq checkpointed "$(nv_fake_state "$c")" "$what: CUDA state of $c"; done
   gone pf
 }
 
@@ -122,8 +117,8 @@ restored() {
   nv_assert_eq 2 "$(awk '$2=="restore" && $5==0' "$log" | wc -l)" "$what: CUDA restores after the runtime restore"
   nv_assert_eq 2 "$(awk '$2=="unlock" && $5==0' "$log" | wc -l)" "$what: CUDA unlocks after the runtime restore"
   for c in "${cp[@]}"; do
-    nv_assert_eq running "$(state_of "$c")" "$what: CUDA state of $c after restore"
-    nv_wait_for -t 5 advancing "$c" || nv_fail "$what: process $c does not work after the restore"
+    nv_assert_eq running "$(nv_fake_state "$c")" "$what: CUDA state of $c after restore"
+    nv_fake_advancing "$c" || nv_fail "$what: process $c does not work after the restore"
   done
 }
 
@@ -147,7 +142,7 @@ nv_log "case match: the checkpointing host's GPUs, the restore works"
 nv_ctr c restore --live --rw pf pfref </dev/null
 restored match
 grep -q pairs= "$log" && nv_fail "match: the same GPU was restored with a device map"
-after=$(counter_of "${cp[0]}")
+after=$(nv_fake_counter "${cp[0]}")
 ((after >= before)) || nv_fail "work did not continue from the checkpoint: before=$before after=$after"
 grep -q 'can give back 2 CUDA processes' "$NV_DIR/containerd.log" || nv_fail "the preflight did not log its check"
 gone pf

@@ -35,10 +35,6 @@ MOUNTS=(--mount "type=bind,src=$FAKE/cuda,dst=/fakecuda,options=rbind:rw"
   --mount "type=bind,src=$FAKE/bin,dst=/fake,options=rbind:ro")
 GPU=(--env NVIDIA_VISIBLE_DEVICES=0 --env NVPROXY_FAKE_CUDA_DIR=/fakecuda)
 bundle() { nv_bundle "$1"; }
-state_of() { cat "$FAKE/cuda/$1.state"; }
-counter_of() { cat "$FAKE/cuda/$1.counter" 2>/dev/null || echo 0; }
-cuda_cpids() { ls "$FAKE/cuda" | sed -n 's/^\([0-9]*\)\.cuda$/\1/p' | sort -n; }
-advancing() { local a; a=$(counter_of "$1"); nv_wait_for -t 5 bash -c "(( \$(cat $FAKE/cuda/$1.counter 2>/dev/null || echo 0) > $a ))"; }
 # Every ctr call that could hang gets a deadline (a hang is the failure, not a stuck test).
 ctr_t() { timeout "${CTR_DEADLINE:-90}" ctr -a "$NV_SOCK" -n "$NV_NAMESPACE" "$@"; }
 stopped() { nv_wait_for -t 20 bash -c "[[ \$(ctr -a $NV_SOCK -n $NV_NAMESPACE task ls | awk '\$1==\"$1\"{print \$3}') == STOPPED ]]"; }
@@ -115,14 +111,14 @@ rm -f "$FAKE"/cuda/*
 ctr_t run -d --runtime $NV_RT "${GPU[@]}" "${MOUNTS[@]}" "$NV_IMAGE" cuda \
   /fake/fake_cuda_app --dir /fakecuda --device /dev/fakegpu0 --map --children 1
 nv_wait_for -t 20 bash -c "[[ \$(ls $FAKE/cuda | grep -c '\.ready$') -ge 2 ]]" || nv_fail "fake CUDA app did not start: $(ls "$FAKE/cuda")"
-mapfile -t cp < <(cuda_cpids)
+mapfile -t cp < <(nv_fake_cuda_pids)
 nv_assert_eq 2 "${#cp[@]}" "CUDA processes in the sandbox"
 # The counter is in the app's memory (and mirrored to a file outside the image): the restored app
 # goes on from where the snapshot caught it, at least from here; a fresh start would begin at 1.
 # Its .ready comes before its first count: wait for that (a single read raced on a loaded host).
 nv_wait_for -t 10 bash -c "(( \$(cat $FAKE/cuda/${cp[0]}.counter 2>/dev/null || echo 0) > 0 ))" ||
   nv_fail "the fake CUDA app does not count"
-pre=$(counter_of "${cp[0]}")
+pre=$(nv_fake_counter "${cp[0]}")
 ctr_t c checkpoint --task --rw cuda cudaref
 log=$FAKE/cuda/calls.log
 last_lock_end=$(awk '$2=="lock"{print $4}' "$log" | sort -n | tail -1)
@@ -133,8 +129,8 @@ nv_assert_eq 2 "$(awk '$2=="checkpoint" && $5==0' "$log" | wc -l)" "successful c
 # The driver was called with the sandbox pids (the fake library logs the pid it was given).
 for c in "${cp[@]}"; do
   grep -q "^$c lock " "$log" || nv_fail "no lock of sandbox pid $c: $(cat "$log")"
-  nv_assert_eq running "$(state_of "$c")" "CUDA state of $c after a leave-running checkpoint"
-  advancing "$c" || nv_fail "process $c does not work after the checkpoint"
+  nv_assert_eq running "$(nv_fake_state "$c")" "CUDA state of $c after a leave-running checkpoint"
+  nv_fake_advancing "$c" || nv_fail "process $c does not work after the checkpoint"
 done
 jq -e '.verdict == "done"' "$(bundle cuda)/checkpoint-diagnostic.json" >/dev/null || nv_fail "checkpoint report: $(cat "$(bundle cuda)/checkpoint-diagnostic.json")"
 nv_assert_eq RUNNING "$(nv_task_status cuda)" "container state after checkpoint"
@@ -155,10 +151,10 @@ nv_assert_eq RUNNING "$(nv_task_status cuda)" "restored container state"
 nv_assert_eq 2 "$(awk '$2=="restore" && $5==0' "$log" | wc -l)" "CUDA restores after runsc restore"
 nv_assert_eq 2 "$(awk '$2=="unlock" && $5==0' "$log" | wc -l)" "CUDA unlocks after runsc restore"
 for c in "${cp[@]}"; do
-  nv_assert_eq running "$(state_of "$c")" "CUDA state of $c after restore"
-  advancing "$c" || nv_fail "process $c does not work after the restore"
+  nv_assert_eq running "$(nv_fake_state "$c")" "CUDA state of $c after restore"
+  nv_fake_advancing "$c" || nv_fail "process $c does not work after the restore"
 done
-after=$(counter_of "${cp[0]}")
+after=$(nv_fake_counter "${cp[0]}")
 ((after >= pre)) || nv_fail "work did not continue from the checkpoint: $pre before it, $after after the restore"
 
 nv_log "restored container: exec, pause/resume"
@@ -167,7 +163,7 @@ ctr_t task pause cuda
 nv_assert_eq PAUSED "$(nv_task_status cuda)" "restored container paused"
 ctr_t task resume cuda
 nv_assert_eq RUNNING "$(nv_task_status cuda)" "restored container resumed"
-advancing "${cp[0]}" || nv_fail "work stopped after pause/resume"
+nv_fake_advancing "${cp[0]}" || nv_fail "work stopped after pause/resume"
 
 nv_log "restored container: a checkpoint whose CUDA toggle fails is rolled back"
 : >"$log"
@@ -183,16 +179,16 @@ nv_assert_contains "$err" "${cp[1]}" "error names the pid whose toggle failed"
 nv_assert_contains "$err" "CUDA_ERROR_UNKNOWN" "error carries the driver's answer"
 nv_assert_eq RUNNING "$(nv_task_status cuda)" "container state after the rollback"
 for c in "${cp[@]}"; do
-  nv_assert_eq running "$(state_of "$c")" "CUDA state of $c after the rollback"
-  advancing "$c" || nv_fail "process $c does not work after the rollback"
+  nv_assert_eq running "$(nv_fake_state "$c")" "CUDA state of $c after the rollback"
+  nv_fake_advancing "$c" || nv_fail "process $c does not work after the rollback"
 done
 ((${#cp[@]} == 2 && $(awk '$2=="unlock" && $5==0' "$log" | wc -l) == 2)) || nv_fail "rollback did not unlock both: $(cat "$log")"
 
 nv_log "restored container: checkpoint again, then kill"
 ctr_t c checkpoint --task cuda cudaref2
 for c in "${cp[@]}"; do
-  nv_assert_eq running "$(state_of "$c")" "CUDA state of $c after the second checkpoint"
-  advancing "$c" || nv_fail "process $c does not work after the second checkpoint"
+  nv_assert_eq running "$(nv_fake_state "$c")" "CUDA state of $c after the second checkpoint"
+  nv_fake_advancing "$c" || nv_fail "process $c does not work after the second checkpoint"
 done
 ctr_t task kill -s KILL cuda
 stopped cuda
@@ -220,7 +216,7 @@ rm -f "$FAKE"/cuda/*
 ctr_t run -d --runtime $NV_RT "${GPU[@]}" "${MOUNTS[@]}" "$NV_IMAGE" fork \
   /fake/fake_cuda_app --dir /fakecuda --device /dev/fakegpu0 --map --fork-workers 2
 nv_wait_for -t 20 bash -c "[[ \$(ls $FAKE/cuda | grep -c '\.ready$') -ge 3 ]]" || nv_fail "fork app did not start: $(ls "$FAKE/cuda")"
-parent=$(cuda_cpids)
+parent=$(nv_fake_cuda_pids)
 mapfile -t workers < <(ls "$FAKE/cuda" | sed -n 's/^\([0-9]*\)\.fd$/\1/p' | sort -n)
 nv_assert_eq 2 "${#workers[@]}" "forked workers in the sandbox"
 in_sandbox_fd() { CTR_DEADLINE=30 ctr_t task exec --exec-id "fd$1$RANDOM" fork ls -l "/proc/$1/fd/$(cat "$FAKE/cuda/$1.fd")"; }
@@ -230,9 +226,9 @@ rep=$(bundle fork)/checkpoint-diagnostic.json
 jq -e '.verdict == "done" and (.released.processes | length) == 2' "$rep" >/dev/null || nv_fail "checkpoint report: $(cat "$rep")"
 for w in "${workers[@]}"; do
   nv_assert_contains "$(in_sandbox_fd "$w")" "/dev/null" "worker $w's inherited fd after the drop"
-  advancing "$w" || nv_fail "worker $w does not work after the drop and the checkpoint"
+  nv_fake_advancing "$w" || nv_fail "worker $w does not work after the drop and the checkpoint"
 done
-advancing "$parent" || nv_fail "the CUDA parent does not work after the checkpoint"
+nv_fake_advancing "$parent" || nv_fail "the CUDA parent does not work after the checkpoint"
 ctr_t task kill -s KILL fork
 stopped fork
 ctr_t task rm fork >/dev/null
@@ -241,10 +237,10 @@ printf checkpointed >"$FAKE/cuda/$parent.state"
 touch "$FAKE/cuda/$parent.closed"
 ctr_t c restore --live --rw fork forkref </dev/null
 nv_assert_eq RUNNING "$(nv_task_status fork)" "restored container state"
-nv_assert_eq running "$(state_of "$parent")" "CUDA state of the parent after the restore"
-advancing "$parent" || nv_fail "the CUDA parent does not work after the restore"
+nv_assert_eq running "$(nv_fake_state "$parent")" "CUDA state of the parent after the restore"
+nv_fake_advancing "$parent" || nv_fail "the CUDA parent does not work after the restore"
 for w in "${workers[@]}"; do
-  advancing "$w" || nv_fail "worker $w does not work after the restore"
+  nv_fake_advancing "$w" || nv_fail "worker $w does not work after the restore"
   nv_assert_contains "$(in_sandbox_fd "$w")" "/dev/null" "worker $w's inherited fd after the restore"
 done
 ctr_t task kill -s KILL fork >/dev/null 2>&1 || true

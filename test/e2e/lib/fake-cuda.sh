@@ -62,6 +62,16 @@ checkpoint:
   device_globs: [\"/dev/nvidia*\", \"/dev/fakegpu*\"]"
 }
 
-# The fake driver's work counter of a container pid, and whether it passed N.
+# The fake driver's view of a container pid (what the fake app writes under $FAKE/cuda): its work
+# counter, whether the counter passed N, its CUDA state, and the pids of every CUDA process.
 nv_fake_counter() { cat "$FAKE/cuda/$1.counter" 2>/dev/null || echo 0; }
 nv_fake_counted_past() { (($(nv_fake_counter "$1") > $2)); }
+nv_fake_state() { cat "$FAKE/cuda/$1.state"; }
+nv_fake_cuda_pids() { find "$FAKE/cuda" -maxdepth 1 -name '*.cuda' -printf '%f\n' | sed 's/\.cuda$//' | sort -n; }
+# Whether pid $1's work goes on: waits (up to ${2:-5} s) for its counter to pass its value now,
+# rather than sleeping and then looking once.
+nv_fake_advancing() {
+  local a
+  a=$(nv_fake_counter "$1")
+  nv_wait_for -t "${2:-5}" nv_fake_counted_past "$1" "$a"
+}
