@@ -1,7 +1,7 @@
 #!/bin/bash
 # Where three checkpoints at once meet the machine: the rate of writing GIB GiB of fresh pages, by
 # one writer and by three side by side, into tmpfs, into ext4's page cache, and to the disk itself
-# (O_DIRECT), with the dirty-page limits in force. Places CRIU's dump rate (run-issue26.sh) against
+# (O_DIRECT), with the dirty-page limits in force. Places CRIU's dump rate (run-large-memory.sh) against
 # the machine's. Run on the GPU machine: GIB=12 bash test/gpu/fill-rate.sh | tee $OUT/fill.txt
 set -uo pipefail
 GIB=${GIB:-12}

@@ -18,13 +18,13 @@ for b in containerd-shim-nvproxy-v1 nvproxy-cuda-helper nvproxy-sandbox-agent; d
   install -m 0755 "$repo/build/shim/$b" "$c/bin/$b"
   strip "$c/bin/$b"
 done
-# bench/gpu_hold for run-issue26.sh; the CRIU release plugin, where the shim looks for it.
+# bench/gpu_hold for run-large-memory.sh; the CRIU release plugin, where the shim looks for it.
 install -m 0755 "$repo/build/bench/gpu_hold" "$c/bin/gpu_hold"
 install -D -m 0644 "$repo/build/shim/criu-plugins/nvproxy_criu_release.so" "$c/bin/criu-plugins/nvproxy_criu_release.so"
 if [[ ${1:-} != --no-kit || ! -s $c/kit/kit.tar.xz ]]; then
   [[ -s $c/kit/kit.tar.xz ]] || bash "$repo/../shared/tools/gpu-kit.sh" "$c/kit"
 fi
-# The current runsc (the shared deps' tarball) for RUNTIME=runsc in run-issue25.sh.
+# The current runsc (the shared deps' tarball) for RUNTIME=runsc in run-fork-shapes.sh.
 cp "$(ls "$repo"/../shared/deps/runsc-*-linux-amd64.tar.xz | head -1)" "$c/runsc.tar.xz"
 bash "$repo/test/gpu/make-gpu-image.sh" "$c/gpu-image.tar" >/dev/null
 du -sh "$c"/* | sed 's|'"$repo"'/||'

@@ -22,13 +22,7 @@ OUTD=${OUT:-/tmp/nvgpu-out}
 mkdir -p "$OUTD"
 DRY=${DRY:-0}
 W=/var/tmp/nvgpu
-T0=$(date +%s.%N)
-ts() { awk -v a="$T0" -v b="$(date +%s.%N)" 'BEGIN{printf "%6.1f", b-a}'; }
-log() { echo "[$(ts)] $*"; }
-RESULTS=()
-result() { RESULTS+=("RESULT $1 $2: $3"); echo "RESULT $1 $2: $3"; }
-now() { date +%s.%N; }
-dt() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.2f", b-a}'; }
+source "$(dirname "${BASH_SOURCE[0]}")/lib/report.sh"
 
 # ---------------- binaries ----------------
 if [[ $DRY == 1 ]]; then

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Issue 33 on the GPU machine (H200, no network), from the repo root, after test/gpu/pack.sh: through
+# Holding the container still (issue 33) on the GPU machine (H200, no network), from the repo root, after test/gpu/pack.sh: through
 # ctr -> containerd 1.7 (the kit's) -> our shim -> runc -> CRIU 4.2.1 (the kit's), `ctr c checkpoint
 # --task --rw` with the task left running:
 #   jax         a jit'd JAX training step (workloads/jax_workload.py), checkpointed with the container

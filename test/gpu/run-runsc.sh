@@ -1,5 +1,5 @@
 #!/bin/bash
-# Issue 17 on the GPU machine (H200, Ubuntu 24.04, no network), from the repo root, after
+# runsc with nvproxy (issue 17) on the GPU machine (H200, Ubuntu 24.04, no network), from the repo root, after
 # test/gpu/pack.sh (.carry/kit) and test/gpu/pack-runsc.sh (.carry-runsc) here. Every case goes
 # through ctr -> containerd 1.7 -> containerd-shim-nvproxy-v1 -> the current runsc with --nvproxy:
 #   smi-torch      NVIDIA_VISIBLE_DEVICES=all alone: nvidia-smi -L and a PyTorch computation inside
@@ -20,13 +20,7 @@ REPO=$(pwd)
 OUTD=${OUT:-/tmp/nvgpu-runsc}
 mkdir -p "$OUTD"
 W=/var/tmp/nvgpu-runsc
-T0=$(date +%s.%N)
-ts() { awk -v a="$T0" -v b="$(date +%s.%N)" 'BEGIN{printf "%6.1f", b-a}'; }
-log() { echo "[$(ts)] $*"; }
-RESULTS=()
-result() { RESULTS+=("RESULT $1 $2: $3"); echo "RESULT $1 $2: $3"; }
-now() { date +%s.%N; }
-dt() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.2f", b-a}'; }
+source "$(dirname "${BASH_SOURCE[0]}")/lib/report.sh"
 
 mkdir -p /opt/kit /opt/runsc && tar -C /opt/kit -xJf .carry/kit/kit.tar.xz && tar -C /opt/runsc -xJf .carry-runsc/runsc.tar.xz
 RUNSC=/opt/runsc/bin/runsc

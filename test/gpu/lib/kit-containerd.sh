@@ -8,13 +8,7 @@
 # runs have them. Needs PACK and OUTD.
 IMAGE=docker.io/library/nvproxy-gpu:test
 CTDDIR=/opt/kit/root/usr/bin
-T0=$(date +%s.%N)
-ts() { awk -v a="$T0" -v b="$(date +%s.%N)" 'BEGIN{printf "%6.1f", b-a}'; }
-log() { echo "[$(ts)] $*"; }
-RESULTS=()
-result() { RESULTS+=("RESULT $1 $2: $3"); echo "RESULT $1 $2: $3"; }
-now() { date +%s.%N; }
-dt() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.2f", b-a}'; }
+source "$(dirname "${BASH_SOURCE[0]}")/report.sh"
 
 kit_install() {
   mkdir -p /opt/kit/bin && tar -C /opt/kit -xJf "$PACK/kit/kit.tar.xz"

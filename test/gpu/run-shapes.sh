@@ -1,5 +1,5 @@
 #!/bin/bash
-# Issue 16 on the GPU machine (H200, no network), from the repo root, after test/gpu/pack.sh (or
+# Workload shapes (issue 16) on the GPU machine (H200, no network), from the repo root, after test/gpu/pack.sh (or
 # PACK=DIR: the shim, helper, kit and image from DIR instead of .carry). Through ctr -> containerd
 # 1.7 -> our shim -> runc -> CRIU (the kit's), workloads shaped like what people run
 # (workloads/shapes_workload.py):
@@ -14,7 +14,7 @@
 #   bench     sglang shape: `ctr c checkpoint` vs `ctr task checkpoint --image-path`, end to end and
 #             the shim's share (its report's phases)
 # Prints "RESULT PASS|FAIL|INFO name: detail"; files to $OUT: signals16.txt, diagnostics16.json,
-# containerd16.log.gz. Run: set -o pipefail; timeout 330 bash test/gpu/run-issue16.sh 2>&1 | tee $OUT/run16.log
+# containerd16.log.gz. Run: set -o pipefail; timeout 330 bash test/gpu/run-shapes.sh 2>&1 | tee $OUT/run16.log
 set -uo pipefail
 REPO=$(pwd)
 PACK=${PACK:-$REPO/.carry}
@@ -23,14 +23,8 @@ CASES=${CASES:-measure sglang ipc managed exec big bench}
 BIG_GIB=${BIG_GIB:-20}
 mkdir -p "$OUTD"
 W=/var/tmp/nvgpu16
-T0=$(date +%s.%N)
-ts() { awk -v a="$T0" -v b="$(date +%s.%N)" 'BEGIN{printf "%6.1f", b-a}'; }
-log() { echo "[$(ts)] $*"; }
-RESULTS=()
+source "$(dirname "${BASH_SOURCE[0]}")/lib/report.sh"
 LAST_ERR=""
-result() { RESULTS+=("RESULT $1 $2: $3"); echo "RESULT $1 $2: $3"; }
-now() { date +%s.%N; }
-dt() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.2f", b-a}'; }
 want() { [[ " $CASES " == *" $1 "* ]]; }
 
 mkdir -p /opt/kit/bin && tar -C /opt/kit -xJf "$PACK/kit/kit.tar.xz"

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Here (Debian 12): adds to .carry/ what test/gpu/run-issue23.sh needs beyond test/gpu/pack.sh's:
+# Here (Debian 12): adds to .carry/ what test/gpu/run-runc-criu-versions.sh needs beyond test/gpu/pack.sh's:
 #   .carry/runc143/runc      runc 1.4.3 (scripts/fetch-shared-deps.sh unpacks it)
 #   .carry/criu411/root      Debian 13's CRIU 4.1.1 with its libraries (from the kit's download cache)
 set -euo pipefail

@@ -4,7 +4,7 @@
 # own path (nvproxy-cuda-toggle -> nvproxy-cuda-helper over ttrpc -> libcuda). A PyTorch process on
 # the host keeps a tensor on the GPU; it is locked, checkpointed, restored with the pair and
 # unlocked, and its data must be intact. The moves between two GPUs need two (issue 19, x2).
-# Run from the repo root after test/gpu/pack.sh: timeout 200 bash test/gpu/run-devmap1.sh
+# Run from the repo root after test/gpu/pack.sh: timeout 200 bash test/gpu/run-device-map.sh
 set -uo pipefail
 B=$(pwd)/.carry/bin
 PY=${PY:-/opt/torch/.venv/bin/python3}

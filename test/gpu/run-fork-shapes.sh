@@ -1,5 +1,5 @@
 #!/bin/bash
-# Issue 25 on the GPU machine (H200, no network), from the repo root, after test/gpu/pack.sh (which
+# PyTorch's fork shapes (issue 25) on the GPU machine (H200, no network), from the repo root, after test/gpu/pack.sh (which
 # carries the CRIU release plugin in .carry/bin/criu-plugins). Through ctr -> containerd 1.7 (the
 # kit's) -> our shim -> runc -> CRIU 4.2.1 (the kit's), PyTorch's fork shapes
 # (workloads/fork_workload.py), each: ctr c checkpoint --task --rw, kill, ctr c restore --live --rw;
@@ -13,7 +13,7 @@
 # Prints "RESULT PASS|FAIL name: detail"; containerd-25.log.gz and diagnostics25.json to $OUT.
 # RUNTIME=runsc: the same through the current runsc with nvproxy (.carry/runsc.tar.xz): there the
 # workers drop their inherited files in place (the sandbox agent) before runsc's own checkpoint.
-# Run: set -o pipefail; timeout 560 bash test/gpu/run-issue25.sh 2>&1 | tee $OUT/run25.log
+# Run: set -o pipefail; timeout 560 bash test/gpu/run-fork-shapes.sh 2>&1 | tee $OUT/run25.log
 set -uo pipefail
 REPO=$(pwd)
 PACK=${PACK:-$REPO/.carry}

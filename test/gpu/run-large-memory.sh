@@ -1,5 +1,5 @@
 #!/bin/bash
-# Issue 26 on the GPU machine (H200, 64 GB disk, no network), from the repo root, after
+# Large device memory (issue 26) on the GPU machine (H200, 64 GB disk, no network), from the repo root, after
 # test/gpu/pack.sh (which also carries bench/gpu_hold as .carry/bin/gpu_hold). Through ctr ->
 # containerd 1.7 (the kit's) -> our shim -> runc -> CRIU 4.2.1 (the kit's), one process holding G GiB
 # on the GPU (gpu_hold: allocates, fills, checks the whole buffer at SIGTERM), for each size and path:
@@ -9,7 +9,7 @@
 # Per run: end to end, the shim's phases (CUDA checkpoint + CRIU dump = the driver + CRIU floor),
 # the image, peak disk (sampled every 0.2 s) and the restore; after the restore the data is checked.
 # Prints "RESULT ..." lines and a markdown table; containerd-26.log.gz and diagnostics26.json to $OUT.
-# Run: set -o pipefail; SIZES="12 24 40" timeout 590 bash test/gpu/run-issue26.sh 2>&1 | tee $OUT/run26.log
+# Run: set -o pipefail; SIZES="12 24 40" timeout 590 bash test/gpu/run-large-memory.sh 2>&1 | tee $OUT/run26.log
 set -uo pipefail
 REPO=$(pwd)
 PACK=${PACK:-$REPO/.carry}

@@ -1,6 +1,6 @@
 #!/bin/bash
-# Issue 23 on the GPU machine (H200, kernel 6.18, no network), from the repo root, after
-# test/gpu/pack.sh and test/gpu/pack-issue23.sh. Through ctr -> containerd 1.7 (the kit's) -> our
+# runc and CRIU versions (issue 23) on the GPU machine (H200, kernel 6.18, no network), from the repo root, after
+# test/gpu/pack.sh and test/gpu/pack-runc-criu-versions.sh. Through ctr -> containerd 1.7 (the kit's) -> our
 # shim -> runc, with the sglang shape and an HTTP front end (workloads/shapes_workload.py, HTTP_PORT):
 #   runc143   runc 1.4.3 (no global --criu) with runtime.criu_path naming CRIU 4.2.1 off PATH:
 #             ctr c checkpoint --task --rw, kill, ctr c restore --live --rw; progress, device data and
@@ -8,7 +8,7 @@
 #   criu411   the same shape with runtime.criu_path naming Debian 13's CRIU 4.1.1: refused before any
 #             CUDA toggle (CRIU < 4.2 cannot dump inet sockets on kernel >= 6.16), still running
 # Prints "RESULT PASS|FAIL|INFO name: detail"; containerd23.log.gz and diagnostics23.json to $OUT.
-# Run: set -o pipefail; timeout 560 bash test/gpu/run-issue23.sh 2>&1 | tee $OUT/run23.log
+# Run: set -o pipefail; timeout 560 bash test/gpu/run-runc-criu-versions.sh 2>&1 | tee $OUT/run23.log
 set -uo pipefail
 REPO=$(pwd)
 PACK=${PACK:-$REPO/.carry}
@@ -16,13 +16,7 @@ OUTD=${OUT:-/tmp/nvgpu-out}
 CASES=${CASES:-runc143 criu411}
 mkdir -p "$OUTD"
 W=/var/tmp/nvgpu23
-T0=$(date +%s.%N)
-ts() { awk -v a="$T0" -v b="$(date +%s.%N)" 'BEGIN{printf "%6.1f", b-a}'; }
-log() { echo "[$(ts)] $*"; }
-RESULTS=()
-result() { RESULTS+=("RESULT $1 $2: $3"); echo "RESULT $1 $2: $3"; }
-now() { date +%s.%N; }
-dt() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.2f", b-a}'; }
+source "$(dirname "${BASH_SOURCE[0]}")/lib/report.sh"
 want() { [[ " $CASES " == *" $1 "* ]]; }
 
 mkdir -p /opt/kit/bin /opt/c411 && tar -C /opt/kit -xJf "$PACK/kit/kit.tar.xz"
