@@ -16,6 +16,8 @@
 #
 # Usage: sudo bench/checkpoint_scale.sh
 #   BENCH_CONTAINERD=1.6|1.7|2.3   (default 1.6)   BENCH_SIZES_MIB=1024,4096   BENCH_PATHS=content-store,image-store
+#   BENCH_ZERO_MIB=0   the process also holds this much of present zero pages (a preallocated pool
+#                      the driver staged, issue 36); BENCH_SKIP_ZERO=true|false (checkpoint.skip_zero_pages)
 #   NVPROXY_SHIM_DIR, NVPROXY_FIXTURES_DIR: default build/shim, build/test/fixtures
 set -euo pipefail
 BENCH_DIR=$(cd "$(dirname "$0")" && pwd)
@@ -39,7 +41,8 @@ write_config() {  # $1: the store, or empty
   NV_SHIM_EXTRA="checkpoint:
   libcuda: $FIX/libcuda.so
   libnvml: $FIX/libnvidia-ml.so
-  device_globs: [\"/dev/nvidia*\", \"/dev/fakegpu*\"]${1:+
+  device_globs: [\"/dev/nvidia*\", \"/dev/fakegpu*\"]
+  skip_zero_pages: ${BENCH_SKIP_ZERO:-true}${1:+
   image_store: $1
   image_store_keep: 1}"
   export NV_SHIM_EXTRA
@@ -93,7 +96,7 @@ for path in "${PATHS[@]}"; do
     id=scale$n
     rm -f "$FAKE"/cuda/*
     nv_ctr run -d --runtime $NV_RT "${MOUNTS[@]}" "$NV_IMAGE" $id /fake/fake_cuda_app --dir /fakecuda \
-      --device /dev/fakegpu0 --hold-mib "$mib"
+      --device /dev/fakegpu0 --hold-mib "$mib" --zero-mib "${BENCH_ZERO_MIB:-0}"
     nv_wait_for -t 300 bash -c "ls $FAKE/cuda | grep -q '\.ready$'" || nv_fail "the fake app holding $mib MiB did not start"
     bundle=$NV_STATE_DIR/io.containerd.runtime.v2.task/$NV_NAMESPACE/$id
     sync
@@ -110,6 +113,13 @@ for path in "${PATHS[@]}"; do
         image=$(($(du -sb "$NV_DIR/root/io.containerd.content.v1.content" | awk '{print $1}') - c0))
         [[ $path == image-store ]] && image=$(du -sb "$STORE" | awk '{print $1}')
         ;;
+    esac
+    # What the image's files take on disk (holes not counted): the store's and image-path's
+    # entries can be sparse; containerd's content store holds a tar of them, which is not.
+    case $path in
+      image-path) on_disk=$(du -s --block-size=1 "$dir" | awk '{print $1}') ;;
+      image-store) on_disk=$(du -s --block-size=1 "$STORE" | awk '{print $1}') ;;
+      *) on_disk=$image ;;
     esac
     read -r ck_ms ck_peak <"$FAKE/ck"
     diag=$bundle/checkpoint-diagnostic.json
@@ -128,13 +138,13 @@ for path in "${PATHS[@]}"; do
       rm -rf "$dir"
     fi
     "$NVPROXY_SHIM_DIR/containerd-shim-nvproxy-v1" image prune --older-than 0 --store "$STORE" >/dev/null
-    rows+=("| $NV_CONTAINERD_VERSION | $path | $(gib $((mib << 20))) | $(secs "$ck_ms") | $(secs "$own") | $(secs "$snap") | $(secs "$cuda") / $(secs "$resume") | $(gib "$image") | $(gib "$ck_peak") ($(ratio "$ck_peak" "$image")) | $(secs "$rs_ms") | $(gib "$rs_peak") ($(ratio "$rs_peak" "$image")) |")
+    rows+=("| $NV_CONTAINERD_VERSION | $path | $(gib $((mib << 20))) | $(gib $((${BENCH_ZERO_MIB:-0} << 20))) | ${BENCH_SKIP_ZERO:-true} | $(secs "$ck_ms") | $(secs "$own") | $(secs "$snap") | $(secs "$cuda") / $(secs "$resume") | $(gib "$image") | $(gib "$on_disk") | $(gib "$ck_peak") ($(ratio "$ck_peak" "$image")) | $(secs "$rs_ms") | $(gib "$rs_peak") ($(ratio "$rs_peak" "$image")) |")
     nv_log "${rows[-1]}"
   done
 done
 
-table="| containerd | path | GiB held | checkpoint end to end s | the shim's phases s | CRIU dump s | CUDA ckpt / resume s | image GiB | checkpoint peak disk GiB (x image) | restore end to end s | restore peak disk GiB (x image) |
-| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+table="| containerd | path | GiB written | GiB zero | skip_zero_pages | checkpoint end to end s | the shim's phases s | CRIU dump s | CUDA ckpt / resume s | image GiB | image on disk GiB | checkpoint peak disk GiB (x image) | restore end to end s | restore peak disk GiB (x image) |
+| --- | --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
 for r in "${rows[@]}"; do table+=$'\n'"$r"; done
 echo "$table"
 [[ -z ${BENCH_OUT:-} ]] || echo "$table" >"$BENCH_OUT"

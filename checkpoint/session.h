@@ -28,6 +28,9 @@ struct SessionTarget {
   // The GPUs the container asks for as restore-preflight tokens ("0", "GPU-...", "all"); empty:
   // no restriction (restore_preflight.h's visible_gpus).
   std::vector<std::string> requested_gpus;
+  // The runtime writes CRIU page files (runc, crun) and checkpoint.skip_zero_pages is on: their zero
+  // pages are punched out after the snapshot (zero_pages.h).
+  bool punch_zero_pages = false;
 };
 
 struct SnapshotRequest {

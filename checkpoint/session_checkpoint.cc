@@ -1,5 +1,6 @@
 // CheckpointSession::checkpoint: the checkpoint verb (session.h).
 #include <algorithm>
+#include <chrono>
 #include <map>
 #include <optional>
 
@@ -7,6 +8,7 @@
 #include "checkpoint/session.h"
 #include "checkpoint/space_check.h"
 #include "checkpoint/thaw_guard.h"
+#include "checkpoint/zero_pages.h"
 #include "common/error.h"
 
 namespace nvproxy::checkpoint {
@@ -72,6 +74,26 @@ pid_t init_pid_of(SessionRuntime& rt, const std::string& id, Logger& log) {
   }
 }
 
+// After the snapshot, with the container running again: the image keeps its bytes, loses its zero
+// pages' blocks. A failure leaves the image whole: a warning, not a failed checkpoint.
+void drop_zero_pages(const std::filesystem::path& image, const std::string& who, Logger& log) {
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    ZeroPunch z = punch_zero_pages(image);
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
+    if (!z.not_supported.empty()) {
+      log.warn(who + ": zero pages kept in the image: " + z.not_supported);
+      return;
+    }
+    if (z.files == 0) return;
+    log.info(who + ": " + std::to_string(z.punched >> 20) + " MiB of zero pages punched out of " +
+             std::to_string(z.scanned >> 20) + " MiB of page data in " + std::to_string(z.files) + " files (" +
+             std::to_string(ms) + " ms)");
+  } catch (const Error& e) {
+    log.warn(who + ": zero pages kept in the image: " + e.what());
+  }
+}
+
 }  // namespace
 
 CheckpointRequest CheckpointSession::request(bool leave_running, const std::filesystem::path& image, bool cuda_holders,
@@ -128,6 +150,8 @@ void CheckpointSession::checkpoint(const SnapshotRequest& sr) {
       throw e.with(thaw.after_killed_snapshot(sr.paused));
     }
   });
+
+  if (t_.punch_zero_pages) drop_zero_pages(sr.image_path, who, log_);
 
   // The image exists now; note whether its processes carry checkpointed CUDA state, and what
   // they need from a host that restores them.

@@ -33,6 +33,7 @@ std::vector<std::string> checkpoint_args(RuntimeKind k, const CheckpointFlags& f
     if (!f.cgroups_mode.empty()) dropped.push_back("--manage-cgroups-mode");
     if (!f.work_path.empty()) dropped.push_back("--work-path");
     if (f.leave_running) a.push_back("--leave-running");
+    if (f.exclude_zero_pages) a.push_back("--exclude-committed-zero-pages");
     return a;
   }
   if (!f.work_path.empty()) a.push_back("--work-path=" + f.work_path);

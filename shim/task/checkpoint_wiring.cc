@@ -103,7 +103,10 @@ std::vector<std::string> requested_gpus(const std::filesystem::path& bundle) {
 SessionWiring::SessionWiring(const SessionSubject& s, const oci::CheckpointFlags* flags, bool restoring, ProcessRunner& runner,
                              Logger& log)
     : rt_(std::make_unique<RuntimeVerbs>(s, flags)), tools_(assembly_for(s, *rt_, runner, log)) {
-  checkpoint::SessionTarget t{.id = s.id, .bundle = s.bundle, .content_store = s.content_store};
+  checkpoint::SessionTarget t{.id = s.id,
+                              .bundle = s.bundle,
+                              .content_store = s.content_store,
+                              .punch_zero_pages = s.cfg.skip_zero_pages && s.runtime.kind() != oci::RuntimeKind::Runsc};
   if (restoring) t.requested_gpus = requested_gpus(s.bundle);
   session_ = std::make_unique<checkpoint::CheckpointSession>(std::move(t), *rt_, *tools_, log);
 }

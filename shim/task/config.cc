@@ -77,6 +77,7 @@ ShimConfig parse_config_unchecked(const std::string& text, const std::string& or
                 "exit_without_options",
                 "release_inherited",
                 "hold_still",
+                "skip_zero_pages",
                 "criu_plugin_dir",
                 "image_store",
                 "image_store_keep"},
@@ -99,6 +100,7 @@ ShimConfig parse_config_unchecked(const std::string& text, const std::string& or
     get(k, "exit_without_options", c.checkpoint.exit_without_options, origin, "checkpoint");
     get(k, "release_inherited", c.checkpoint.release_inherited, origin, "checkpoint");
     get(k, "hold_still", c.checkpoint.hold_still, origin, "checkpoint");
+    get(k, "skip_zero_pages", c.checkpoint.skip_zero_pages, origin, "checkpoint");
     get(k, "criu_plugin_dir", c.checkpoint.criu_plugin_dir, origin, "checkpoint");
     get(k, "image_store", c.checkpoint.image_store, origin, "checkpoint");
     get(k, "image_store_keep", c.checkpoint.image_store_keep, origin, "checkpoint");

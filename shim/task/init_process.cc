@@ -320,6 +320,7 @@ void InitProcess::run_checkpoint(const oci::CheckpointFlags& flags, bool paused)
     std::filesystem::create_directories(f.work_path, ec);
   }
   const checkpoint::CheckpointConfig& cc = ctx_.setup.config.checkpoint;
+  f.exclude_zero_pages = cc.skip_zero_pages;
   if (cc.image_store.empty() || f.image_path.empty()) {
     ctx_.env.checkpoints.checkpoint(ctx_.container, f, paused);
     return;

@@ -7,7 +7,9 @@
 #   - retention: after three checkpoints the container's two newest entries are left;
 #   - `image pack` makes a self-contained copy of a referred image; once an entry is gone its
 #     restore is refused with the reason, and nothing runs;
-#   - containerd 2.x: `ctr task checkpoint --image-path DIR` leaves only the reference in DIR.
+#   - containerd 2.x: `ctr task checkpoint --image-path DIR` leaves only the reference in DIR;
+#   - zero pages (issue 36): 64 MiB of present zero pages are punched out of the entry's page files
+#     (runc) or left out by runsc, and the restored process reads every page as it was.
 # Usage: image_store.sh [1.6|1.7|2.3]   (NV_RUNTIME=runc|runsc)
 set -euo pipefail
 source "$(dirname "$0")/lib/shim-env.sh"
@@ -97,6 +99,35 @@ if [[ $NV_CONTAINERD_VERSION == 2.* ]]; then
   [[ -f $NV_DIR/packed/inventory.img || -f $NV_DIR/packed/checkpoint.img ]] || nv_fail "the packed image is not one: $(ls "$NV_DIR/packed")"
   stop_rm st
 fi
+
+nv_log "zero pages: out of the store's entry, and the restored process reads the same bytes"
+# The fake app (static) without CUDA: 8 MiB of marked pages and 64 MiB of present zero pages (what
+# the driver stages for a pool nothing wrote), checked a few pages per loop (/tmp/1.checked counts
+# full rounds, /tmp/1.corrupt names a page that changed).
+nv_ctr run -d --runtime $NV_RT --mount "type=bind,src=${NVPROXY_FIXTURES_DIR:?},dst=/fake,options=rbind:ro" "$NV_IMAGE" zp \
+  /fake/fake_cuda_app --no-cuda --device /dev/null --dir /tmp --hold-mib 8 --zero-mib 64
+rounds() { nv_ctr task exec --exec-id "z$RANDOM" zp cat /tmp/1.checked 2>/dev/null || echo 0; }
+rounds_past() { (($(rounds) > $1)); }
+intact() { ! nv_ctr task exec --exec-id "z$RANDOM" zp test -e /tmp/1.corrupt; }
+nv_wait_for -t 30 rounds_past 0 || nv_fail "the fake app never checked its memory"
+nv_ctr c checkpoint --task --rw zp zpref
+entry=$(find "$STORE/$NV_NAMESPACE/zp" -mindepth 1 -maxdepth 1 -type d | sort | tail -1)
+apparent=$(pages_bytes "$entry")
+on_disk=$(find "$entry" \( -name 'pages-*.img' -o -name 'checkpoint.img' \) -printf '%b\n' | awk '{s+=$1*512} END {print s+0}')
+nv_log "zero pages: page files of $apparent bytes hold $on_disk bytes on disk"
+if [[ ${NV_RUNTIME:-runc} != runsc ]]; then
+  ((apparent > 64 * 1048576)) || nv_fail "the page files hold $apparent bytes, not the 72 MiB of memory"
+  ((on_disk < 24 * 1048576)) || nv_fail "$on_disk bytes of page files on disk: the 64 MiB of zero pages were kept"
+  grep -q "MiB of zero pages punched out of" "$NV_DIR/containerd.log" || nv_fail "the punch is not logged"
+else
+  ((apparent < 40 * 1048576)) || nv_fail "runsc's image holds $apparent bytes: the zero pages were kept"
+fi
+stop_rm zp
+nv_ctr c restore --live --rw zp zpref </dev/null
+r0=$(rounds)
+nv_wait_for -t 30 rounds_past $((r0 + 2)) || nv_fail "the restored app does not check its memory (rounds $r0 -> $(rounds))"
+intact || nv_fail "the restored memory differs: page at $(nv_ctr task exec --exec-id zc zp cat /tmp/1.corrupt)"
+stop_rm zp
 
 nv_log "image prune removes entries by age"
 "$SHIM" image prune --older-than 0 --store "$STORE"

@@ -45,3 +45,13 @@ TEST(RuntimeFlavor, RunscDropsCriuOnlyFlags) {
   EXPECT_TRUE(has(dropped, "--ext-unix-sk"));
   EXPECT_TRUE(has(dropped, "--shell-job"));
 }
+
+// Zero pages out of the image: runsc's own switch; CRIU has none (the shim punches its page files).
+TEST(RuntimeFlavor, ZeroPagesAreRunscsSwitchOnly) {
+  CheckpointFlags f{.image_path = "/img", .exclude_zero_pages = true};
+  std::vector<std::string> dropped;
+  EXPECT_TRUE(has(checkpoint_args(RuntimeKind::Runsc, f, dropped), "--exclude-committed-zero-pages"));
+  for (auto k : {RuntimeKind::Runc, RuntimeKind::Crun})
+    EXPECT_FALSE(has(checkpoint_args(k, f, dropped), "--exclude-committed-zero-pages"));
+  EXPECT_TRUE(dropped.empty());
+}
