@@ -264,6 +264,13 @@ std::string criu_option_hint(const std::string& errors) {
   if (errors.find("tcp-established") != std::string::npos || errors.find("Connected TCP socket") != std::string::npos)
     return "hint: the container has established TCP connections: checkpoint with --tcp-established, or add "
            "\"tcp-established\" to checkpoint.criu_options";
+  // One image restored into several containers on the host's network: each replica's process binds
+  // the same abstract unix socket in the one namespace they share (seen on the H200 with 3 replicas).
+  if (errors.find("unix") != std::string::npos && errors.find("Can't bind") != std::string::npos &&
+      errors.find("Address already in use") != std::string::npos)
+    return "hint: a unix socket of the image (named above; \"@\" is an abstract one) is bound already in this "
+           "network namespace: another container restored from the same image shares it (host networking). Give "
+           "each replica its own network namespace";
   return "";
 }
 

@@ -209,6 +209,11 @@ TEST(CriuOptions, ConfigTextAndHints) {
                 .find("ghost-limit"),
             std::string::npos);
   EXPECT_EQ(criu_option_hint("Error (criu/cr-dump.c:2000): Dumping FAILED."), "");
+  // The second replica of one image on the host's network: "unix: Can't bind ... Address already in use".
+  EXPECT_NE(criu_option_hint("Error (criu/sk-unix.c:1806): unix: Can't bind socket (id 0x1f, name @torch-elastic): "
+                             "Address already in use")
+                .find("its own network namespace"),
+            std::string::npos);
 }
 
 // A runtime binary that cannot be run is not "no such container": containerd would take the
