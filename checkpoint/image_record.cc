@@ -41,6 +41,8 @@ json to_json(const ImageRecord& r) {
   if (!r.cuda_not_restored.empty()) j["cuda_not_restored"] = processes_json(r.cuda_not_restored);
   if (r.gpu) j["gpu"] = to_json(*r.gpu);
   if (!r.gpu_error.empty()) j["gpu_error"] = r.gpu_error;
+  if (!r.runtime.empty()) j["runtime"] = {{"name", r.runtime}, {"version", r.runtime_version}};
+  if (!r.criu_version.empty()) j["criu_version"] = r.criu_version;
   if (!r.released.empty()) {
     json a = json::array();
     for (const auto& p : r.released) a.push_back({{"pid", p.pid}, {"name", p.name}, {"from", p.from}, {"fds", p.fds}});
@@ -65,6 +67,13 @@ ImageRecord image_record_from_json(const json& j) {
     if (j.contains("gpu")) r.gpu = gpu_record_from_json(j.at("gpu"));
     if (j.contains("gpu_error"))
       r.gpu_error = j.at("gpu_error").is_string() ? j.at("gpu_error").get<std::string>() : j.at("gpu_error").dump();
+    if (j.contains("runtime")) {
+      const json& rt = j.at("runtime");
+      if (!rt.is_object()) throw Error(Code::InvalidArgument, "\"runtime\" is not an object");
+      r.runtime = rt.value("name", std::string());
+      r.runtime_version = rt.value("version", std::string());
+    }
+    r.criu_version = j.value("criu_version", std::string());
     if (j.contains("released")) {
       if (!j.at("released").is_array()) throw Error(Code::InvalidArgument, "\"released\" is not a list");
       for (const auto& p : j.at("released"))

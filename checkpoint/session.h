@@ -88,6 +88,11 @@ class CheckpointSession {
     DeviceMap device_map;  // the container comes back on other GPUs
   };
   RestorePlan plan_restore(const std::filesystem::path& image);
+  // The runtime that wrote the image (its record) against the one here: runsc restores only its
+  // own release's images, a sandbox's image no CRIU, a CRIU image no sandbox (refused); a CRIU
+  // newer than this host's is a warning.
+  void check_runtime(const ImageRecord& rec, const std::string& who);
+  void stamp_runtime(ImageRecord& rec);
   void resume_cuda(const ImageRecord& rec, const RestorePlan& plan);
   void check_released(const ImageRecord& rec, const std::vector<pid_t>& cuda, const std::string& who);
 

@@ -96,6 +96,17 @@ void drop_zero_pages(const std::filesystem::path& image, const std::string& who,
 
 }  // namespace
 
+void CheckpointSession::stamp_runtime(ImageRecord& rec) {
+  try {
+    SessionRuntime::Identity id = rt_.identity();
+    rec.runtime = id.name;
+    rec.runtime_version = id.version;
+    if (auto c = rt_.criu()) rec.criu_version = c->version;
+  } catch (const std::exception& e) {
+    log_.warn("checkpoint of \"" + t_.id + "\": the image does not record the runtime's version: " + e.what());
+  }
+}
+
 CheckpointRequest CheckpointSession::request(bool leave_running, const std::filesystem::path& image, bool cuda_holders,
                                              const std::optional<GpuHostFacts>& facts) {
   CheckpointRequest req{.container_id = t_.id, .keep_running = leave_running, .diagnostic_path = t_.bundle / kDiagnosticFile};
@@ -160,6 +171,7 @@ void CheckpointSession::checkpoint(const SnapshotRequest& sr) {
     ProcessIdentity pi = tools_.identify(r.pid);
     rec.released.push_back({.pid = pi.pid, .name = pi.name, .from = tools_.container_pid(r.from), .fds = r.fds});
   }
+  stamp_runtime(rec);
   if (tools_.host_view() && !rec.gpu_error.empty())
     log_.warn(who + ": the image records no GPU facts for the restore preflight: " + rec.gpu_error);
   try {

@@ -1,6 +1,7 @@
 // CheckpointSession::restore: the restore verb (session.h).
 #include <algorithm>
 #include <optional>
+#include <sstream>
 
 #include "checkpoint/image_record.h"
 #include "checkpoint/image_store.h"
@@ -21,7 +22,57 @@ std::optional<ImageRecord> record_of(const std::filesystem::path& image, const s
   }
 }
 
+// "4.2.1" < "4.10": numbers compared one by one; a part that is not a number ends the comparison.
+bool older(const std::string& a, const std::string& b) {
+  std::istringstream sa(a), sb(b);
+  std::string pa, pb;
+  while (std::getline(sa, pa, '.') && std::getline(sb, pb, '.')) {
+    try {
+      const long x = std::stol(pa), y = std::stol(pb);
+      if (x != y) return x < y;
+    } catch (const std::exception&) {
+      return false;
+    }
+  }
+  return false;
+}
+
 }  // namespace
+
+void CheckpointSession::check_runtime(const ImageRecord& rec, const std::string& who) {
+  if (rec.runtime.empty()) return;  // written before 0.6.0
+  SessionRuntime::Identity here;
+  try {
+    here = rt_.identity();
+  } catch (const std::exception& e) {
+    log_.warn(who + "cannot tell which runtime restores the image: " + e.what());
+    return;
+  }
+  if (here.name.empty()) return;
+  const bool sandbox_image = rec.runtime == "runsc", sandbox_here = here.name == "runsc";
+  auto refuse = [&](const std::string& why) {
+    log_.warn(who + why);
+    throw Error(Code::FailedPrecondition, who + why);
+  };
+  if (sandbox_image != sandbox_here)
+    refuse(
+        "the image was written by " + rec.runtime + " and this container runs under " + here.name + ": " +
+        (sandbox_image ? "a gVisor sandbox's image restores under runsc only" : "a CRIU image restores under runc or crun only"));
+  if (sandbox_image && !rec.runtime_version.empty() && !here.version.empty() && rec.runtime_version != here.version)
+    refuse("the image was written by runsc " + rec.runtime_version + " and this host runs runsc " + here.version +
+           ": gVisor restores only images of its own release; restore with that runsc (runtime.binary), or checkpoint "
+           "again with this one");
+  if (!sandbox_image && !rec.criu_version.empty()) {
+    std::optional<SessionRuntime::Criu> criu;
+    try {
+      criu = rt_.criu();
+    } catch (const std::exception&) {
+    }
+    if (criu && !criu->version.empty() && older(criu->version, rec.criu_version))
+      log_.warn(who + "the image was written by CRIU " + rec.criu_version + " and this host restores with CRIU " + criu->version +
+                ": an older CRIU may not read it");
+  }
+}
 
 void CheckpointSession::restore(const RestoreRequest& req) {
   const std::string who = "restore of \"" + t_.id + "\"" + tools_.label() + ": ";
@@ -51,6 +102,7 @@ void CheckpointSession::restore(const RestoreRequest& req) {
 CheckpointSession::RestorePlan CheckpointSession::plan_restore(const std::filesystem::path& image) {
   const std::string who = "restore of \"" + t_.id + "\": ";
   RestorePlan plan{.record = record_of(image, who)};
+  if (plan.record) check_runtime(*plan.record, who);
   if (!plan.record || !plan.record->has_cuda()) return plan;  // not our image, or no CUDA in it: nothing to check
   plan.leave_stopped = tools_.holds_still();
   if (!plan.record->gpu) {

@@ -47,6 +47,13 @@ class SessionRuntime {
     bool tcp_established = false;      // the request asks it to dump established connections
   };
   virtual std::optional<Criu> criu() = 0;
+
+  // The runtime's kind ("runc", "crun", "runsc") and its version as it prints it (empty: unknown),
+  // recorded in the image and compared at a restore.
+  struct Identity {
+    std::string name, version;
+  };
+  virtual Identity identity() = 0;
 };
 
 }  // namespace nvproxy::checkpoint

@@ -46,6 +46,7 @@ class RuntimeVerbs final : public checkpoint::SessionRuntime {
     rt_.remove(id_, true);
     return std::string(oci::runtime_kind_name(rt_.kind())) + " delete --force";
   }
+  Identity identity() override { return {oci::runtime_kind_name(rt_.kind()), rt_.features().version}; }
   std::optional<Criu> criu() override {
     auto info = rt_.criu();
     if (!info) return std::nullopt;

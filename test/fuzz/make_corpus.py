@@ -166,11 +166,12 @@ write("fuzz_image_record", "v1-cuda.json", json.dumps({"version": 1, "container"
                                                        "cuda_pids": [{"pid": 1, "name": "python3"}], "gpu": GPU}))
 write("fuzz_image_record", "v2-released.json", json.dumps({
     "version": 2, "container": "train", "cuda_processes": 1, "cuda_pids": [{"pid": 1, "name": "python3"}], "gpu": GPU,
-    "released": [{"pid": 7, "name": "pt_data_worker", "from": 1, "fds": [11, 12]}]}))
+    "released": [{"pid": 7, "name": "pt_data_worker", "from": 1, "fds": [11, 12]}],
+    "runtime": {"name": "runc", "version": "1.1.15"}, "criu_version": "4.2.1"}))
 write("fuzz_image_record", "v0-030.json", json.dumps({"container": "c1", "cuda_processes": 2,
                                                       "cuda_pids": [{"pid": 1, "name": "a"}, {"pid": 9, "name": "b"}]}))
 write("fuzz_image_record", "runsc-no-facts.json", json.dumps({
     "version": 1, "container": "c1", "sandbox": "runsc", "cuda_processes": 1, "cuda_pids": [{"pid": 1, "name": "python3"}],
-    "gpu_error": "taken inside a gVisor sandbox"}))
+    "gpu_error": "taken inside a gVisor sandbox", "runtime": {"name": "runsc", "version": "release-20260817.0"}}))
 write("fuzz_image_record", "no-cuda.json", json.dumps({"version": 1, "container": "c1", "cuda_processes": 0, "cuda_pids": []}))
 write("fuzz_image_record", "too-new.json", json.dumps({"version": 3, "container": "c1"}))

@@ -30,6 +30,7 @@ class RuntimeWithCriu41 final : public SessionRuntime {
   void restore(const std::filesystem::path&, bool) override {}
   std::string remove() override { return "delete"; }
   std::optional<Criu> criu() override { return Criu{.binary = "/usr/sbin/criu", .version = "4.1.1"}; }
+  Identity identity() override { return {"runc", "1.1.15"}; }
   int snapshots = 0;
 
  private:

@@ -300,6 +300,7 @@ class SandboxRuntime final : public SessionRuntime {
   void restore(const std::filesystem::path&, bool) override {}
   std::string remove() override { return "delete"; }
   std::optional<Criu> criu() override { return std::nullopt; }
+  Identity identity() override { return {"runsc", "release-20260817.0"}; }
   int snapshots = 0;
   std::string left_to_snapshot;
 };

@@ -49,7 +49,12 @@ class FakeRuntime final : public SessionRuntime {
     verbs.push_back("remove");
     return "fake delete --force";
   }
-  std::optional<Criu> criu() override { return std::nullopt; }
+  std::optional<Criu> criu() override {
+    return criu_version.empty() ? std::nullopt : std::optional<Criu>(Criu{.version = criu_version});
+  }
+  Identity identity() override { return who; }
+  Identity who{"runc", "1.1.5"};
+  std::string criu_version;
 };
 
 // The host variant's shape over the fake driver; host_facts can be switched off (a sandbox's view).
@@ -236,5 +241,49 @@ TEST_F(SessionTest, RestorePreflightRefusesWhatThisHostCannotTell) {
 TEST_F(SessionTest, AnImageOfAnotherShimNeedsNothing) {
   FakeTools tools(cfg, rt, log, true);
   session(tools).restore({.checkpoint = image});  // no nvproxy-cuda.json
+  EXPECT_EQ(rt.verbs, (std::vector<std::string>{"restore"}));
+}
+
+// The image records what wrote it; another node's restore checks it before the runtime runs:
+// runsc restores only its own release's images, and an image of one kind no runtime of the other.
+TEST_F(SessionTest, RestoreChecksTheRuntimeThatWroteTheImage) {
+  FakeTools tools(cfg, rt, log, true);
+  rt.who = {"runsc", "release-20260817.0"};
+  session(tools).checkpoint({.leave_running = true, .image_path = image});
+  auto rec = read_image_record(image);
+  ASSERT_TRUE(rec);
+  EXPECT_EQ(rec->runtime, "runsc");
+  EXPECT_EQ(rec->runtime_version, "release-20260817.0");
+
+  rt.verbs.clear();
+  rt.who = {"runsc", "0.0~20240729.0"};
+  try {
+    session(tools).restore({.checkpoint = image});
+    FAIL() << "an image of another runsc release was restored";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Code::FailedPrecondition);
+    EXPECT_TRUE(has(e.what(), "written by runsc release-20260817.0 and this host runs runsc 0.0~20240729.0")) << e.what();
+  }
+  rt.who = {"runc", "1.1.5"};
+  try {
+    session(tools).restore({.checkpoint = image});
+    FAIL() << "a sandbox's image was handed to runc";
+  } catch (const Error& e) {
+    EXPECT_TRUE(has(e.what(), "restores under runsc only")) << e.what();
+  }
+  EXPECT_TRUE(rt.verbs.empty()) << "the runtime restored nothing";
+  rt.who = {"runsc", "release-20260817.0"};
+  session(tools).restore({.checkpoint = image});
+  EXPECT_EQ(rt.verbs, (std::vector<std::string>{"restore"}));
+}
+
+TEST_F(SessionTest, ACriuOlderThanTheImagesIsAWarningNotARefusal) {
+  FakeTools tools(cfg, rt, log, true);
+  rt.criu_version = "4.10";
+  session(tools).checkpoint({.leave_running = true, .image_path = image});
+  EXPECT_EQ(read_image_record(image)->criu_version, "4.10");
+  rt.verbs.clear();
+  rt.criu_version = "4.2.1";
+  session(tools).restore({.checkpoint = image});  // 4.2.1 < 4.10: warned in the log, restored
   EXPECT_EQ(rt.verbs, (std::vector<std::string>{"restore"}));
 }
