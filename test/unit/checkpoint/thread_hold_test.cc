@@ -6,6 +6,7 @@
 #include <dirent.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/ptrace.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -19,6 +20,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "common/error.h"
 
 using namespace nvproxy;
 using namespace nvproxy::checkpoint;
@@ -141,4 +144,37 @@ TEST_F(ThreadHoldTest, ReleasingOneProcessLeavesTheOthersHeld) {
   hold.release();
   ::kill(other, SIGKILL);
   ::waitpid(other, nullptr, 0);
+}
+
+// A job runner's child that has exited but is not reaped yet (a zombie) cannot be seized: it is
+// reported as ended with the rest held, not a failed checkpoint.
+TEST_F(ThreadHoldTest, AnExitedUnreapedChildIsEndedNotAFailure) {
+  pid_t zombie = ::fork();
+  ASSERT_GE(zombie, 0);
+  if (zombie == 0) ::_exit(0);
+  ASSERT_TRUE(wait_until([&] { return state_of(zombie, zombie) == 'Z'; }));
+  ThreadHold hold;
+  std::vector<pid_t> ended;
+  ASSERT_NO_THROW(ended = hold.hold({{.pid = child}, {.pid = zombie}}));
+  EXPECT_EQ(ended, std::vector<pid_t>{zombie});
+  EXPECT_TRUE(hold.held(child));
+  EXPECT_FALSE(hold.held(zombie));
+  hold.release();
+  ::waitpid(zombie, nullptr, 0);
+}
+
+// A process another tracer holds (a debugger) is refused with that tracer named.
+TEST_F(ThreadHoldTest, AProcessAnotherTracerHoldsIsRefusedNamingTheTracer) {
+  ASSERT_EQ(::ptrace(PTRACE_SEIZE, child, nullptr, nullptr), 0);
+  const auto me = static_cast<pid_t>(::syscall(SYS_gettid));
+  ThreadHold hold;
+  try {
+    hold.hold({{.pid = child}});
+    ADD_FAILURE() << "a traced process was held";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Code::FailedPrecondition);
+    EXPECT_NE(std::string(e.what()).find("already traced by pid " + std::to_string(me)), std::string::npos) << e.what();
+  }
+  hold.release();  // what was seized before the refusal goes with the rest
+  EXPECT_FALSE(hold.held(child));
 }
