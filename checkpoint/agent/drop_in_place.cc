@@ -19,6 +19,7 @@
 
 #include "checkpoint/holder_scan.h"
 #include "common/error.h"
+#include "common/ptrace_seize.h"
 
 namespace nvproxy::checkpoint {
 
@@ -83,10 +84,7 @@ class StoppedProcess {
       bool fresh = false;
       for (pid_t tid : threads_of(pid_)) {
         if (pending_.count(tid)) continue;
-        if (::ptrace(PTRACE_SEIZE, tid, nullptr, nullptr) != 0) {
-          if (errno == ESRCH) continue;  // ended meanwhile
-          throw sys_error(what(tid) + ": ptrace(SEIZE)");
-        }
+        if (!seize_thread(pid_, tid, what(tid))) continue;  // ended (or exited, not reaped) meanwhile
         pending_[tid] = 0;
         fresh = true;
         if (::ptrace(PTRACE_INTERRUPT, tid, nullptr, nullptr) != 0) throw sys_error(what(tid) + ": ptrace(INTERRUPT)");

@@ -17,6 +17,7 @@
 #include <string>
 
 #include "common/error.h"
+#include "common/ptrace_seize.h"
 
 namespace nvproxy::checkpoint {
 
@@ -46,33 +47,6 @@ std::set<pid_t> list_threads(pid_t pid) {
   }
   ::closedir(d);
   return out;
-}
-
-// A thread's state letter from /proc (R, S, Z, ...); 0 when it is gone.
-char thread_state(pid_t pid, pid_t tid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/task/" + std::to_string(tid) + "/stat");
-  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  auto close = stat.rfind(')');  // the name in parentheses may hold anything
-  return close == std::string::npos || close + 2 >= stat.size() ? 0 : stat[close + 2];
-}
-
-// The tracer named in /proc/<pid>/task/<tid>/status; 0 when none or unreadable.
-pid_t tracer_of(pid_t pid, pid_t tid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/task/" + std::to_string(tid) + "/status");
-  for (std::string line; std::getline(in, line);)
-    if (line.rfind("TracerPid:", 0) == 0) return static_cast<pid_t>(std::strtol(line.c_str() + 10, nullptr, 10));
-  return 0;
-}
-
-// Why a seize answered EPERM. A thread that has exited but is not reaped yet (a job runner's
-// child between its exit and its parent's wait) cannot be seized, and needs no hold: empty. A
-// thread another tracer holds (a debugger, strace) is named with that tracer.
-std::string seize_refusal(pid_t pid, pid_t tid) {
-  char st = thread_state(pid, tid);
-  if (st == 0 || st == 'Z' || st == 'X') return {};
-  if (pid_t tracer = tracer_of(pid, tid); tracer != 0)
-    return "it is already traced by pid " + std::to_string(tracer) + " (a debugger or strace?)";
-  return "ptrace(SEIZE) refused (state " + std::string(1, st) + ")";
 }
 
 long ptrace_call(enum __ptrace_request req, pid_t tid, void* addr = nullptr, void* data = nullptr) {
@@ -217,15 +191,7 @@ bool ThreadHold::seize_process(pid_t pid, Proc& p, bool frozen) {
     std::vector<pid_t> fresh;
     for (pid_t tid : list_threads(pid)) {
       if (p.threads.count(tid)) continue;
-      if (ptrace_call(PTRACE_SEIZE, tid) != 0) {
-        if (errno == ESRCH) continue;  // the thread ended between the listing and the seize
-        if (errno == EPERM) {
-          std::string why = seize_refusal(pid, tid);
-          if (why.empty()) continue;  // exited, not reaped yet: nothing left to hold
-          throw Error(Code::FailedPrecondition, "holding " + who(pid, tid) + " still: " + why);
-        }
-        throw sys_error("holding " + who(pid, tid) + " still: ptrace(SEIZE)");
-      }
+      if (!seize_thread(pid, tid, "holding " + who(pid, tid) + " still")) continue;
       p.threads.emplace(tid, Thread{});
       if (ptrace_call(PTRACE_INTERRUPT, tid) != 0 && errno != ESRCH)
         throw sys_error("holding " + who(pid, tid) + " still: ptrace(INTERRUPT)");

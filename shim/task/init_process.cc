@@ -177,6 +177,10 @@ void InitProcess::exited_locked(ExitInfo e) {
   finish_exit_locked(e);
 }
 
+void InitProcess::before_exit() {
+  if (ctx_.env.oom) ctx_.env.oom->poll(ctx_.setup.id);
+}
+
 void InitProcess::exec_exited_locked() {
   if (held_exit_ && execs_.running_locked() == 0) {
     ExitInfo held = *held_exit_;

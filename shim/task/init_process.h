@@ -49,6 +49,8 @@ class InitProcess final : public Process, private InitOps {
 
  private:
   void exited_locked(ExitInfo e) override;
+  // An OOM kill is what ends many inits: its event goes out with the exit, not after the delete.
+  void before_exit() override;
   // ctx.mu held.
   void finish_exit_locked(ExitInfo e);
   void apply_locked(const InitState* from, const InitState& to);

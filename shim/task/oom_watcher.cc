@@ -130,7 +130,7 @@ void OomWatcher::remove(const std::string& container_id) {
     drop_locked(container_id);
   }
   // Wait out a delivery in progress; from on_oom itself that would be waiting on ourselves.
-  if (std::this_thread::get_id() != thread_.get_id()) {
+  if (delivering_.load() != std::this_thread::get_id()) {
     std::lock_guard d(deliver_mu_);
   }
 }
@@ -183,6 +183,52 @@ OomWatcher::Seen OomWatcher::check(Entry& e) const {
   return grew ? Seen::Oom : Seen::Nothing;
 }
 
+bool OomWatcher::examine_locked(std::map<uint64_t, Entry>::iterator it) {
+  Seen s = check(it->second);
+  if (s == Seen::Gone) {
+    log_.debug("container \"" + it->second.id + "\": memory cgroup " + it->second.dir.string() + " is gone, OOM watch ends");
+    ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, it->second.fd.get(), nullptr);
+    entries_.erase(it);
+  }
+  return s == Seen::Oom;
+}
+
+void OomWatcher::deliver_locked(const std::vector<std::pair<uint64_t, std::string>>& fired) {
+  delivering_ = std::this_thread::get_id();
+  struct Done {
+    std::atomic<std::thread::id>& who;
+    ~Done() { who = std::thread::id{}; }
+  } done{delivering_};
+  for (const auto& [token, id] : fired) {
+    {
+      std::lock_guard lk(mu_);
+      if (!entries_.count(token)) continue;  // remove() ran meanwhile
+    }
+    log_.info("container \"" + id + "\": out of memory event");
+    try {
+      on_oom_(id);
+    } catch (const std::exception& ex) {
+      log_.error("container \"" + id + "\": OOM handler failed: " + ex.what());
+    }
+  }
+}
+
+void OomWatcher::poll(const std::string& container_id) {
+  // Under deliver_mu_: a signal the watcher's thread has taken is delivered before this returns.
+  std::lock_guard d(deliver_mu_);
+  std::vector<std::pair<uint64_t, std::string>> fired;
+  {
+    std::lock_guard lk(mu_);
+    for (auto it = entries_.begin(); it != entries_.end();) {
+      auto next = std::next(it);
+      const uint64_t token = it->first;
+      if (it->second.id == container_id && examine_locked(it)) fired.emplace_back(token, container_id);
+      it = next;
+    }
+  }
+  deliver_locked(fired);
+}
+
 void OomWatcher::run() {
   epoll_event evs[16];
   while (true) {
@@ -192,6 +238,7 @@ void OomWatcher::run() {
       log_.error(sys_error("OOM watcher: epoll_wait").what());
       return;
     }
+    std::lock_guard d(deliver_mu_);  // from taking a signal until it is delivered (see poll)
     std::vector<std::pair<uint64_t, std::string>> fired;
     {
       std::lock_guard lk(mu_);
@@ -200,29 +247,11 @@ void OomWatcher::run() {
         if (token == 0) return;  // stop_
         auto it = entries_.find(token);
         if (it == entries_.end()) continue;  // removed after epoll_wait returned
-        Seen s = check(it->second);
-        if (s == Seen::Oom) fired.emplace_back(token, it->second.id);
-        if (s == Seen::Gone) {
-          log_.debug("container \"" + it->second.id + "\": memory cgroup " + it->second.dir.string() +
-                     " is gone, OOM watch ends");
-          ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, it->second.fd.get(), nullptr);
-          entries_.erase(it);
-        }
+        std::string id = it->second.id;
+        if (examine_locked(it)) fired.emplace_back(token, std::move(id));
       }
     }
-    std::lock_guard d(deliver_mu_);
-    for (const auto& [token, id] : fired) {
-      {
-        std::lock_guard lk(mu_);
-        if (!entries_.count(token)) continue;  // remove() ran meanwhile
-      }
-      log_.info("container \"" + id + "\": out of memory event");
-      try {
-        on_oom_(id);
-      } catch (const std::exception& ex) {
-        log_.error("container \"" + id + "\": OOM handler failed: " + ex.what());
-      }
-    }
+    deliver_locked(fired);
   }
 }
 

@@ -6,13 +6,15 @@
 //    reporting when its `oom` or `oom_kill` counter grows.
 // A cgroup that disappears (the runtime deleted the container) is dropped without a report.
 //
-// Wiring: add(id, init_pid) once Create (or a restore at Start) knows the init pid; remove(id) at
-// Delete of the init process. Do not remove at the init's exit: an OOM kill is what makes it
-// exit, and its event may still be on its way.
+// Wiring: add(id, init_pid) once Create (or a restore at Start) knows the init pid; poll(id) at the
+// init's exit, before the exit is published; remove(id) at Delete of the init process. Do not
+// remove at the init's exit: an OOM kill is what makes it exit, and its event may still be on its
+// way.
 #pragma once
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -20,6 +22,8 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "common/unique_fd.h"
 #include "shim/task/oom_watch.h"
@@ -52,6 +56,7 @@ class OomWatcher final : public OomWatch {
   // After it returns, on_oom is not called for this id (unless added again). Must not be called
   // while holding a lock that on_oom takes: it waits for a delivery in progress.
   void remove(const std::string& container_id) override;
+  void poll(const std::string& container_id) override;
   [[nodiscard]] size_t watched();  // registrations still live (for tests and debugging)
 
  private:
@@ -67,6 +72,10 @@ class OomWatcher final : public OomWatch {
   Entry open_entry(const std::string& id, pid_t pid) const;
   Seen check(Entry& e) const;
   void drop_locked(const std::string& container_id);  // mu_ held
+  // mu_ held: true when the entry saw an OOM; an entry whose cgroup is gone is dropped.
+  bool examine_locked(std::map<uint64_t, Entry>::iterator it);
+  // deliver_mu_ held: runs on_oom for each (token, id) still registered.
+  void deliver_locked(const std::vector<std::pair<uint64_t, std::string>>& fired);
   void run();
 
   Logger& log_;
@@ -76,7 +85,9 @@ class OomWatcher final : public OomWatch {
   std::mutex mu_;                      // entries_, next_token_
   std::map<uint64_t, Entry> entries_;  // by epoll token; 0 is stop_
   uint64_t next_token_ = 1;
-  std::mutex deliver_mu_;  // held while on_oom runs, so remove() can wait it out
+  // Taken before mu_, from taking a signal until on_oom has run: remove() and poll() wait it out.
+  std::mutex deliver_mu_;
+  std::atomic<std::thread::id> delivering_;  // the thread running on_oom (remove() from there must not wait)
   std::thread thread_;
 };
 

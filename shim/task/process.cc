@@ -124,6 +124,7 @@ void Process::on_exit(int wait_status) {
   // What the process wrote reaches its client before its exit does: a client told of the exit
   // stops opening its FIFOs (ctr then lost `echo hello` under load).
   if (io_) io_->wait_flushed(kExitFlushLimit);
+  before_exit();
   std::lock_guard lk(ctx_.mu);
   if (starting_) {
     if (!held_exit_) held_exit_ = wait_status;

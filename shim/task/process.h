@@ -80,6 +80,8 @@ class Process : public std::enable_shared_from_this<Process> {
   void finish_start(const std::function<void()>& publish_start);
   // ctx.mu held: the exit, once, when no start holds it back.
   virtual void exited_locked(ExitInfo e) = 0;
+  // The reaper saw the exit; runs before ctx.mu is taken and anything is published.
+  virtual void before_exit() {}
   void resize_terminal(unsigned width, unsigned height);
   // Waits (bounded) until the output reached the client.
   void drain_io();

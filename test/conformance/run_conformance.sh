@@ -83,4 +83,11 @@ while :; do
 done
 trap - USR1
 nv_log "containerd $NV_CONTAINERD_VERSION: nvconformance exited $rc"
+if ((rc != 0)); then
+  # The harness shows the last log's tail; a restart rotated the earlier ones, where a scenario
+  # that differed may have left our shim's warnings and OOM reports.
+  echo "---- our shim's warnings and OOM reports (all containerd logs of the run) ----" >&2
+  grep -h 'runtime=io.containerd.nvproxy.v1' "$NV_DIR"/containerd.log* 2>/dev/null \
+    | grep -E 'level=(warning|error)|OOM|out of memory' | tail -n 40 >&2 || true
+fi
 exit "$rc"

@@ -342,3 +342,47 @@ TEST(OomWatcher, RemoveFromInsideTheCallbackDoesNotDeadlock) {
   }
   EXPECT_EQ(rec.count("ctr-self"), 1u);
 }
+
+// The init's exit polls before it goes out: an OOM the kernel signalled is reported by the time
+// poll returns, whether the watcher's thread or the poll took the signal, and only once.
+TEST(OomWatcher, PollReportsASignalledOomBeforeItReturnsAndOnlyOnce) {
+  FakeUnified f;
+  Recorder rec;
+  LogCapture cap;
+  OomWatcher w(cap.log, rec.fn(), f.paths());
+  w.add("ctr-v2", 4242);
+  f.add_sentinel(w);
+  ASSERT_EQ(w.watched(), 2u) << cap.text();
+  for (int i = 1; i <= 20; ++i) {
+    std::string n = std::to_string(i);
+    ASSERT_TRUE(f.set(n.c_str(), n.c_str()));
+    w.poll("ctr-v2");
+    ASSERT_EQ(rec.count("ctr-v2"), static_cast<size_t>(i)) << "OOM " << i << " not reported when poll returned";
+  }
+  ASSERT_TRUE(settle(f, rec)) << cap.text();
+  EXPECT_EQ(rec.count("ctr-v2"), 20u) << "an OOM reported twice";
+  w.poll("ctr-v2");  // nothing new: nothing reported
+  EXPECT_EQ(rec.count("ctr-v2"), 20u);
+}
+
+TEST(OomWatcher, RemoveFromInsideTheCallbackOfAPollDoesNotDeadlock) {
+  FakeUnified f;
+  LogCapture cap;
+  Recorder rec;
+  OomWatcher* self = nullptr;
+  auto record = rec.fn();
+  OomWatcher w(
+      cap.log,
+      [&](const std::string& id) {
+        self->remove(id);
+        record(id);
+      },
+      f.paths());
+  self = &w;
+  w.add("ctr-self", 4242);
+  // The watcher's thread may take the signal first: poll then waits for its delivery.
+  ASSERT_TRUE(f.set("1", "1"));
+  w.poll("ctr-self");
+  EXPECT_EQ(rec.count("ctr-self"), 1u);
+  EXPECT_EQ(w.watched(), 0u);
+}
