@@ -54,6 +54,10 @@ struct CheckpointConfig {
   // Empty: off (every image is self-contained where containerd asked for it).
   std::string image_store;
   unsigned image_store_keep = 3;  // entries kept per container; older ones go at its next checkpoint
+  // Pulling an image that a reference names in a registry (image_transfer.h), through skopeo.
+  bool registry_tls_verify = true;  // false: plain HTTP or unverified TLS (a registry on loopback)
+  std::string registry_authfile;    // empty: skopeo's default (${XDG_RUNTIME_DIR}/containers/auth.json)
+  unsigned registry_timeout_s = 3600;
 };
 
 }  // namespace nvproxy::checkpoint

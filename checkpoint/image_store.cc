@@ -87,7 +87,7 @@ fs::path ImageStore::create(const std::string& ns, const std::string& container)
 }
 
 void ImageStore::refer(const fs::path& client_dir, const fs::path& entry, const std::string& container) const {
-  json j{{"version", ImageRef::kVersion},
+  json j{{"version", ImageRef::kLocalVersion},
          {"store", dir_.string()},
          {"entry", fs::relative(entry, dir_).string()},
          {"container", container},
@@ -137,24 +137,46 @@ std::optional<ImageRef> read_image_ref(const fs::path& dir) {
   std::error_code ec;
   if (!fs::exists(file, ec)) return std::nullopt;
   json j = json::parse(read_file(file), nullptr, false);
-  if (j.is_discarded() || !j.is_object() || !j.contains("store") || !j.contains("entry") || !j["store"].is_string() ||
-      !j["entry"].is_string())
+  const bool remote = j.is_object() && j.contains("registry");
+  if (remote && (!j["registry"].is_string() || j["registry"].get<std::string>().find("@sha256:") == std::string::npos))
+    throw Error(Code::InvalidArgument,
+                "image reference " + file.string() + " is malformed (\"registry\" must be host/repo@sha256:...)");
+  if (!remote && (j.is_discarded() || !j.is_object() || !j.contains("store") || !j.contains("entry") || !j["store"].is_string() ||
+                  !j["entry"].is_string()))
     throw Error(Code::InvalidArgument, "image reference " + file.string() + " is malformed (it needs \"store\" and \"entry\")");
   ImageRef r;
   r.version = j.value("version", 0);
   if (r.version > ImageRef::kVersion)
     throw Error(Code::InvalidArgument, "image reference " + file.string() + " has version " + std::to_string(r.version) +
                                            ", newer than this shim's: restore with a newer shim");
-  r.store = j["store"].get<std::string>();
-  r.entry = j["entry"].get<std::string>();
+  if (remote) {
+    r.registry = j["registry"].get<std::string>();
+  } else {
+    r.store = j["store"].get<std::string>();
+    r.entry = j["entry"].get<std::string>();
+  }
   r.container = j.value("container", std::string());
   r.created = j.value("created", std::string());
   return r;
 }
 
+void refer_to_registry(const fs::path& dir, const std::string& pinned, const std::string& container) {
+  json j{{"version", 2}, {"registry", pinned}, {"container", container}, {"created", rfc3339_now()}};
+  for (const auto& e : std::vector<fs::directory_entry>(fs::directory_iterator(dir), fs::directory_iterator{})) {
+    if (e.path().filename() == ImageRecord::kFileName || e.path().filename() == kImageRefFile) continue;
+    std::error_code ec;
+    fs::remove_all(e.path(), ec);
+    if (ec) throw Error(Code::Internal, "cannot remove " + e.path().string() + ": " + ec.message());
+  }
+  write_file_atomic(dir / kImageRefFile, j.dump(2) + "\n");
+}
+
 fs::path resolve_image(const fs::path& dir, const fs::path& store) {
   std::optional<ImageRef> ref = read_image_ref(dir);
   if (!ref) return dir;
+  if (!ref->registry.empty())
+    throw Error(Code::FailedPrecondition, "the checkpoint image " + dir.string() + " is the registry image " + ref->registry +
+                                              ": pull it first (a restore through the shim does)");
   const std::string what =
       "the checkpoint image " + dir.string() + " refers to entry " + ref->entry + " of the image store " + ref->store;
   if (store.empty()) throw Error(Code::FailedPrecondition, what + ", but this shim has no image store (checkpoint.image_store)");

@@ -29,10 +29,14 @@ namespace nvproxy::checkpoint {
 inline constexpr const char* kImageRefFile = "nvproxy-image-ref.json";
 
 struct ImageRef {
-  static constexpr int kVersion = 1;
-  int version = kVersion;
+  static constexpr int kVersion = 2;       // the newest this shim reads
+  static constexpr int kLocalVersion = 1;  // what a reference into the store is written as
+  int version = kLocalVersion;
   std::string store;  // the store's directory on the host that wrote it
   std::string entry;  // NAMESPACE/CONTAINER/NAME, relative to the store
+  // Version 2: the image is in a registry, "host/repo@sha256:..." (image_transfer.h); store and
+  // entry are empty. A shim before 0.6.0 refuses it as too new.
+  std::string registry;
   std::string container;
   std::string created;  // RFC 3339, UTC
 };
@@ -60,14 +64,18 @@ class ImageStore {
   unsigned keep_;
 };
 
+// Makes `dir` refer to the registry image `pinned` ("host/repo@sha256:...") instead of what it held:
+// every file but the record (nvproxy-cuda.json) is removed. Throws Error naming the file.
+void refer_to_registry(const std::filesystem::path& dir, const std::string& pinned, const std::string& container);
+
 // The reference in `dir`, nullopt when there is none (a self-contained image). Throws
 // Error(InvalidArgument) naming the file when it is malformed.
 std::optional<ImageRef> read_image_ref(const std::filesystem::path& dir);
 
 // The directory the runtime restores from: `dir` itself when it holds a whole image, else the store
-// entry its reference names. The entry must be in `store` (this shim's configured store: an image
-// cannot point a restore anywhere else on the host) and still exist; Error(FailedPrecondition)
-// says which is not so.
+// entry its reference names (a registry reference is pulled first: image_transfer.h). The entry must be in `store` (this shim's
+// configured store: an image cannot point a restore anywhere else on the host) and still exist; Error(FailedPrecondition) says
+// which is not so.
 std::filesystem::path resolve_image(const std::filesystem::path& dir, const std::filesystem::path& store);
 
 // A self-contained copy of the image `dir` refers to (or holds), in `out` (created, must be empty or

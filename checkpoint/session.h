@@ -15,6 +15,7 @@
 
 #include "checkpoint/config.h"
 #include "checkpoint/image_record.h"
+#include "checkpoint/image_registry.h"
 #include "checkpoint/session_runtime.h"
 #include "checkpoint/session_tools.h"
 #include "common/log.h"
@@ -40,9 +41,11 @@ struct SnapshotRequest {
 };
 
 struct RestoreRequest {
-  // What containerd handed over: an image directory, or the store's reference to one.
+  // What containerd handed over: an image directory, or a reference to one (the store's entry, or
+  // a registry's image: image_transfer.h).
   std::filesystem::path checkpoint;
   std::filesystem::path image_store;  // checkpoint.image_store; empty: off
+  ImageRegistry* registry = nullptr;  // where a registry reference is pulled from; null: refused
 };
 
 inline constexpr const char* kDiagnosticFile = "checkpoint-diagnostic.json";
@@ -87,7 +90,10 @@ class CheckpointSession {
     bool leave_stopped = false;
     DeviceMap device_map;  // the container comes back on other GPUs
   };
-  RestorePlan plan_restore(const std::filesystem::path& image);
+  RestorePlan plan_restore(std::optional<ImageRecord> record);
+  // The image the runtime restores, with its plan; a registry's image is pulled into the store
+  // after its record passed the plan's checks.
+  std::filesystem::path find_image(const RestoreRequest& req, RestorePlan& plan);
   // The runtime that wrote the image (its record) against the one here: runsc restores only its
   // own release's images, a sandbox's image no CRIU, a CRIU image no sandbox (refused); a CRIU
   // newer than this host's is a warning.

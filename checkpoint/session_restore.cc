@@ -5,6 +5,7 @@
 
 #include "checkpoint/image_record.h"
 #include "checkpoint/image_store.h"
+#include "checkpoint/image_transfer.h"
 #include "checkpoint/restore_preflight.h"
 #include "checkpoint/session.h"
 #include "common/error.h"
@@ -75,12 +76,8 @@ void CheckpointSession::check_runtime(const ImageRecord& rec, const std::string&
 }
 
 void CheckpointSession::restore(const RestoreRequest& req) {
-  const std::string who = "restore of \"" + t_.id + "\"" + tools_.label() + ": ";
-  // An image of the shim's store is read where it is (image_store.h): containerd handed over its
-  // reference.
-  const std::filesystem::path image = resolve_image(req.checkpoint, req.image_store);
-  if (image != req.checkpoint) log_.info(who + "the image is the store's " + image.string());
-  const RestorePlan plan = plan_restore(image);
+  RestorePlan plan;
+  const std::filesystem::path image = find_image(req, plan);
   rt_.restore(image, plan.leave_stopped);
   if (!plan.record || !plan.record->has_cuda()) return;
   try {
@@ -99,9 +96,39 @@ void CheckpointSession::restore(const RestoreRequest& req) {
   }
 }
 
-CheckpointSession::RestorePlan CheckpointSession::plan_restore(const std::filesystem::path& image) {
+std::filesystem::path CheckpointSession::find_image(const RestoreRequest& req, RestorePlan& plan) {
+  const std::string who = "restore of \"" + t_.id + "\"" + tools_.label() + ": ";
+  std::optional<ImageRef> ref;
+  try {
+    ref = read_image_ref(req.checkpoint);
+  } catch (const Error& e) {
+    throw Error(e.code(), who + e.what());
+  }
+  if (ref && !ref->registry.empty()) {
+    if (!req.registry)
+      throw Error(Code::FailedPrecondition, who + "the image is in a registry (" + ref->registry + "), and this shim pulls none");
+    log_.info(who + "the image is the registry's " + ref->registry + ": its record is checked before it is pulled");
+    std::filesystem::path entry;
+    try {
+      entry = pull_image(ref->registry, req.image_store, *req.registry,
+                         [&](const std::optional<ImageRecord>& rec) { plan = plan_restore(rec); });
+    } catch (const Error& e) {
+      throw Error(e.code(), std::string(e.what()).rfind(who, 0) == 0 ? std::string(e.what()) : who + e.what());
+    }
+    log_.info(who + "the registry's image is in the store at " + entry.string());
+    return entry;
+  }
+  // An image of the shim's store is read where it is (image_store.h): containerd handed over its
+  // reference.
+  const std::filesystem::path image = resolve_image(req.checkpoint, req.image_store);
+  if (image != req.checkpoint) log_.info(who + "the image is the store's " + image.string());
+  plan = plan_restore(record_of(image, "restore of \"" + t_.id + "\": "));
+  return image;
+}
+
+CheckpointSession::RestorePlan CheckpointSession::plan_restore(std::optional<ImageRecord> record) {
   const std::string who = "restore of \"" + t_.id + "\": ";
-  RestorePlan plan{.record = record_of(image, who)};
+  RestorePlan plan{.record = std::move(record)};
   if (plan.record) check_runtime(*plan.record, who);
   if (!plan.record || !plan.record->has_cuda()) return plan;  // not our image, or no CUDA in it: nothing to check
   plan.leave_stopped = tools_.holds_still();

@@ -80,7 +80,10 @@ ShimConfig parse_config_unchecked(const std::string& text, const std::string& or
                 "skip_zero_pages",
                 "criu_plugin_dir",
                 "image_store",
-                "image_store_keep"},
+                "image_store_keep",
+                "registry_tls_verify",
+                "registry_authfile",
+                "registry_timeout_s"},
                origin, "checkpoint");
     get(k, "cuda", c.checkpoint.cuda, origin, "checkpoint");
     get(k, "cuda_checkpoint_path", c.checkpoint.cuda_checkpoint_path, origin, "checkpoint");
@@ -104,6 +107,9 @@ ShimConfig parse_config_unchecked(const std::string& text, const std::string& or
     get(k, "criu_plugin_dir", c.checkpoint.criu_plugin_dir, origin, "checkpoint");
     get(k, "image_store", c.checkpoint.image_store, origin, "checkpoint");
     get(k, "image_store_keep", c.checkpoint.image_store_keep, origin, "checkpoint");
+    get(k, "registry_tls_verify", c.checkpoint.registry_tls_verify, origin, "checkpoint");
+    get(k, "registry_authfile", c.checkpoint.registry_authfile, origin, "checkpoint");
+    get(k, "registry_timeout_s", c.checkpoint.registry_timeout_s, origin, "checkpoint");
     if (!c.checkpoint.image_store.empty() && c.checkpoint.image_store.front() != '/')
       throw Error(Code::InvalidArgument, origin + ": checkpoint.image_store: must be an absolute path");
     // CRIU options travel with the runtime (oci::RuntimeConfig); [] passes none.

@@ -1,5 +1,6 @@
 #include "shim/task/gpu_checkpoint.h"
 
+#include "checkpoint/skopeo_registry.h"
 #include "shim/task/checkpoint_wiring.h"
 
 namespace nvproxy::shim {
@@ -26,7 +27,12 @@ void GpuCheckpointHooks::restore(Container& c, const std::filesystem::path& chec
   SessionSubject s = subject_of(c);
   s.run_restore = run_restore;
   SessionWiring w(s, nullptr, true, runner_, log_);
-  w.session().restore({.checkpoint = checkpoint, .image_store = c.config().checkpoint.image_store});
+  const auto& cfg = c.config().checkpoint;
+  checkpoint::SkopeoRegistry registry({.tls_verify = cfg.registry_tls_verify,
+                                       .authfile = cfg.registry_authfile,
+                                       .timeout = std::chrono::seconds(cfg.registry_timeout_s)},
+                                      runner_);
+  w.session().restore({.checkpoint = checkpoint, .image_store = cfg.image_store, .registry = &registry});
 }
 
 }  // namespace nvproxy::shim

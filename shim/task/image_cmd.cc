@@ -2,7 +2,13 @@
 
 #include <boost/program_options.hpp>
 
+#include <chrono>
+
+#include "checkpoint/image_layout.h"
 #include "checkpoint/image_store.h"
+#include "checkpoint/image_transfer.h"
+#include "checkpoint/skopeo_registry.h"
+#include "common/process.h"
 #include "shim/task/config.h"
 
 namespace nvproxy::shim {
@@ -13,13 +19,30 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: containerd-shim-nvproxy-v1 image pack DIR OUT [--store S] [--config F]\n"
-    "       containerd-shim-nvproxy-v1 image prune --older-than HOURS [--store S] [--config F]\n";
+    "       containerd-shim-nvproxy-v1 image prune --older-than HOURS [--store S] [--config F]\n"
+    "       containerd-shim-nvproxy-v1 image push DIR REFERENCE [--rewrite] [REGISTRY OPTIONS]\n"
+    "       containerd-shim-nvproxy-v1 image pull REFERENCE [OUT] [REGISTRY OPTIONS]\n"
+    "registry options: --tls-verify=true|false --authfile F --store S --config F\n";
+
+// What a pull says about the image before its bulk moves.
+void describe_record(const std::optional<checkpoint::ImageRecord>& rec, std::ostream& out) {
+  if (!rec) {
+    out << "record: none (an image without CUDA processes)\n";
+    return;
+  }
+  out << "record: container " << rec->container << ", " << rec->cuda_processes << " CUDA processes";
+  if (!rec->runtime.empty()) out << ", written by " << rec->runtime << " " << rec->runtime_version;
+  if (!rec->criu_version.empty()) out << " with CRIU " << rec->criu_version;
+  if (rec->gpu) out << ", driver " << rec->gpu->driver_version;
+  out << "\n";
+}
 
 }  // namespace
 
 int image_cmd(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   po::options_description opts;
   opts.add_options()("store", po::value<std::string>())("config", po::value<std::string>())("older-than", po::value<double>())(
+      "rewrite", po::bool_switch())("tls-verify", po::value<bool>())("authfile", po::value<std::string>())(
       "verb", po::value<std::string>())("paths", po::value<std::vector<std::string>>());
   po::positional_options_description pos;
   pos.add("verb", 1).add("paths", -1);
@@ -32,15 +55,39 @@ int image_cmd(const std::vector<std::string>& args, std::ostream& out, std::ostr
   }
   std::string verb = vm.count("verb") ? vm["verb"].as<std::string>() : "";
   std::vector<std::string> paths = vm.count("paths") ? vm["paths"].as<std::vector<std::string>>() : std::vector<std::string>{};
-  if (!((verb == "pack" && paths.size() == 2) || (verb == "prune" && paths.empty() && vm.count("older-than")))) {
+  if (!((verb == "pack" && paths.size() == 2) || (verb == "prune" && paths.empty() && vm.count("older-than")) ||
+        (verb == "push" && paths.size() == 2) || (verb == "pull" && (paths.size() == 1 || paths.size() == 2)))) {
     err << kUsage;
     return 2;
   }
   try {
     std::string store = vm.count("store") ? vm["store"].as<std::string>() : "";
-    if (store.empty()) {
-      ShimConfig c = load_config(vm.count("config") ? vm["config"].as<std::string>() : "");
-      store = c.checkpoint.image_store;
+    ShimConfig c = load_config(vm.count("config") ? vm["config"].as<std::string>() : "");
+    if (store.empty()) store = c.checkpoint.image_store;
+    if (verb == "push" || verb == "pull") {
+      DirectWaiter waiter;
+      ProcessRunner runner(waiter);
+      checkpoint::SkopeoRegistry registry(
+          {.tls_verify = vm.count("tls-verify") ? vm["tls-verify"].as<bool>() : c.checkpoint.registry_tls_verify,
+           .authfile = vm.count("authfile") ? vm["authfile"].as<std::string>() : c.checkpoint.registry_authfile,
+           .timeout = std::chrono::seconds(c.checkpoint.registry_timeout_s)},
+          runner);
+      if (verb == "push") {
+        auto r = checkpoint::push_image(paths[0], store, paths[1], vm["rewrite"].as<bool>(), registry, runner);
+        out << "pushed " << r.files << " files, " << r.bytes << " bytes: " << r.pinned << "\n";
+        if (vm["rewrite"].as<bool>()) out << paths[0] << " now refers to " << r.pinned << "\n";
+        return 0;
+      }
+      auto entry = checkpoint::pull_image(paths[0], store, registry,
+                                          [&](const std::optional<checkpoint::ImageRecord>& rec) { describe_record(rec, out); });
+      out << "pulled into " << entry.string() << "\n";
+      if (paths.size() == 2) {
+        std::filesystem::create_directories(paths[1]);
+        checkpoint::ImageStore(store, 1).refer(
+            paths[1], entry, checkpoint::read_image_record(entry) ? checkpoint::read_image_record(entry)->container : "");
+        out << paths[1] << " refers to it\n";
+      }
+      return 0;
     }
     if (verb == "pack") {
       std::uintmax_t bytes = checkpoint::pack_image(paths[0], store, paths[1]);

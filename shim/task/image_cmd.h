@@ -5,6 +5,12 @@
 //                                                 another host or to keep it from the retention
 //   image prune --older-than HOURS [--store S] [--config F]
 //                                                 removes store entries older than that
+//   image push DIR REFERENCE [--rewrite]          pushes the image DIR holds or refers to into a
+//                                                 registry (checkpoint/image_transfer.h); --rewrite
+//                                                 then makes DIR refer to the pushed image
+//   image pull REFERENCE [OUT]                    pulls it into the store (its record printed
+//                                                 first); OUT gets a reference to the entry
+//   registry options: --tls-verify=true|false, --authfile F (else checkpoint.registry_* of the config)
 //
 // The store is --store, else checkpoint.image_store of the shim's config (--config, else the file
 // the shim reads). Exit status 0, 1 on an error, 2 on a usage error.

@@ -1,0 +1,147 @@
+#include "checkpoint/image_transfer.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include "checkpoint/image_layout.h"
+#include "checkpoint/image_store.h"
+#include "checkpoint/zero_pages.h"
+#include "common/error.h"
+#include "common/fs.h"
+#include "common/unique_fd.h"
+
+namespace nvproxy::checkpoint {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+// A directory removed when it goes out of scope (a layout, an entry not finished).
+class ScratchDir {
+ public:
+  explicit ScratchDir(fs::path p) : path_(std::move(p)) {
+    std::error_code ec;
+    fs::remove_all(path_, ec);  // left by a pull or push that was killed
+    fs::create_directories(path_);
+    fs::permissions(path_, fs::perms::owner_all, fs::perm_options::replace, ec);
+  }
+  ~ScratchDir() {
+    std::error_code ec;
+    if (!path_.empty()) fs::remove_all(path_, ec);
+  }
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+  [[nodiscard]] const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+std::string hex_of(const std::string& digest) {
+  return digest.substr(digest.find(':') + 1);
+}
+
+// "host:5000/team/llm" -> "host_5000_team_llm": one directory name.
+std::string flat(const std::string& repo) {
+  std::string out;
+  for (char c : repo) out += (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.') ? c : '_';
+  return out;
+}
+
+bool within(const fs::path& p, const fs::path& dir) {
+  if (dir.empty()) return false;
+  std::error_code ec;
+  std::string a = fs::weakly_canonical(p, ec).string(), b = fs::weakly_canonical(dir, ec).string();
+  return a == b || a.rfind(b + "/", 0) == 0;
+}
+
+// Free bytes where `dir` is.
+std::uint64_t free_bytes(const fs::path& dir) {
+  struct statvfs st {};
+  if (::statvfs(dir.c_str(), &st) != 0) throw sys_error("statvfs " + dir.string());
+  return static_cast<std::uint64_t>(st.f_bavail) * st.f_frsize;
+}
+
+}  // namespace
+
+std::string repository_of(const std::string& reference) {
+  std::string r = reference.substr(0, reference.find('@'));
+  auto colon = r.rfind(':'), slash = r.rfind('/');
+  if (colon != std::string::npos && (slash == std::string::npos || colon > slash)) r.resize(colon);
+  return r;
+}
+
+PushResult push_image(const fs::path& dir, const fs::path& store, const std::string& reference, bool rewrite,
+                      ImageRegistry& registry, ProcessRunner& runner) {
+  if (auto ref = read_image_ref(dir); ref && !ref->registry.empty())
+    throw Error(Code::InvalidArgument, dir.string() + " already refers to the registry image " + ref->registry);
+  const fs::path image = resolve_image(dir, store);
+  if (rewrite && image == dir && within(dir, store))
+    throw Error(Code::InvalidArgument, dir.string() + " is an entry of the image store: --rewrite would empty it");
+  // Beside the image, so that its blobs are hard links, not copies.
+  ScratchDir layout(within(image, store) ? store / ".outgoing" / std::to_string(::getpid())
+                                         : image.parent_path() / (".nvproxy-push-" + std::to_string(::getpid())));
+  const std::string manifest = write_layout(image, layout.path(), runner);
+  const ArtifactManifest m = parse_artifact_manifest(json::parse(manifest));
+  PushResult out;
+  for (const auto& f : m.files) out.bytes += f.size;
+  out.files = static_cast<int>(m.files.size());
+  const std::string digest = registry.push(layout.path(), kLayoutTag, reference);
+  out.pinned = repository_of(reference) + "@" + digest;
+  if (rewrite) refer_to_registry(dir, out.pinned, m.record ? m.record->container : std::string());
+  return out;
+}
+
+fs::path pull_image(const std::string& reference, const fs::path& store, ImageRegistry& registry, const RecordCheck& check) {
+  const std::string what = "the registry image " + reference;
+  if (store.empty())
+    throw Error(Code::FailedPrecondition, what + " needs an image store on this node to land in (checkpoint.image_store)");
+  const ImageRegistry::Manifest remote = registry.manifest(reference);
+  if (auto at = reference.find('@'); at != std::string::npos && reference.substr(at + 1) != remote.digest)
+    throw Error(Code::DataLoss, what + ": the registry answered a manifest of digest " + remote.digest);
+  json parsed = json::parse(remote.text, nullptr, false);
+  ArtifactManifest m;
+  try {
+    m = parse_artifact_manifest(parsed);
+  } catch (const Error& e) {
+    throw Error(e.code(), what + " is " + e.what());
+  }
+  check(m.record);  // refused here, before the bulk moves
+
+  const fs::path repo_dir = store / "registry" / flat(repository_of(reference));
+  fs::create_directories(repo_dir);
+  const fs::path entry = repo_dir / hex_of(remote.digest);
+  // Replicas restored at once pull once: the first holds the lock, the others then find the entry.
+  UniqueFd lock(::open((repo_dir / (hex_of(remote.digest) + ".lock")).c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
+  if (!lock || ::flock(lock.get(), LOCK_EX) != 0) throw sys_error("locking " + entry.string());
+  std::error_code ec;
+  if (fs::exists(entry / ".complete", ec)) return entry;
+
+  std::uint64_t need = 0;
+  for (const auto& f : m.files) need += f.size;
+  const std::uint64_t have = free_bytes(repo_dir);
+  if (have < need + need / 20)
+    throw Error(Code::FailedPrecondition, what + " needs " + std::to_string(need >> 20) + " MiB (and 5 % room) in the store " +
+                                              store.string() + ", which has " + std::to_string(have >> 20) + " MiB free");
+  ScratchDir layout(repo_dir / (".incoming-" + hex_of(remote.digest)));
+  ScratchDir building(repo_dir / (".building-" + hex_of(remote.digest)));
+  registry.pull(repository_of(reference) + "@" + remote.digest, layout.path(), kLayoutTag);
+  image_from_layout(layout.path(), m, building.path());
+  try {
+    punch_zero_pages(building.path());  // the pull wrote the zeros a checkpoint left out
+  } catch (const std::exception&) {
+    // the bytes are right either way; only the space is not given back
+  }
+  write_file_atomic(building.path() / ".complete", remote.digest + "\n", 0600);
+  fs::remove_all(entry, ec);
+  fs::rename(building.path(), entry, ec);
+  if (ec) throw Error(Code::Internal, "cannot move the pulled image into " + entry.string() + ": " + ec.message());
+  return entry;
+}
+
+}  // namespace nvproxy::checkpoint

@@ -1,0 +1,47 @@
+// Checkpoint images between nodes through an OCI registry (image_layout.h gives the form).
+//
+// push: the image a checkpoint directory holds or refers to (the store's entry) is laid out with
+// hard links beside itself and pushed: no second copy on the node that took it. With `rewrite`
+// the directory then holds a registry reference instead (nvproxy-image-ref.json, version 2): a
+// few hundred bytes that travel in containerd's or the kubelet's checkpoint archive.
+//
+// pull: the manifest first, whose record (GPU, driver, runtime, CRIU) the caller's preflight checks
+// against this node before any bulk moves; then the blobs straight into this node's store (digests
+// checked while they stream), once per manifest digest: replicas restored from one reference share
+// the entry. A failed or refused pull leaves nothing half-written in the store.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "checkpoint/image_record.h"
+#include "checkpoint/image_registry.h"
+#include "common/process.h"
+
+namespace nvproxy::checkpoint {
+
+// "host/repo:tag" -> "host/repo"; "host/repo@sha256:..." -> "host/repo"; "host:5000/repo" stays.
+std::string repository_of(const std::string& reference);
+
+struct PushResult {
+  std::string pinned;  // "host/repo@sha256:...": what a restore elsewhere refers to
+  std::uint64_t bytes = 0;
+  int files = 0;
+};
+
+PushResult push_image(const std::filesystem::path& dir, const std::filesystem::path& store, const std::string& reference,
+                      bool rewrite, ImageRegistry& registry, ProcessRunner& runner);
+
+using RecordCheck = std::function<void(const std::optional<ImageRecord>&)>;
+
+// The store entry holding `reference` (pulled now, or by an earlier pull). `check` runs on the
+// manifest's record before the bulk and refuses by throwing. Error(FailedPrecondition) without a
+// store or without room for the image; Error(DataLoss) when what arrived is not what the manifest
+// says.
+std::filesystem::path pull_image(const std::string& reference, const std::filesystem::path& store, ImageRegistry& registry,
+                                 const RecordCheck& check);
+
+}  // namespace nvproxy::checkpoint
