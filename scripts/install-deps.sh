@@ -16,7 +16,8 @@ TEST_PKGS=(containerd runc crun busybox-static iptables jq rpm util-linux procps
   patchelf  # points Debian 13's runc at Debian 13's libc (scripts/fetch-trixie.sh)
   python3  # the Python multiprocessing checkpoint (e2e python_mp)
   golang-go golang-github-containerd-ttrpc-dev  # the ttrpc interop test against Go's ttrpc
-  golang-github-containerd-containerd-dev)  # containerd's Go client for test/conformance
+  golang-github-containerd-containerd-dev  # containerd's Go client for test/conformance
+  skopeo docker-registry)  # checkpoints through a registry (e2e cri_registry)
 
 # Prints the packages of "$@" that are not installed.
 missing_pkgs() {

@@ -10,10 +10,14 @@
 #            resume; it keeps running), a refused checkpoint's error through CRI, then a restore by
 #            creating a container from the archive: CUDA restored and unlocked, work continues.
 #            1.7: CRI answers Unimplemented (printed).
+#   registry NV_IMAGE_STORE=1 NV_REGISTRY_FLOW=1: the image goes from the store through a registry
+#            (`image push --rewrite`, docker-registry on loopback) to a second store: a blob altered
+#            in the registry is refused at the restore, then the restore pulls it into that store.
 # Usage: cri.sh 1.7|2.3
 set -euo pipefail
 source "$(dirname "$0")/lib/cri.sh"
 source "$(dirname "$0")/lib/fake-cuda.sh"
+source "$(dirname "$0")/lib/registry.sh"
 VER=${1:?usage: cri.sh 1.7|2.3}
 FIX=${NVPROXY_FIXTURES_DIR:?NVPROXY_FIXTURES_DIR (build/test/fixtures) is not set}
 [[ -x $FIX/fake_cuda_app && -f $FIX/libcuda.so && -f $FIX/libnvidia-ml.so ]] || nv_fail "fixtures missing in $FIX"
@@ -166,7 +170,13 @@ if [[ $VER == 1.* ]]; then
   ((rc != 0)) || nv_fail "crictl checkpoint succeeded on containerd $NV_CONTAINERD_VERSION"
   nv_assert_contains "$err" "code = Unimplemented desc = method CheckpointContainer not implemented" "CRI's answer"
   nv_assert_eq CONTAINER_RUNNING "$(nv_cri_state "$C")" "container after the refused checkpoint"
-  echo "PASS cri ($NV_RUNTIME, containerd $NV_CONTAINERD_VERSION)"
+  if [[ -n ${NV_REGISTRY_FLOW:-} ]]; then
+  entries=$(find "$STORE_B/registry" -name .complete | wc -l)
+  nv_assert_eq 1 "$entries" "pulled images in B's store"
+  [[ -n $(find "$STORE_B/registry" -name inventory.img) ]] || nv_fail "CRIU's image is not in B's store"
+  nv_assert_eq 0 "$(find "$STORE" -name '*.img' | wc -l)" "files of A's store used by B"
+fi
+echo "PASS cri ($NV_RUNTIME, containerd $NV_CONTAINERD_VERSION)"
   exit 0
 fi
 
@@ -241,6 +251,47 @@ for f in dump.log stats-dump; do
   if grep -qxF "$f" <<<"$listing"; then nv_log "note: the archive has $f"; else nv_log "note: no $f in the archive (CRI gives CRIU's work path to runc runtimes only)"; fi
 done
 
+if [[ -n ${NV_REGISTRY_FLOW:-} ]]; then
+  # Node A pushes the image from its store to a registry and the archive gets the registry's
+  # reference instead of the store's; node B (a store of its own, A's entries gone) restores
+  # from that archive: the record is checked, the blobs land in B's store, CRIU restores.
+  nv_registry_start
+  SHIM=$NVPROXY_SHIM_DIR/containerd-shim-nvproxy-v1
+  X=$NV_CRI_DIR/archive-x
+  mkdir -p "$X"
+  tar -C "$X" -xf "$ARCHIVE"
+  out=$("$SHIM" image push "$X/checkpoint" "$NV_REGISTRY/ckpt/cuda:v1" --rewrite --tls-verify=false --store "$STORE" 2>&1) \
+    || nv_fail "image push: $out"
+  nv_log "$out"
+  pinned=$(jq -r .registry "$X/checkpoint/nvproxy-image-ref.json")
+  [[ $pinned == "$NV_REGISTRY/ckpt/cuda@sha256:"* ]] || nv_fail "the archive does not refer to the registry: $pinned"
+  nv_assert_eq "nvproxy-cuda.json nvproxy-image-ref.json" "$(ls "$X/checkpoint" | sort | xargs)" "what the rewritten archive's checkpoint/ holds"
+  [[ -z $(find "$STORE" -path '*/.outgoing/*' -type f) ]] || nv_fail "the push left its layout in the store"
+  export ARCHIVE=$NV_CRI_DIR/cuda-checkpoint-registry.tar
+  tar -C "$X" -cf "$ARCHIVE" .
+  nv_log "archive for node B: $(du -k "$ARCHIVE" | cut -f1) KiB"
+  # Node B: a store of its own; nothing of A's store is left.
+  STORE_B=$(mktemp -d /var/tmp/nvproxy-cristore-b.XXXXXX)
+  nv_defer rm -rf "$STORE_B"
+  rm -rf "${STORE:?}"/*
+  sed -i "s|image_store: $STORE|image_store: $STORE_B\n  registry_tls_verify: false|" "$NV_CRI_SHIM_CONFIG"
+  grep -q "image_store: $STORE_B" "$NV_CRI_SHIM_CONFIG" || nv_fail "node B's shim config: $(cat "$NV_CRI_SHIM_CONFIG")"
+
+  nv_log "ckpt: a blob altered in the registry: the restore is refused and B's store keeps nothing"
+  pages=$(skopeo inspect --raw --tls-verify=false "docker://$pinned" \
+    | jq -r '.layers[] | select(.annotations."org.opencontainers.image.title" | test("^pages-")) | .digest' | head -1)
+  blob=$(nv_registry_blob "$pages")
+  [[ -f $blob ]] || nv_fail "no blob $pages in the registry's storage"
+  cp "$blob" "$NV_DIR/pages.saved"
+  printf 'X' | dd of="$blob" bs=1 seek=64 conv=notrunc status=none
+  BAD=$(nv_cri_ctr ck "$POD" cuda-bad '.image.image = $ENV.ARCHIVE | .mounts = ($ENV.CUDA_MOUNTS | fromjson)')
+  if err=$(nv_crictl start "$BAD" 2>&1); then nv_fail "a restore from an altered blob started"; fi
+  nv_assert_contains "$err" "Digest did not match" "the refused restore's error"
+  nv_crictl rm -f "$BAD" >/dev/null 2>&1 || true
+  [[ -z $(find "$STORE_B" -name '*.img') ]] || nv_fail "B's store kept a half-pulled image: $(find "$STORE_B")"
+  cp "$NV_DIR/pages.saved" "$blob"
+fi
+
 nv_log "ckpt: restore by CreateContainer from the archive; CUDA comes back and the work continues"
 nv_crictl stop -t 0 "$K" >/dev/null
 nv_crictl rm "$K" >/dev/null
@@ -263,4 +314,10 @@ after=$(nv_fake_counter "${cp[0]}")
 nv_assert_contains "$(tr '\0' ' ' <"/proc/$(nv_cri_pid "$RS")/cmdline")" /fake/fake_cuda_app "the restored init"
 nv_assert_eq "$(shim_of "$(nv_crictl inspectp -o json "$POD" | jq -r .info.pid)")" "$(shim_of "$(nv_cri_pid "$RS")")" \
   "the restored container is served by the pod's shim"
+if [[ -n ${NV_REGISTRY_FLOW:-} ]]; then
+  entries=$(find "$STORE_B/registry" -name .complete | wc -l)
+  nv_assert_eq 1 "$entries" "pulled images in B's store"
+  [[ -n $(find "$STORE_B/registry" -name inventory.img) ]] || nv_fail "CRIU's image is not in B's store"
+  nv_assert_eq 0 "$(find "$STORE" -name '*.img' | wc -l)" "files of A's store used by B"
+fi
 echo "PASS cri ($NV_RUNTIME, containerd $NV_CONTAINERD_VERSION)"
