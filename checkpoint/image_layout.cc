@@ -104,7 +104,7 @@ std::string write_layout(const fs::path& image_dir, const fs::path& layout_dir, 
                 {"config", {{"mediaType", kRecordMediaType}, {"digest", config_digest}, {"size", record.size()}}},
                 {"layers", layers},
                 {"annotations", {{kRecordAnnotation, record}}}};
-  const std::string text = manifest.dump();
+  std::string text = manifest.dump();
   const std::string digest = digest_of_text(text, layout_dir / "manifest.tmp", runner);
   fs::rename(layout_dir / "manifest.tmp", blob_path(layout_dir, digest));
   json index{{"schemaVersion", 2},

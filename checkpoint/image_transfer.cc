@@ -115,7 +115,7 @@ fs::path pull_image(const std::string& reference, const fs::path& store, ImageRe
 
   const fs::path repo_dir = store / "registry" / flat(repository_of(reference));
   fs::create_directories(repo_dir);
-  const fs::path entry = repo_dir / hex_of(remote.digest);
+  fs::path entry = repo_dir / hex_of(remote.digest);
   // Replicas restored at once pull once: the first holds the lock, the others then find the entry.
   UniqueFd lock(::open((repo_dir / (hex_of(remote.digest) + ".lock")).c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
   if (!lock || ::flock(lock.get(), LOCK_EX) != 0) throw sys_error("locking " + entry.string());

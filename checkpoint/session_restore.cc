@@ -120,7 +120,7 @@ std::filesystem::path CheckpointSession::find_image(const RestoreRequest& req, R
   }
   // An image of the shim's store is read where it is (image_store.h): containerd handed over its
   // reference.
-  const std::filesystem::path image = resolve_image(req.checkpoint, req.image_store);
+  std::filesystem::path image = resolve_image(req.checkpoint, req.image_store);
   if (image != req.checkpoint) log_.info(who + "the image is the store's " + image.string());
   plan = plan_restore(record_of(image, "restore of \"" + t_.id + "\": "));
   return image;
