@@ -17,6 +17,7 @@ CASES=${CASES:-runc143 criu411}
 mkdir -p "$OUTD"
 W=/var/tmp/nvgpu23
 source "$(dirname "${BASH_SOURCE[0]}")/lib/report.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/lib/containerd.sh"
 want() { [[ " $CASES " == *" $1 "* ]]; }
 
 mkdir -p /opt/kit/bin /opt/c411 && tar -C /opt/kit -xJf "$PACK/kit/kit.tar.xz"
@@ -51,26 +52,11 @@ checkpoint:
 EOF
 }
 write_cfg "$RUNC143" /opt/kit/bin/criu-4.2
-cat >"$W/config.toml" <<EOF
-version = 2
-root = "$W/root"
-state = "$W/state"
-disabled_plugins = ["io.containerd.grpc.v1.cri", "io.containerd.nri.v1.nri"]
-[grpc]
-  address = "$SOCK"
-[ttrpc]
-  address = "$SOCK.ttrpc"
-EOF
-NVPROXY_SHIM_CONFIG=$CFG setsid "$CTDDIR/containerd" --config "$W/config.toml" </dev/null >"$W/containerd.log" 2>&1 &
-CTDPID=$!
 CTR() { timeout "${TMO:-180}" "$CTDDIR/ctr" -a "$SOCK" -n gpu "$@"; }
-for _ in $(seq 50); do CTR version >/dev/null 2>&1 && break; sleep 0.2; done
 IMAGE=docker.io/library/nvproxy-gpu:test
-CTR images import --local --snapshotter native "$PACK/gpu-image.tar" >/dev/null || { log "image import failed"; exit 1; }
+ctd_start "$W" "$CFG" "$PACK/gpu-image.tar" native || { log "image import failed"; exit 1; }
 teardown() {
-  for t in $(CTR task ls -q 2>/dev/null); do TMO=10 CTR task kill -a -s KILL "$t" >/dev/null 2>&1; done
-  sleep 2
-  for t in $(CTR task ls -q 2>/dev/null); do TMO=20 CTR task rm -f "$t" >/dev/null 2>&1; done
+  ctd_kill_tasks
   kill "$CTDPID" 2>/dev/null; sleep 1
   gzip -c "$W/containerd.log" >"$OUTD/containerd23.log.gz" 2>/dev/null
   printf '%s\n' "${RESULTS[@]}"

@@ -21,6 +21,7 @@ OUTD=${OUT:-/tmp/nvgpu-runsc}
 mkdir -p "$OUTD"
 W=/var/tmp/nvgpu-runsc
 source "$(dirname "${BASH_SOURCE[0]}")/lib/report.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/lib/containerd.sh"
 
 mkdir -p /opt/kit /opt/runsc && tar -C /opt/kit -xJf .carry/kit/kit.tar.xz && tar -C /opt/runsc -xJf .carry-runsc/runsc.tar.xz
 RUNSC=/opt/runsc/bin/runsc
@@ -45,34 +46,14 @@ gpu:
 checkpoint:
   lock_timeout_ms: 10000
 EOF
-cat >"$W/config.toml" <<EOF
-version = 2
-root = "$W/root"
-state = "$W/state"
-disabled_plugins = ["io.containerd.grpc.v1.cri", "io.containerd.nri.v1.nri"]
-[grpc]
-  address = "$SOCK"
-[ttrpc]
-  address = "$SOCK.ttrpc"
-[debug]
-  level = "info"
-EOF
-NVPROXY_SHIM_CONFIG=$CFG setsid "$CTDDIR/containerd" --config "$W/config.toml" </dev/null >"$W/containerd.log" 2>&1 &
-CTDPID=$!
 CTR() { timeout "${TMO:-180}" "$CTDDIR/ctr" -a "$SOCK" -n gpu "$@"; }
-for _ in $(seq 50); do CTR version >/dev/null 2>&1 && break; sleep 0.2; done
 IMAGE=docker.io/library/nvproxy-gpu:test
-SNAP=overlayfs
-mkdir -p "$W/ovl"/{l,u,w,m}
-mount -t overlay overlay -o "lowerdir=$W/ovl/l,upperdir=$W/ovl/u,workdir=$W/ovl/w" "$W/ovl/m" 2>/dev/null && umount "$W/ovl/m" || SNAP=native
-CTR images import --local --snapshotter $SNAP .carry-runsc/gpu-image.tar >/dev/null || { log "image import failed"; exit 1; }
+ctd_start "$W" "$CFG" .carry-runsc/gpu-image.tar || { log "image import failed"; exit 1; }
 log "containerd up (snapshotter $SNAP)"
 
 teardown() {
   log "teardown"
-  for t in $(CTR task ls -q 2>/dev/null); do TMO=10 CTR task kill -a -s KILL "$t" >/dev/null 2>&1; done
-  sleep 2
-  for t in $(CTR task ls -q 2>/dev/null); do TMO=20 CTR task rm -f "$t" >/dev/null 2>&1; done
+  ctd_kill_tasks
   kill "$CTDPID" 2>/dev/null; sleep 1
   gzip -c "$W/containerd.log" >"$OUTD/containerd.log.gz" 2>/dev/null
   tar -C "$W" -czf "$OUTD/runsc-logs.tgz" runsc-logs 2>/dev/null

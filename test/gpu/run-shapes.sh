@@ -24,6 +24,7 @@ BIG_GIB=${BIG_GIB:-20}
 mkdir -p "$OUTD"
 W=/var/tmp/nvgpu16
 source "$(dirname "${BASH_SOURCE[0]}")/lib/report.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/lib/containerd.sh"
 LAST_ERR=""
 want() { [[ " $CASES " == *" $1 "* ]]; }
 
@@ -59,35 +60,13 @@ ${1:-}
 EOF
 }
 write_cfg
-SNAP=native
-mkdir -p "$W/ovl"/{l,u,w,m}
-if mount -t overlay overlay -o "lowerdir=$W/ovl/l,upperdir=$W/ovl/u,workdir=$W/ovl/w" "$W/ovl/m" 2>/dev/null; then
-  umount "$W/ovl/m"; SNAP=overlayfs
-fi
-cat >"$W/config.toml" <<EOF
-version = 2
-root = "$W/root"
-state = "$W/state"
-disabled_plugins = ["io.containerd.grpc.v1.cri", "io.containerd.nri.v1.nri"]
-[grpc]
-  address = "$SOCK"
-[ttrpc]
-  address = "$SOCK.ttrpc"
-[debug]
-  level = "info"
-EOF
-NVPROXY_SHIM_CONFIG=$CFG setsid "$CTDDIR/containerd" --config "$W/config.toml" </dev/null >"$W/containerd.log" 2>&1 &
-CTDPID=$!
 CTR() { timeout "${TMO:-180}" "$CTDDIR/ctr" -a "$SOCK" -n gpu "$@"; }
-for _ in $(seq 50); do CTR version >/dev/null 2>&1 && break; sleep 0.2; done
 IMAGE=docker.io/library/nvproxy-gpu:test
-CTR images import --local --snapshotter $SNAP "$PACK/gpu-image.tar" >/dev/null || { log "image import failed"; exit 1; }
+ctd_start "$W" "$CFG" "$PACK/gpu-image.tar" || { log "image import failed"; exit 1; }
 log "containerd up (snapshotter $SNAP)"
 teardown() {
   log "teardown"
-  for t in $(CTR task ls -q 2>/dev/null); do TMO=10 CTR task kill -a -s KILL "$t" >/dev/null 2>&1; done
-  sleep 2
-  for t in $(CTR task ls -q 2>/dev/null); do TMO=20 CTR task rm -f "$t" >/dev/null 2>&1; done
+  ctd_kill_tasks
   kill "$CTDPID" 2>/dev/null; sleep 1
   gzip -c "$W/containerd.log" >"$OUTD/containerd16.log.gz" 2>/dev/null
   printf '%s\n' "${RESULTS[@]}"

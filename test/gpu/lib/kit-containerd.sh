@@ -9,6 +9,7 @@
 IMAGE=docker.io/library/nvproxy-gpu:test
 CTDDIR=/opt/kit/root/usr/bin
 source "$(dirname "${BASH_SOURCE[0]}")/report.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/containerd.sh"
 
 kit_install() {
   mkdir -p /opt/kit/bin && tar -C /opt/kit -xJf "$PACK/kit/kit.tar.xz"
@@ -20,30 +21,14 @@ kit_install() {
 
 kit_start() {  # W CFG
   W_KIT=$1
-  SOCK=$1/containerd.sock
-  cat >"$1/config.toml" <<EOT
-version = 2
-root = "$1/root"
-state = "$1/state"
-disabled_plugins = ["io.containerd.grpc.v1.cri", "io.containerd.nri.v1.nri"]
-[grpc]
-  address = "$SOCK"
-[ttrpc]
-  address = "$SOCK.ttrpc"
-EOT
-  NVPROXY_SHIM_CONFIG=$2 setsid "$CTDDIR/containerd" --config "$1/config.toml" </dev/null >"$1/containerd.log" 2>&1 &
-  CTDPID=$!
-  for _ in $(seq 50); do CTR version >/dev/null 2>&1 && break; sleep 0.2; done
-  CTR images import --local --snapshotter native "$PACK/gpu-image.tar" >/dev/null
+  ctd_start "$1" "$2" "$PACK/gpu-image.tar" native
 }
 
 CTR() { timeout "${TMO:-240}" "$CTDDIR/ctr" -a "$SOCK" -n gpu "$@"; }
 
 kit_teardown() {  # NAME
   local t
-  for t in $(CTR task ls -q 2>/dev/null); do TMO=10 CTR task kill -a -s KILL "$t" >/dev/null 2>&1; done
-  sleep 2
-  for t in $(CTR task ls -q 2>/dev/null); do TMO=20 CTR task rm -f "$t" >/dev/null 2>&1; done
+  ctd_kill_tasks
   kill "$CTDPID" 2>/dev/null
   sleep 1
   gzip -c "$W_KIT/containerd.log" >"$OUTD/containerd-$1.log.gz" 2>/dev/null
