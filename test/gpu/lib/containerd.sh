@@ -31,7 +31,7 @@ disabled_plugins = ["io.containerd.grpc.v1.cri", "io.containerd.nri.v1.nri"]
   level = "info"
 EOT
   NVPROXY_SHIM_CONFIG=$cfg setsid "$CTDDIR/containerd" --config "$w/config.toml" </dev/null >"$w/containerd.log" 2>&1 &
-  CTDPID=$!
+  CTDPID=$!  # shellcheck disable=SC2034 # for the caller
   for _ in $(seq 50); do CTR version >/dev/null 2>&1 && break; sleep 0.2; done
   CTR images import --local --snapshotter "$SNAP" "$tar" >/dev/null
 }
