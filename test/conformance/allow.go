@@ -21,7 +21,9 @@ var allowList = []allowance{
 	// and the delete waits until its deadline (the scenario then deletes the created task plainly).
 	{Scenario: "restore_failed", Key: "c0 status after failed start", Runc: "created", Ours: "stopped code=255 exited_at=set",
 		Why: "ours ends a task whose restore failed as a process that ended; runc's shim leaves it created"},
-	{Scenario: "restore_failed", Key: "c0 force delete", Runc: "error TIMEOUT", Ours: "code=255 exited_at=set",
+	// runc's shim mostly hangs here; under load its Kill sometimes fails first (seen once in CI on
+	// containerd 1.7: "error Unknown" after 5 s). Ours is held to the one value.
+	{Scenario: "restore_failed", Key: "c0 force delete", Runc: "error TIMEOUT|error Unknown", Ours: "code=255 exited_at=set",
 		Why: "Delete(WithProcessKill) waits for an exit: ours published one, runc's shim never does (it hangs)"},
 	{Scenario: "restore_failed", Key: "c0 exit", Runc: "none", Ours: "code=255 exited_at=set err=ok",
 		Why: "the client's Wait returns for ours; with runc's shim it never does"},
