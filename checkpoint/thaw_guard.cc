@@ -13,10 +13,18 @@ ThawGuard::ThawGuard(SessionRuntime& rt, std::string id, bool active, Logger& lo
 
 ThawGuard::~ThawGuard() {
   if (!active_) return;
-  try {
-    rt_.pause();
-  } catch (const std::exception& e) {
-    log_.error("checkpoint of \"" + id_ + "\": could not pause it again: " + e.what());
+  // The cgroup v1 freezer gives up on busy tasks under load (runc: "unable to freeze"); a second
+  // try mostly succeeds. Left running, the client's resume still finds it running (Resume).
+  for (int attempt = 1;; ++attempt) {
+    try {
+      rt_.pause();
+      return;
+    } catch (const std::exception& e) {
+      if (attempt < kPauseAttempts) continue;
+      log_.error("checkpoint of \"" + id_ + "\": could not pause it again (" + std::to_string(attempt) +
+                 " tries), it runs: " + e.what());
+      return;
+    }
   }
 }
 

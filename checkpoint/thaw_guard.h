@@ -28,6 +28,7 @@ class ThawGuard {
   std::string after_killed_snapshot(bool client_paused);
 
  private:
+  static constexpr int kPauseAttempts = 3;
   SessionRuntime& rt_;
   std::string id_;
   Logger& log_;

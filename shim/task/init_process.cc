@@ -307,7 +307,21 @@ void InitProcess::run_pause() {
 }
 
 void InitProcess::run_resume() {
-  ctx_.runtime->resume(ctx_.setup.id);
+  try {
+    ctx_.runtime->resume(ctx_.setup.id);
+  } catch (const std::exception& e) {
+    // What resume asks for may be so already: a checkpoint thawed the container for its CUDA
+    // toggles and could not freeze it again (runc's "unable to freeze" under load). The runtime's
+    // own state decides; a container that runs is resumed.
+    std::string status;
+    try {
+      status = ctx_.runtime->state(ctx_.setup.id).status;
+    } catch (const std::exception&) {
+      status.clear();  // unknown: the resume's own error is the one to see
+    }
+    if (status != "running") throw;
+    ctx_.env.log.warn("container \"" + ctx_.setup.id + "\": resume: " + e.what() + "; the runtime says it runs: resumed");
+  }
 }
 
 void InitProcess::run_update(const nlohmann::json& resources) {

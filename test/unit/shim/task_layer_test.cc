@@ -46,6 +46,7 @@ class StubRuntime final : public oci::Runtime {
     std::function<void()> during_checkpoint;
     bool fail_exec = false;
     bool fail_restore = false;
+    std::string fail_resume_state;  // resume fails, and state() answers this status
     std::function<void()> during_kill;
     void record(const std::string& c) {
       std::lock_guard lk(mu);
@@ -76,7 +77,17 @@ class StubRuntime final : public oci::Runtime {
   }
   void remove(const std::string&, bool) override { s_->record("delete"); }
   void pause(const std::string&) override { s_->record("pause"); }
-  void resume(const std::string&) override { s_->record("resume"); }
+  void resume(const std::string& id) override {
+    if (!s_->fail_resume_state.empty())
+      throw Error(Code::Unknown, "runc resume of container \"" + id + "\" failed: container not paused");
+    s_->record("resume");
+  }
+  oci::RuntimeState state(const std::string& id) override {
+    if (s_->fail_resume_state.empty()) return oci::Runtime::state(id);
+    oci::RuntimeState st;
+    st.status = s_->fail_resume_state;
+    return st;
+  }
   void checkpoint(const std::string&, const oci::CheckpointFlags& f) override {
     s_->record(f.leave_running ? "checkpoint --leave-running" : "checkpoint");
     if (s_->during_checkpoint) s_->during_checkpoint();
@@ -424,6 +435,25 @@ TEST_F(TaskLayer, IllegalTransitionsAreRefusedByState) {
   auto d = remove("c1");
   EXPECT_EQ(d.exit_status(), 0u);
   EXPECT_EQ(code_of([&] { state("c1"); }), Code::NotFound);
+}
+
+// A checkpoint thawed the paused container for its CUDA toggles and could not freeze it again
+// (runc's "unable to freeze" under load): the client's resume then finds it running. The runtime's
+// state decides: running is resumed; anything else keeps the resume's error.
+TEST_F(TaskLayer, AResumeOfAContainerTheRuntimeSaysRunsSucceeds) {
+  create("c1");
+  start("c1");
+  task::PauseRequest pr;
+  pr.set_id("c1");
+  svc_->pause(pr);
+  task::ResumeRequest rr;
+  rr.set_id("c1");
+  rt_->fail_resume_state = "paused";
+  EXPECT_EQ(code_of([&] { svc_->resume(rr); }), Code::Unknown) << "resumed though the runtime says paused";
+  EXPECT_EQ(state("c1").status(), containerd::v1::types::PAUSED);
+  rt_->fail_resume_state = "running";
+  EXPECT_EQ(code_of([&] { svc_->resume(rr); }), Code::Ok);
+  EXPECT_EQ(state("c1").status(), containerd::v1::types::RUNNING);
 }
 
 TEST_F(TaskLayer, AnInitSharingTheHostPidNamespaceTakesTheRestWithIt) {
