@@ -48,9 +48,10 @@ nv_docker_start "$NV_DIR/daemon.json"
 nv_assert_eq true "$("$DOCKER" version --format '{{.Server.Experimental}}')" "dockerd's experimental mode"
 nv_docker_load
 
-LOOP='i=0; while :; do i=$((i+1)); echo $i >/tmp/count; echo $i; sleep 0.1; done'
+# /tmp/count is replaced whole (a rename), so a read never sees it truncated and empty (CI once
+# read 0 there, right after a checkpoint).
+LOOP='i=0; while :; do i=$((i+1)); echo $i >/tmp/count.new; mv /tmp/count.new /tmp/count; echo $i; sleep 0.1; done'
 run_counter() { "$DOCKER" run -d --runtime "$1" --network none "$NV_DOCKER_IMG" sh -c "$LOOP"; }
-# (The loop truncates /tmp/count before it writes: a read in between sees nothing.)
 count() {
   local v
   v=$("$DOCKER" exec "$1" cat /tmp/count 2>/dev/null) || v=0
