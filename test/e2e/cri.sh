@@ -170,13 +170,7 @@ if [[ $VER == 1.* ]]; then
   ((rc != 0)) || nv_fail "crictl checkpoint succeeded on containerd $NV_CONTAINERD_VERSION"
   nv_assert_contains "$err" "code = Unimplemented desc = method CheckpointContainer not implemented" "CRI's answer"
   nv_assert_eq CONTAINER_RUNNING "$(nv_cri_state "$C")" "container after the refused checkpoint"
-  if [[ -n ${NV_REGISTRY_FLOW:-} ]]; then
-  entries=$(find "$STORE_B/registry" -name .complete | wc -l)
-  nv_assert_eq 1 "$entries" "pulled images in B's store"
-  [[ -n $(find "$STORE_B/registry" -name inventory.img) ]] || nv_fail "CRIU's image is not in B's store"
-  nv_assert_eq 0 "$(find "$STORE" -name '*.img' | wc -l)" "files of A's store used by B"
-fi
-echo "PASS cri ($NV_RUNTIME, containerd $NV_CONTAINERD_VERSION)"
+  echo "PASS cri ($NV_RUNTIME, containerd $NV_CONTAINERD_VERSION)"
   exit 0
 fi
 
