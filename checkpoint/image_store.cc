@@ -161,7 +161,7 @@ std::optional<ImageRef> read_image_ref(const fs::path& dir) {
 }
 
 void refer_to_registry(const fs::path& dir, const std::string& pinned, const std::string& container) {
-  json j{{"version", 2}, {"registry", pinned}, {"container", container}, {"created", rfc3339_now()}};
+  json j{{"version", ImageRef::kRegistryVersion}, {"registry", pinned}, {"container", container}, {"created", rfc3339_now()}};
   for (const auto& e : std::vector<fs::directory_entry>(fs::directory_iterator(dir), fs::directory_iterator{})) {
     if (e.path().filename() == ImageRecord::kFileName || e.path().filename() == kImageRefFile) continue;
     std::error_code ec;

@@ -29,8 +29,9 @@ namespace nvproxy::checkpoint {
 inline constexpr const char* kImageRefFile = "nvproxy-image-ref.json";
 
 struct ImageRef {
-  static constexpr int kVersion = 2;       // the newest this shim reads
-  static constexpr int kLocalVersion = 1;  // what a reference into the store is written as
+  static constexpr int kLocalVersion = 1;            // what a reference into the store is written as
+  static constexpr int kRegistryVersion = 2;         // what a reference into a registry is written as
+  static constexpr int kVersion = kRegistryVersion;  // the newest this shim reads
   int version = kLocalVersion;
   std::string store;  // the store's directory on the host that wrote it
   std::string entry;  // NAMESPACE/CONTAINER/NAME, relative to the store

@@ -53,11 +53,11 @@ std::string flat(const std::string& repo) {
   return out;
 }
 
+// `p` is `dir` or below it, symlinks and relative paths (the command line's) resolved.
 bool within(const fs::path& p, const fs::path& dir) {
   if (dir.empty()) return false;
   std::error_code ec;
-  std::string a = fs::weakly_canonical(p, ec).string(), b = fs::weakly_canonical(dir, ec).string();
-  return a == b || a.rfind(b + "/", 0) == 0;
+  return path_within(fs::weakly_canonical(dir, ec), fs::weakly_canonical(p, ec));
 }
 
 // Free bytes where `dir` is.

@@ -17,10 +17,14 @@ std::string tls_flag(const char* side, bool verify) {
   return std::string("--") + side + "tls-verify=" + (verify ? "true" : "false");
 }
 
+std::string trim_end(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
 // skopeo's last error line ("time=... level=fatal msg=\"...\"") without the noise around it.
 std::string last_line(const std::string& err) {
-  std::string s = err;
-  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  std::string s = trim_end(err);
   auto nl = s.rfind('\n');
   if (nl != std::string::npos) s = s.substr(nl + 1);
   // logrus' form: time="..." level=fatal msg="what happened"
@@ -69,9 +73,7 @@ std::string SkopeoRegistry::push(const fs::path& layout, const std::string& tag,
   args.push_back("oci:" + layout.string() + ":" + tag);
   args.push_back("docker://" + reference);
   run(args, "pushing the checkpoint image to " + reference, opts_.timeout);
-  std::string digest = read_file(digest_file);
-  while (!digest.empty() && (digest.back() == '\n' || digest.back() == ' ')) digest.pop_back();
-  return digest;
+  return trim_end(read_file(digest_file));
 }
 
 void SkopeoRegistry::pull(const std::string& reference, const fs::path& layout, const std::string& tag) {

@@ -10,9 +10,7 @@
 #include <cerrno>
 #include <chrono>
 #include <exception>
-#include <fstream>
 #include <future>
-#include <iterator>
 #include <set>
 #include <string>
 

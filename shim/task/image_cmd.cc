@@ -4,7 +4,6 @@
 
 #include <chrono>
 
-#include "checkpoint/image_layout.h"
 #include "checkpoint/image_store.h"
 #include "checkpoint/image_transfer.h"
 #include "checkpoint/skopeo_registry.h"
@@ -83,8 +82,8 @@ int image_cmd(const std::vector<std::string>& args, std::ostream& out, std::ostr
       out << "pulled into " << entry.string() << "\n";
       if (paths.size() == 2) {
         std::filesystem::create_directories(paths[1]);
-        checkpoint::ImageStore(store, 1).refer(
-            paths[1], entry, checkpoint::read_image_record(entry) ? checkpoint::read_image_record(entry)->container : "");
+        auto rec = checkpoint::read_image_record(entry);
+        checkpoint::ImageStore(store, 1).refer(paths[1], entry, rec ? rec->container : "");
         out << paths[1] << " refers to it\n";
       }
       return 0;

@@ -317,7 +317,7 @@ void InitProcess::run_resume() {
     try {
       status = ctx_.runtime->state(ctx_.setup.id).status;
     } catch (const std::exception&) {
-      status.clear();  // unknown: the resume's own error is the one to see
+      // unknown (empty): the resume's own error is the one to see
     }
     if (status != "running") throw;
     ctx_.env.log.warn("container \"" + ctx_.setup.id + "\": resume: " + e.what() + "; the runtime says it runs: resumed");
