@@ -12,6 +12,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <thread>
 
 #include "common/log.h"
@@ -315,20 +316,24 @@ TEST(OomWatcher, UnifiedReportsOnlyWhenAnOomCounterGrows) {
   EXPECT_EQ(rec.count("ctr-v2"), 2u);
 }
 
-TEST(OomWatcher, RemoveFromInsideTheCallbackDoesNotDeadlock) {
+namespace {
+// A watcher whose callback removes the container it reports, then records the report.
+class SelfRemovingWatcher : public ::testing::Test {
+ protected:
   FakeUnified f;
   LogCapture cap;
   Recorder rec;
-  OomWatcher* self = nullptr;
-  auto record = rec.fn();
-  OomWatcher w(
-      cap.log,
-      [&](const std::string& id) {
-        self->remove(id);
-        record(id);
-      },
-      f.paths());
-  self = &w;
+  std::function<void(const std::string&)> record = rec.fn();
+  OomWatcher w{cap.log,
+               [this](const std::string& id) {
+                 w.remove(id);
+                 record(id);
+               },
+               f.paths()};
+};
+}  // namespace
+
+TEST_F(SelfRemovingWatcher, RemoveFromInsideTheCallbackDoesNotDeadlock) {
   w.add("ctr-self", 4242);
   ASSERT_TRUE(f.set("1", "1"));
   ASSERT_TRUE(rec.wait_id_count("ctr-self", 1, 3s)) << cap.text();
@@ -365,20 +370,7 @@ TEST(OomWatcher, PollReportsASignalledOomBeforeItReturnsAndOnlyOnce) {
   EXPECT_EQ(rec.count("ctr-v2"), 20u);
 }
 
-TEST(OomWatcher, RemoveFromInsideTheCallbackOfAPollDoesNotDeadlock) {
-  FakeUnified f;
-  LogCapture cap;
-  Recorder rec;
-  OomWatcher* self = nullptr;
-  auto record = rec.fn();
-  OomWatcher w(
-      cap.log,
-      [&](const std::string& id) {
-        self->remove(id);
-        record(id);
-      },
-      f.paths());
-  self = &w;
+TEST_F(SelfRemovingWatcher, RemoveFromInsideTheCallbackOfAPollDoesNotDeadlock) {
   w.add("ctr-self", 4242);
   // The watcher's thread may take the signal first: poll then waits for its delivery.
   ASSERT_TRUE(f.set("1", "1"));
