@@ -254,7 +254,10 @@ if [[ -n ${NV_REGISTRY_FLOW:-} ]]; then
   X=$NV_CRI_DIR/archive-x
   mkdir -p "$X"
   tar -C "$X" -xf "$ARCHIVE"
-  out=$("$SHIM" image push "$X/checkpoint" "$NV_REGISTRY/ckpt/cuda:v1" --rewrite --tls-verify=false --store "$STORE" 2>&1) \
+  # skopeo's deadline in seconds, not the default hour: a hung transfer fails the test quickly.
+  printf 'checkpoint:\n  registry_timeout_s: 60\n' >"$NV_DIR/push.yaml"
+  out=$("$SHIM" image push "$X/checkpoint" "$NV_REGISTRY/ckpt/cuda:v1" --rewrite --tls-verify=false --store "$STORE" \
+    --config "$NV_DIR/push.yaml" 2>&1) \
     || nv_fail "image push: $out"
   nv_log "$out"
   pinned=$(jq -r .registry "$X/checkpoint/nvproxy-image-ref.json")
@@ -268,7 +271,7 @@ if [[ -n ${NV_REGISTRY_FLOW:-} ]]; then
   STORE_B=$(mktemp -d /var/tmp/nvproxy-cristore-b.XXXXXX)
   nv_defer rm -rf "$STORE_B"
   rm -rf "${STORE:?}"/*
-  sed -i "s|image_store: $STORE|image_store: $STORE_B\n  registry_tls_verify: false|" "$NV_CRI_SHIM_CONFIG"
+  sed -i "s|image_store: $STORE|image_store: $STORE_B\n  registry_tls_verify: false\n  registry_timeout_s: 60|" "$NV_CRI_SHIM_CONFIG"
   grep -q "image_store: $STORE_B" "$NV_CRI_SHIM_CONFIG" || nv_fail "node B's shim config: $(cat "$NV_CRI_SHIM_CONFIG")"
 
   nv_log "ckpt: a blob altered in the registry: the restore is refused and B's store keeps nothing"
