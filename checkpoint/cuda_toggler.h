@@ -40,6 +40,7 @@ class CudaError : public Error {
 
 // CUresult values the orchestrator looks at.
 inline constexpr int kCudaNotInitialized = 3;
+inline constexpr int kCudaOperatingSystem = 304;  // what a process answers while it ends
 inline constexpr int kCudaTimeout = 909;
 
 // A restore onto other GPUs: each GPU the process was checkpointed on ("GPU-<uuid>"), paired with

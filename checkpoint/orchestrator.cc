@@ -10,6 +10,7 @@
 #include <mutex>
 #include <optional>
 #include <set>
+#include <thread>
 
 #include "checkpoint/gpu_facts.h"
 #include "checkpoint/hints.h"
@@ -348,6 +349,25 @@ std::optional<StuckProcess> Orchestrator::bring_back_once(pid_t pid, const std::
   return std::nullopt;
 }
 
+std::map<pid_t, std::string> Orchestrator::ended_among(const std::vector<pid_t>& pids, std::chrono::milliseconds grace) {
+  std::map<pid_t, std::string> gone;
+  if (pids.empty()) return gone;
+  auto deadline = Clock::now() + grace;
+  for (;;) {
+    if (holds_) {
+      for (pid_t p : pids)
+        if (std::string why = holds_->gone(p); !why.empty()) gone[p] = why;
+    } else {
+      std::vector<pid_t> now = lister_.list();
+      std::sort(now.begin(), now.end());
+      for (pid_t p : pids)
+        if (!std::binary_search(now.begin(), now.end(), p)) gone[p] = "no longer among the container's processes";
+    }
+    if (gone.size() == pids.size() || Clock::now() >= deadline) return gone;
+    std::this_thread::sleep_for(kEndingPoll);
+  }
+}
+
 Orchestrator::Resumed Orchestrator::bring_back(const std::vector<pid_t>& pids, const std::map<pid_t, CudaState>& believed,
                                                const DeviceMap& map) {
   Resumed out;
@@ -373,6 +393,24 @@ Orchestrator::Resumed Orchestrator::bring_back(const std::vector<pid_t>& pids, c
       out.running.push_back(pid);
     }
   });
+  if (!holds_ && !out.stuck.empty()) {
+    // No hold says at once whether a process ended (a sandbox's pids): one gone from the container
+    // is not stuck.
+    std::vector<pid_t> stuck;
+    bool ending = false;
+    for (const auto& s : out.stuck) {
+      stuck.push_back(s.pid);
+      ending = ending || s.detail.find("(" + std::to_string(kCudaOperatingSystem) + ")") != std::string::npos;
+    }
+    auto gone = ended_among(stuck, ending ? kEndingGrace : std::chrono::milliseconds(0));
+    std::erase_if(out.stuck, [&](const StuckProcess& s) {
+      auto g = gone.find(s.pid);
+      if (g == gone.end()) return false;
+      log_.info("CUDA process " + std::to_string(s.pid) + " has ended (" + g->second + "): nothing to bring back");
+      out.ended.push_back(s.pid);
+      return true;
+    });
+  }
   std::sort(out.running.begin(), out.running.end());
   std::sort(out.ended.begin(), out.ended.end());
   std::sort(out.stuck.begin(), out.stuck.end(), [](const auto& a, const auto& b) { return a.pid < b.pid; });

@@ -16,6 +16,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -216,6 +217,10 @@ class Orchestrator {
   class Toggled;
   class HoldGuard;
   std::vector<pid_t> drop_ended(Attempt& a, Classified& c, std::map<pid_t, CudaError>& failed, const char* before);
+  // Which of `pids` have ended, and why: the process holds say (host pids); without them (a
+  // sandbox's pids) a pid no longer among the container's processes has ended. Each is given
+  // `grace` to go: a toggle fails while its process is ending (its CUDA already torn down).
+  std::map<pid_t, std::string> ended_among(const std::vector<pid_t>& pids, std::chrono::milliseconds grace);
   void lock_all(Attempt& a, Classified& c, Toggled& t);
   struct Newcomers;  // processes holding GPU devices started between the scan and the hold
   CheckpointOutcome checkpoint_once(const CheckpointRequest& req, const ReleasingSnapshotFn& snapshot, bool may_retry);
@@ -224,8 +229,15 @@ class Orchestrator {
   void take_in_newcomers(Attempt& a, HoldGuard& h, Classified& c, Toggled& t, std::set<pid_t>& held,
                          std::map<pid_t, std::vector<Holder>> fresh, bool may_retry);
   void checkpoint_all(Attempt& a, Classified& c, Toggled& t);
-  void verify(Attempt& a, const std::vector<pid_t>& pids, const Classified& c, Toggled& t);
-  void take_snapshot(Attempt& a, const ReleasingSnapshotFn& snapshot, const ReleasePlan& plan, HoldGuard& h, Toggled& t);
+  void verify(Attempt& a, const std::vector<pid_t>& pids, Classified& c, Toggled& t, bool may_retry);
+  // Without a hold (a sandbox): CUDA processes started after the scan are locked and checkpointed
+  // as the others were, while the rest of the container runs on; false when one could not be.
+  bool take_in_unheld(Attempt& a, Classified& c, Toggled& t, const std::map<pid_t, std::vector<Holder>>& fresh);
+  void take_snapshot(Attempt& a, const ReleasingSnapshotFn& snapshot, const ReleasePlan& plan, HoldGuard& h, Toggled& t,
+                     const std::vector<pid_t>& scanned, bool may_retry);
+  // Device holders now that are neither toggled nor among `scanned` (all: every holder now).
+  std::map<pid_t, std::vector<Holder>> untoggled_newcomers(const std::vector<pid_t>& scanned, Toggled& t,
+                                                           std::map<pid_t, std::vector<Holder>>* all = nullptr);
   void snapshot_only(Attempt& a, const ReleasingSnapshotFn& snapshot);
   void resume(Attempt& a, const std::vector<pid_t>& toggled, Toggled& t);
   std::vector<ProcessReport> failure_rows(const Classified& c, const std::map<pid_t, CudaError>& failed);

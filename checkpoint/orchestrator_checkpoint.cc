@@ -298,8 +298,8 @@ CheckpointOutcome Orchestrator::checkpoint_once(const CheckpointRequest& req, co
     if (auto fresh = hold_still(a, h, t, held, pids); !fresh.empty())
       take_in_newcomers(a, h, *c, t, held, std::move(fresh), may_retry);
     checkpoint_all(a, *c, t);
-    verify(a, pids, *c, t);
-    take_snapshot(a, snapshot, c->release, h, t);
+    verify(a, pids, *c, t, may_retry);
+    take_snapshot(a, snapshot, c->release, h, t, pids, may_retry);
   } catch (const Newcomers&) {
     t.undo_for_retry();
     throw;
@@ -333,8 +333,17 @@ std::vector<ProcessReport> Orchestrator::failure_rows(const Classified& c, const
 // a failure: it is left out, with a log line, and the checkpoint goes on without it.
 std::vector<pid_t> Orchestrator::drop_ended(Attempt& a, Classified& c, std::map<pid_t, CudaError>& failed, const char* before) {
   std::vector<pid_t> ended;
+  // Only a process that answered as an ending one does is waited for; the others are asked once.
+  std::vector<pid_t> pids;
+  bool ending = false;
+  for (const auto& [pid, e] : failed) {
+    pids.push_back(pid);
+    ending = ending || e.driver_code() == kCudaOperatingSystem;
+  }
+  auto gone = ended_among(pids, ending ? kEndingGrace : std::chrono::milliseconds(0));
   for (auto it = failed.begin(); it != failed.end();) {
-    std::string why = holds_ ? holds_->gone(it->first) : std::string();
+    auto g = gone.find(it->first);
+    std::string why = g == gone.end() ? std::string() : g->second;
     if (why.empty()) {
       ++it;
       continue;
@@ -488,10 +497,73 @@ void Orchestrator::checkpoint_all(Attempt& a, Classified& c, Toggled& t) {
                      "CUDA checkpoint failed in " + count_processes(failed.size()));
 }
 
-void Orchestrator::verify(Attempt& a, const std::vector<pid_t>& pids, const Classified& c, Toggled& t) {
+// Newcomers where nothing holds the container (a sandbox): each taken in while the rest runs on.
+// A round is short (one lock and checkpoint each), so a job runner's next worker rarely lands in it;
+// the verify after it decides.
+constexpr int kUnheldRounds = 4;
+
+bool Orchestrator::take_in_unheld(Attempt& a, Classified& c, Toggled& t, const std::map<pid_t, std::vector<Holder>>& fresh) {
+  Phase ph = a.phase("newcomers");
+  std::vector<pid_t> waiting, taken;
+  for (const auto& [pid, hs] : fresh) waiting.push_back(pid);
+  auto deadline = Clock::now() + kNewcomerInit;
+  bool ok = true;
+  while (!waiting.empty()) {
+    std::vector<pid_t> still;
+    for (pid_t pid : waiting) {
+      try {
+        if (toggler_->get_state(pid) != CudaState::Running) throw std::runtime_error("not running");
+      } catch (const std::exception&) {
+        still.push_back(pid);
+        continue;
+      }
+      c.holders[pid] = fresh.at(pid);
+      try {
+        toggler_->lock(pid, cfg_.lock_timeout_ms);
+        t.record(pid, CudaState::Locked);
+        toggler_->checkpoint(pid);
+        t.record(pid, CudaState::Checkpointed);
+        c.state[pid] = CudaState::Running;
+        c.cuda.push_back(pid);
+        taken.push_back(pid);
+      } catch (const std::exception& e) {
+        t.unsure(pid);
+        log_.info("checkpoint " + a.req.container_id + ": newcomer pid " + std::to_string(pid) + ": " + e.what());
+        ok = false;
+      }
+    }
+    waiting.swap(still);
+    if (waiting.empty() || Clock::now() >= deadline) break;
+    std::this_thread::sleep_for(kNewcomerPoll);
+  }
+  // One that never became a CUDA process, or ended meanwhile, is for the next verify to judge.
+  ph.done(taken.empty() ? "none taken in" : "pids " + comma_list(taken) + " locked and checkpointed");
+  return ok && !taken.empty();
+}
+
+std::map<pid_t, std::vector<Holder>> Orchestrator::untoggled_newcomers(const std::vector<pid_t>& scanned, Toggled& t,
+                                                                       std::map<pid_t, std::vector<Holder>>* all) {
+  auto left = by_pid(scanner_.scan(lister_.list()));
+  std::map<pid_t, std::vector<Holder>> fresh;
+  for (const auto& [pid, hs] : left)
+    if (!t.toggled(pid) && !std::binary_search(scanned.begin(), scanned.end(), pid)) fresh[pid] = hs;
+  if (all) *all = std::move(left);
+  return fresh;
+}
+
+void Orchestrator::verify(Attempt& a, const std::vector<pid_t>& pids, Classified& c, Toggled& t, bool may_retry) {
+  std::map<pid_t, std::vector<Holder>> left;
+  for (int round = 0;; ++round) {
+    auto fresh = untoggled_newcomers(pids, t, &left);  // a process started meanwhile counts too
+    if (hold_ || fresh.empty() || round == kUnheldRounds) break;
+    if (!take_in_unheld(a, c, t, fresh)) {
+      if (!may_retry) break;
+      Newcomers n;
+      for (const auto& [pid, _] : fresh) n.pids.push_back(pid);
+      throw n;
+    }
+  }
   Phase verify = a.phase("verify");
-  std::vector<pid_t> now = lister_.list();  // a process started meanwhile counts too
-  auto left = by_pid(scanner_.scan(now));
   // What the snapshot releases may remain: a released process's inherited fds and its mappings of
   // the released devices, nothing more.
   std::size_t released = 0;
@@ -529,7 +601,7 @@ void Orchestrator::verify(Attempt& a, const std::vector<pid_t>& pids, const Clas
 }
 
 void Orchestrator::take_snapshot(Attempt& a, const ReleasingSnapshotFn& snapshot, const ReleasePlan& plan, HoldGuard& h,
-                                 Toggled& t) {
+                                 Toggled& t, const std::vector<pid_t>& scanned, bool may_retry) {
   Phase snap = a.phase("snapshot");
   if (h.on()) try {
       h.hand_to_runtime();
@@ -566,6 +638,18 @@ void Orchestrator::take_snapshot(Attempt& a, const ReleasingSnapshotFn& snapshot
       throw t.rollback({}, Code::DeadlineExceeded, "failed", d.reason, true);
     }
     snap.done("failed");
+    // Without a hold a CUDA process can start between the verify and the runtime's own pause (a
+    // job runner's next worker under runsc: "Can't save pma ... nvproxy.frontendFDMemmapFile"):
+    // that is a newcomer, and the attempt is made again.
+    if (!h.on() && may_retry)
+      if (auto fresh = untoggled_newcomers(scanned, t); !fresh.empty()) {
+        std::string what = e.what();
+        log_.info("checkpoint " + a.req.container_id + ": the runtime's checkpoint failed (" + what.substr(0, what.find('\n')) +
+                  ") with CUDA processes started after the verify");
+        Newcomers n;
+        for (const auto& [pid, _] : fresh) n.pids.push_back(pid);
+        throw n;
+      }
     throw t.rollback({}, e.code(), "failed", std::string("the runtime's checkpoint failed: ") + e.what());
   } catch (const std::exception& e) {
     take_back();

@@ -28,6 +28,12 @@ namespace detail {
 
 using Clock = std::chrono::steady_clock;
 
+// How long a process whose toggle failed is given to be gone: a job runner's worker fails its lock
+// or checkpoint with OPERATING_SYSTEM as it ends, and under runsc, locked, took up to 3.5 s to go
+// (measured on the H200).
+constexpr auto kEndingGrace = std::chrono::milliseconds(4000);
+constexpr auto kEndingPoll = std::chrono::milliseconds(50);
+
 inline std::string fmt_ms(double ms) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.1f", ms);

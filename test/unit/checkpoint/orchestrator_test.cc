@@ -14,6 +14,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <mutex>
 #include <thread>
 #include <utility>
 
@@ -1311,4 +1312,126 @@ TEST_F(OrchestratorTest, AJaxProcessIsRefusedWhereNothingHoldsItStill) {
   auto held = make_with([&](OrchestratorTools& ot) { ot.hold = &hold; });
   auto out = held.checkpoint(req(), counting_snapshot());
   EXPECT_EQ(out.toggled, std::vector<pid_t>{a});
+}
+
+namespace {
+// A toggler whose checkpoint of one pid fails as that process ends (a job runner's worker under
+// runsc answers CUDA_ERROR_OPERATING_SYSTEM while it exits).
+struct EndsOnCheckpoint final : CudaToggler {
+  CudaToggler& real;
+  pid_t ending = 0;
+  std::function<void(pid_t)> end;
+  explicit EndsOnCheckpoint(CudaToggler& r) : real(r) {}
+  std::string describe() override { return real.describe(); }
+  CudaState get_state(pid_t pid) override { return real.get_state(pid); }
+  void lock(pid_t pid, unsigned timeout_ms) override { real.lock(pid, timeout_ms); }
+  void checkpoint(pid_t pid) override {
+    if (pid != ending) return real.checkpoint(pid);
+    end(pid);
+    throw CudaError(pid, "checkpoint", 304, "CUDA_ERROR_OPERATING_SYSTEM");
+  }
+  void restore(pid_t pid) override { real.restore(pid); }
+  void unlock(pid_t pid) override { real.unlock(pid); }
+};
+}  // namespace
+
+// Issue 33, item 2, where nothing holds the container (a gVisor sandbox's pids): a worker whose
+// checkpoint fails because it is ending is left out once it is gone from the container's list, and
+// nothing calls it stuck.
+TEST_F(OrchestratorTest, WithoutAHoldAWorkerThatEndsDuringItsCheckpointIsLeftOut) {
+  pid_t a = gpu.start_app(), b = gpu.start_app();
+  std::mutex mu;
+  std::vector<pid_t> listed{a, b};
+  FunctionLister sandbox_list([&] {
+    std::lock_guard lk(mu);
+    return listed;
+  });
+  EndsOnCheckpoint t(toggler);
+  t.ending = b;
+  t.end = [&](pid_t pid) {
+    ::kill(pid, SIGKILL);
+    std::lock_guard lk(mu);
+    std::erase(listed, pid);
+  };
+  UniqueFd logfd(::memfd_create("orchestrator-log", MFD_CLOEXEC));
+  ASSERT_TRUE(logfd);
+  log.set_fd(logfd.get());
+  auto o = make_with([&](OrchestratorTools& ot) { ot.lister = &sandbox_list; }, &t);
+  CheckpointOutcome out = o.checkpoint(req(), counting_snapshot());
+  log.set_fd(-1);
+  std::string logged(8192, '\0');
+  logged.resize(static_cast<std::size_t>(std::max<ssize_t>(0, ::pread(logfd.get(), logged.data(), logged.size(), 0))));
+  EXPECT_EQ(out.toggled, std::vector<pid_t>{a});
+  EXPECT_EQ(snapshots, 1);
+  EXPECT_EQ(gpu.state(a), "running");
+  EXPECT_TRUE(has(logged, P(b) + " ended before its CUDA checkpoint (no longer among the container's processes)")) << logged;
+}
+
+// The same worker still listed (alive and failing): that is a failure, rolled back, and it is the
+// one process reported stuck if it stays locked.
+TEST_F(OrchestratorTest, WithoutAHoldAWorkerThatFailsAndStaysIsAFailure) {
+  pid_t a = gpu.start_app(), b = gpu.start_app();
+  pids = {a, b};
+  EndsOnCheckpoint t(toggler);
+  t.ending = b;
+  t.end = [](pid_t) {};
+  auto o = make(&t);
+  try {
+    o.checkpoint(req(), counting_snapshot());
+    ADD_FAILURE() << "the checkpoint succeeded";
+  } catch (const Error& e) {
+    EXPECT_TRUE(has(e.what(), "CUDA checkpoint failed in 1 process")) << e.what();
+    EXPECT_TRUE(has(e.what(), "CUDA_ERROR_OPERATING_SYSTEM (304)")) << e.what();
+  }
+  EXPECT_EQ(snapshots, 0);
+  EXPECT_EQ(gpu.state(a), "running");
+  EXPECT_EQ(gpu.state(b), "running") << "rolled back: it was only locked";
+}
+
+// Issue 33, item 2, where nothing holds the container: a CUDA worker that starts during the
+// checkpoint is found by the verify, locked and checkpointed while the rest runs on, and resumed
+// with the others; the runtime snapshots only after that.
+TEST_F(OrchestratorTest, WithoutAHoldAWorkerStartedDuringTheCheckpointIsTakenInBeforeTheSnapshot) {
+  pid_t a = gpu.start_app();
+  pids = {a};
+  pid_t worker = 0;
+  StartsAWorkerOnLock t(toggler);
+  t.on_first_lock = [&] {
+    worker = gpu.start_app();
+    pids.push_back(worker);
+  };
+  auto o = make(&t);
+  std::vector<std::string> states_at_snapshot;
+  CheckpointOutcome out = o.checkpoint(req(), [&] {
+    ++snapshots;
+    states_at_snapshot = {gpu.state(a), gpu.state(worker)};
+  });
+  ASSERT_GT(worker, 0);
+  EXPECT_EQ(out.toggled, (std::vector<pid_t>{a, worker}));
+  EXPECT_EQ(snapshots, 1);
+  EXPECT_EQ(states_at_snapshot, (std::vector<std::string>{"checkpointed", "checkpointed"}));
+  EXPECT_EQ(gpu.state(a), "running");
+  EXPECT_EQ(gpu.state(worker), "running");
+  EXPECT_TRUE(diag_json()["phases"].contains("newcomers_ms")) << diag_json()["phases"];
+}
+
+// Where nothing holds the container, a CUDA worker can start between the verify and the runtime's
+// own pause, and the runtime's snapshot then fails on its device mappings (runsc: "Can't save pma
+// ... nvproxy.frontendFDMemmapFile"): the attempt is made again from a scan that sees it.
+TEST_F(OrchestratorTest, WithoutAHoldASnapshotFailedByAWorkerStartedAfterTheVerifyIsMadeAgain) {
+  pid_t a = gpu.start_app();
+  pids = {a};
+  pid_t worker = 0;
+  auto o = make();
+  CheckpointOutcome out = o.checkpoint(req(), [&] {
+    if (++snapshots > 1) return;
+    worker = gpu.start_app();
+    pids.push_back(worker);
+    throw Error(Code::Internal, "encoding error: Can't save pma with non-MemoryFile of type *nvproxy.frontendFDMemmapFile");
+  });
+  ASSERT_GT(worker, 0);
+  EXPECT_EQ(snapshots, 2);
+  EXPECT_EQ(out.toggled, (std::vector<pid_t>{a, worker}));
+  EXPECT_EQ(gpu.state(a), "running");
+  EXPECT_EQ(gpu.state(worker), "running");
 }
