@@ -4,6 +4,9 @@
  *   gpu_hold hold GIB READYFILE      cuInit, primary context on GPU 0, allocates GIB GiB, fills it with
  *                                    a pattern, writes READYFILE, waits for SIGTERM, then checks the
  *                                    whole buffer and prints "gpu_hold PID: data OK" (or BAD) to stdout
+ *                                    Env GPU_HOLD_POOL_GIB=P: also allocates P GiB it never writes (a
+ *                                    preallocated KV pool), sums it once before READYFILE and again
+ *                                    at SIGTERM: "pool same" (or CHANGED) and how much of it reads zero
  *   gpu_hold toggle MODE PID...      MODE parallel|serial: lock all, checkpoint all, restore all,
  *                                    unlock all (parallel: one thread per pid per step; serial: one
  *                                    pid after another); never calls cuInit, like the shim. Prints
@@ -94,6 +97,29 @@ static void context(void) {
   CK(cuCtxSetCurrent(ctx));
 }
 
+/* A digest of a device region read back 64 MiB at a time (FNV-style over 8-byte words), and how
+ * many of its 4 KiB pages are all zero. */
+static unsigned long long pool_digest(CUdeviceptr d, size_t bytes, size_t* zero_pages) {
+  size_t chunk = 64u << 20;
+  unsigned long long* buf = malloc(chunk);
+  unsigned long long h = 1469598103934665603ull;
+  *zero_pages = 0;
+  for (size_t off = 0; off < bytes; off += chunk) {
+    size_t n = bytes - off < chunk ? bytes - off : chunk;
+    CK(cuMemcpyDtoH(buf, d + off, n));
+    for (size_t p = 0; p < n / 4096; ++p) {
+      unsigned long long any = 0;
+      for (size_t i = 0; i < 512; ++i) {
+        any |= buf[p * 512 + i];
+        h = (h ^ buf[p * 512 + i]) * 1099511628211ull;
+      }
+      *zero_pages += any == 0;
+    }
+  }
+  free(buf);
+  return h;
+}
+
 static volatile sig_atomic_t g_stop;
 static void on_term(int s) { (void)s; g_stop = 1; }
 
@@ -105,6 +131,15 @@ static int hold(double gib, const char* ready) {
   const unsigned pattern = 0x5eed0000u ^ (unsigned)getpid();
   CK(cuMemsetD32(d, pattern, words));
   CK(cuCtxSynchronize());
+  const char* pool_env = getenv("GPU_HOLD_POOL_GIB");
+  size_t pool_bytes = pool_env ? (size_t)(atof(pool_env) * (1ull << 30)) : 0;
+  CUdeviceptr pool = 0;
+  size_t pool_zero = 0, pool_zero_after = 0;
+  unsigned long long pool_sum = 0, pool_sum_after = 0;
+  if (pool_bytes) {
+    CK(cuMemAlloc(&pool, pool_bytes));
+    pool_sum = pool_digest(pool, pool_bytes, &pool_zero);
+  }
   signal(SIGTERM, on_term);
   FILE* f = fopen(ready, "w");
   if (!f) { perror(ready); return 1; }
@@ -119,6 +154,13 @@ static int hold(double gib, const char* ready) {
     size_t n = bytes - off < chunk ? bytes - off : chunk;
     CK(cuMemcpyDtoH(buf, d + off, n));
     for (size_t i = 0; i < n / 4; ++i) bad += buf[i] != pattern;
+  }
+  if (pool_bytes) {
+    pool_sum_after = pool_digest(pool, pool_bytes, &pool_zero_after);
+    bad += pool_sum_after != pool_sum || pool_zero_after != pool_zero;
+    printf("gpu_hold %d: pool %.1f GiB %s, %.1f%% of it zero pages\n", getpid(), pool_bytes / 1073741824.0,
+           pool_sum_after == pool_sum && pool_zero_after == pool_zero ? "same" : "CHANGED",
+           100.0 * (double)pool_zero / (double)(pool_bytes / 4096));
   }
   printf("gpu_hold %d: %.0f GiB data %s\n", getpid(), gib, bad ? "BAD" : "OK");
   return bad ? 1 : 0;

@@ -16,6 +16,9 @@
 #               naming XLA's library (what runsc gets, where nothing holds the sandbox still)
 #   netns       a CUDA container with a network namespace of its own on this machine without
 #               iptables-restore: refused before any toggle, naming it
+# RUNTIME=runsc: the same cases through the current runsc with nvproxy (.carry/runsc.tar.xz), where
+# nothing holds the sandbox's threads still: jax-refused is refused there with hold_still on, and
+# jobs shows processes that come and go inside the sandbox.
 # Prints "RESULT PASS|FAIL name: detail"; the containerd log and the reports go to $OUT.
 # Run: set -o pipefail; timeout 540 bash test/gpu/run-hold-still.sh 2>&1 | tee $OUT/hold.log
 set -uo pipefail
@@ -23,10 +26,18 @@ REPO=$(pwd)
 PACK=${PACK:-$REPO/.carry}
 OUTD=${OUT:-/tmp/nvgpu-out}
 CASES=${CASES:-jobs jax jax-nohold nccl1 netns}
+RUNTIME=${RUNTIME:-runc}
 mkdir -p "$OUTD"
 W=/var/tmp/nvgpu-hold
 source "$REPO/test/gpu/lib/kit-containerd.sh"
 kit_install
+RT="{binary: /opt/kit/root/usr/sbin/runc, root: /run/containerd/nvproxy-gpuhold, criu_path: /opt/kit/bin/criu}"
+if [[ $RUNTIME == runsc ]]; then
+  mkdir -p /opt/runsc && tar -C /opt/runsc -xJf "$PACK/runsc.tar.xz"
+  log "runsc: $(/opt/runsc/bin/runsc --version | head -1)"
+  RT="{binary: /opt/runsc/bin/runsc, root: /run/containerd/nvproxy-gpuhold-runsc, extra_args: [\"--network=none\", \"--ignore-cgroups\"]}"
+  NET=${NET-}
+fi
 # JAX: whichever Python of the machine imports it (its directory is bound into the containers).
 PYJ=""
 for p in /opt/*/.venv/bin/python3 /opt/*/bin/python3 /usr/bin/python3 /usr/local/bin/python3; do
@@ -39,7 +50,7 @@ rm -rf "$W"; mkdir -p "$W"
 CFG=$W/shim.yaml
 write_cfg() {  # HOLD(true|false) [CHECKPOINT_LINE]
   cat >"$CFG" <<EOT
-runtime: {binary: /opt/kit/root/usr/sbin/runc, root: /run/containerd/nvproxy-gpuhold, criu_path: /opt/kit/bin/criu}
+runtime: $RT
 log_level: debug
 gpu:
   driver_root: /
@@ -64,6 +75,37 @@ start() {  # NAME PY SCRIPT [ENV=V...]
     --mount "type=bind,src=$H/$id,dst=/out,options=rbind:rw" --env NVIDIA_VISIBLE_DEVICES=all --env HOME=/tmp \
     --env PYTHONUNBUFFERED=1 "${envs[@]}" $IMAGE "$id" sh -c "exec $py /probe/$script >/out/workload.log 2>&1" >/dev/null ||
     log "start of $id failed"
+}
+# A checkpoint that takes longer than WATCH s gets every thread of the container and of the shim's
+# helpers dumped to $OUTD/stalls.txt (state, wchan, kernel stack, tracer): what it waits on.
+WATCH=${WATCH:-30}
+dump_threads() {  # TAG PID...
+  local p t
+  for p in "${@:2}"; do
+    for t in /proc/$p/task/*; do
+      echo "== $1 pid $p tid ${t##*/} $(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | cut -c1-80)"
+      grep -E '^(State|TracerPid|SigBlk)' "$t/status" 2>/dev/null | tr '\n' ' '; echo " wchan=$(cat "$t/wchan" 2>/dev/null) syscall=$(cut -d' ' -f1 "$t/syscall" 2>/dev/null)"
+      sed 's/^/    /' "$t/stack" 2>/dev/null | head -12
+    done
+  done
+}
+watched_checkpoint() {  # ID REF: runs ctr c checkpoint --task --rw; sets err and rc
+  local id=$1 ref=$2 pid n=0
+  CTR c checkpoint --task --rw "$id" "$ref" >"$W/ck.out" 2>&1 &
+  pid=$!
+  while kill -0 "$pid" 2>/dev/null; do
+    sleep 0.5; n=$((n + 1))
+    if ((n == WATCH * 2)); then
+      log "$id: checkpoint still running after $WATCH s: dumping threads to stalls.txt"
+      { echo "#### $id $ref at $(now)"
+        dump_threads container $(cat "/sys/fs/cgroup/gpu/$id/cgroup.procs" 2>/dev/null || find /sys/fs/cgroup -path "*gpu*$id*" -name cgroup.procs -exec cat {} + 2>/dev/null)
+        dump_threads helper $(pgrep -f nvproxy-cuda-helper)
+        dump_threads shim $(pgrep -f containerd-shim-nvproxy-v1)
+      } >>"$OUTD/stalls.txt" 2>&1
+    fi
+  done
+  wait "$pid"; rc=$?
+  err=$(cat "$W/ck.out")
 }
 field() { cut -d' ' -f"$2" "$1" 2>/dev/null; }
 num() { local v; v=$(field "$1" "$2"); [[ $v =~ ^[0-9]+$ ]] && echo "$v" || echo 0; }
@@ -191,7 +233,7 @@ nccl1_case() {
 # Without the hold (hold_still: false here; runsc always), JAX is refused before any toggle.
 jax_refused_case() {
   local err rc f at
-  write_cfg false
+  if [[ $RUNTIME == runsc ]]; then write_cfg true; else write_cfg false; fi
   start jax-refused "$PYJ" jax_workload.py "${JAXENV[@]}"
   f=$H/jax-refused/jax.txt
   wait_until 180 past "$f" 1 100 || { result FAIL jax-refused "did not start"; return; }
@@ -235,13 +277,14 @@ for c in $CASES; do
     jax) [[ -n $PYJ ]] && jax_case jax true || result FAIL jax "no Python with JAX here" ;;
     jax-nohold) [[ -n $PYJ ]] && jax_case jax-nohold false || result FAIL jax-nohold "no Python with JAX here" ;;
     jobs)
-      write_cfg true
+      # A stalled CUDA toggle is bounded at 60 s here (10 min by default): rolled back, reported.
+      write_cfg true '  toggle_timeout_ms: 60000'
       start jobs "$PYT" job_runner.py
       f=$H/jobs/jobs.txt
       wait_until 180 past "$f" 2 2 || { result FAIL jobs "did not start: $(tail -3 "$H/jobs/workload.log")"; continue; }
       ok=1 times=""
       for i in 1 2 3; do
-        s=$(now); err=$(CTR c checkpoint --task --rw jobs "ckpt-jobs$i" 2>&1); rc=$?; e=$(now)
+        s=$(now); watched_checkpoint jobs "ckpt-jobs$i"; e=$(now)
         report jobs
         times+=" $(dt "$s" "$e")"
         log "jobs: checkpoint $i rc=$rc in $(dt "$s" "$e") s, jobs $(cat "$f"), status $(status jobs)"

@@ -28,7 +28,7 @@ STORE=${STORE:-$W/store}; DROP=${DROP:-yes}
 rm -rf "$STORE"; mkdir -p "$STORE"
 cp "$PACK/bin/gpu_hold" "$W/tools/"
 CFG=$W/shim.yaml
-write_cfg() {  # STORE (empty: none)
+write_cfg() {  # STORE (empty: none) [SKIP_ZERO_PAGES(true|false)]
   cat >"$CFG" <<EOF
 runtime: {binary: /opt/kit/root/usr/sbin/runc, root: /run/containerd/nvproxy-gpu26, criu_path: /opt/kit/bin/criu}
 log_level: debug
@@ -39,6 +39,7 @@ checkpoint:
   content_store: $W/root
 ${1:+  image_store: $1
   image_store_keep: 1}
+  skip_zero_pages: ${2:-true}
 EOF
 }
 write_cfg ""
@@ -65,11 +66,16 @@ gib() { awk -v b="$1" 'BEGIN{printf "%.1f", b/1073741824}'; }
 ROWS=("| path | GiB | checkpoint s | CUDA ckpt s | CRIU dump s | floor s (+ CUDA resume) | x floor | image GiB | peak disk x image | restore s | data |"
   "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
 n=0
-run_one() {  # PATH GIB PROCS
-  local path=$1 g=$2 procs=$3 id rep img cmd i ok data
+run_one() {  # PATH GIB PROCS (pool|pool-keep: PROCS is the never-written pool's GiB beside GIB written)
+  local path=$1 g=$2 procs=$3 id rep img cmd i ok data pool=""
   n=$((n + 1)); id=s$n
-  if [[ $path == image-store ]]; then write_cfg "$STORE"; else write_cfg ""; fi
-  cmd=""; for i in $(seq "$procs"); do cmd+="/tools/gpu_hold hold $g /out/ready$i >/out/log$i 2>&1 & "; done
+  case $path in
+    image-store) write_cfg "$STORE" ;;
+    pool) write_cfg "$STORE" true; pool=$procs; procs=1 ;;
+    pool-keep) write_cfg "$STORE" false; pool=$procs; procs=1 ;;
+    *) write_cfg "" ;;
+  esac
+  cmd=""; for i in $(seq "$procs"); do cmd+="GPU_HOLD_POOL_GIB=${pool:-0} /tools/gpu_hold hold $g /out/ready$i >/out/log$i 2>&1 & "; done
   mkdir -p "$W/h/$id"
   CTR run -d --snapshotter native --runtime io.containerd.nvproxy.v1 --net-host "${BINDS[@]}" \
     --mount "type=bind,src=$W/tools,dst=/tools,options=rbind:ro" --mount "type=bind,src=$W/h/$id,dst=/out,options=rbind:rw" \
@@ -91,7 +97,10 @@ run_one() {  # PATH GIB PROCS
   cuda=$(phase "$rep" checkpoint); snap=$(phase "$rep" snapshot); res=$(phase "$rep" resume)
   # The driver + CRIU chain: CUDA checkpoint, CRIU dump, and CUDA back in the container that runs on.
   floor=$(awk -v a="$cuda" -v b="$snap" -v c="$res" 'BEGIN{printf "%.2f", a+b+c}')
-  if [[ $path == image-store ]]; then img=$(du -sb "$STORE" | awk '{print $1}'); else img=$((g * procs * 1073741824)); fi
+  local ondisk=""
+  if [[ $path != content-store ]]; then
+    img=$(du -sb "$STORE" | awk '{print $1}'); ondisk=" (on disk $(gib "$(du -s -B1 "$STORE" | awk '{print $1}')"))"
+  else img=$((g * procs * 1073741824)); fi
   TMO=60 CTR task kill -a -s KILL $id >/dev/null
   for _ in $(seq 100); do [[ $(CTR task ls | awk -v i=$id '$1==i{print $3}') == STOPPED ]] && break; sleep 0.2; done
   CTR task rm $id >/dev/null; CTR c rm $id >/dev/null
@@ -102,7 +111,8 @@ run_one() {  # PATH GIB PROCS
   for _ in $(seq 300); do [[ $(cat "$W/h/$id"/log* 2>/dev/null | grep -c 'data ') -ge $procs ]] && break; sleep 0.2; done
   data=$(cat "$W/h/$id"/log* | grep -o 'data [A-Z]*' | sort | uniq -c | paste -sd' ')
   ok=1; [[ $data == *"data OK"* && $data != *BAD* ]] || ok=0
-  ROWS+=("| $path x$procs | $g | $ck | $(printf %.2f "$cuda") | $(printf %.2f "$snap") | $floor | $(awk -v a="$ck" -v b="$floor" 'BEGIN{printf "%.2f", a/b}') | $(gib "$img") | $(awk -v a="$ckpeak" -v b="$img" 'BEGIN{printf "%.2f", a/b}') | $rs | $data |")
+  [[ -n $pool ]] && data+=" $(grep -ho 'pool .*' "$W/h/$id"/log* | head -1)"
+  ROWS+=("| $path${pool:+ +$pool GiB pool} x$procs | $g | $ck | $(printf %.2f "$cuda") | $(printf %.2f "$snap") | $floor | $(awk -v a="$ck" -v b="$floor" 'BEGIN{printf "%.2f", a/b}') | $(gib "$img")$ondisk | $(awk -v a="$ckpeak" -v b="$img" 'BEGIN{printf "%.2f", a/b}') | $rs | $data |")
   log "${ROWS[-1]}"
   ((ok)) && result PASS "$id" "$path $g GiB x$procs" || result FAIL "$id" "$path $g GiB x$procs: $data"
   CTR task rm -f $id >/dev/null 2>&1; CTR c rm $id >/dev/null 2>&1; CTR image rm ${id}ref >/dev/null 2>&1
