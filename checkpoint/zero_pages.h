@@ -8,6 +8,7 @@
 // without any disk I/O. runsc has its own switch for the same (--exclude-committed-zero-pages).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <string>
@@ -24,8 +25,16 @@ struct ZeroPunch {
 // The page files of a CRIU image: IMAGE/pages-*.img.
 bool is_criu_page_file(const std::filesystem::path& p);
 
+// The files are read through mappings in windows, several threads at once: the pass runs while the
+// checkpoint is still being answered, so it must cost little beside CRIU (measured on the H200 with
+// one thread and read(): 3.3 s for 24 GiB of data, 7.6 s for 21 GiB of zeros).
+struct ZeroPunchOptions {
+  std::size_t window_bytes = 64u << 20;
+  unsigned threads = 0;  // 0: the machine's cores, at most 8
+};
+
 // Punches the zero pages out of every page file in `image_dir`. Throws Error naming the file on a
 // read or punch failure other than "not supported"; the file's bytes are unchanged either way.
-ZeroPunch punch_zero_pages(const std::filesystem::path& image_dir);
+ZeroPunch punch_zero_pages(const std::filesystem::path& image_dir, const ZeroPunchOptions& opts = {});
 
 }  // namespace nvproxy::checkpoint

@@ -73,3 +73,31 @@ TEST(ZeroPages, AFileOfDataAloneIsLeftWhole) {
   EXPECT_THROW(punch_zero_pages(dir / "missing"), Error);
   fs::remove_all(dir);
 }
+
+// Windows smaller than the file, on several threads: zero runs that cross a window's edge, holes
+// already in the file and a tail shorter than a page come out as one pass over the whole file would.
+TEST(ZeroPages, WindowsOnSeveralThreadsPunchWhatOnePassWould) {
+  fs::path dir = make_temp_dir();
+  std::string data;
+  std::uint64_t zeros = 0;
+  for (int i = 0; i < 256; ++i) {
+    bool zero = (i % 7 == 3) || (i >= 60 && i < 90) || i == 255;
+    data += zero ? std::string(kPage, '\0') : page(static_cast<char>('a' + i % 26));
+    zeros += zero ? kPage : 0;
+  }
+  data += std::string(10, '\0');
+  spit(dir / "pages-2.img", data);
+  spit(dir / "pages-3.img", data);
+  ZeroPunch z = punch_zero_pages(dir, {.window_bytes = 5 * kPage, .threads = 4});
+  ASSERT_EQ(z.not_supported, "");
+  EXPECT_EQ(z.files, 2);
+  EXPECT_EQ(z.punched, 2 * zeros);
+  EXPECT_EQ(slurp(dir / "pages-2.img"), data);
+  EXPECT_EQ(slurp(dir / "pages-3.img"), data);
+  // Again: the holes are skipped, only data is read.
+  ZeroPunch again = punch_zero_pages(dir, {.window_bytes = 3 * kPage, .threads = 3});
+  EXPECT_EQ(again.punched, 0u);
+  EXPECT_LE(again.scanned, 2 * (256 * kPage - zeros)) << "holes are not read again";
+  EXPECT_EQ(slurp(dir / "pages-2.img"), data);
+  fs::remove_all(dir);
+}
