@@ -4,6 +4,7 @@
 
 #include <chrono>
 
+#include "checkpoint/ctr_checkpoint.h"
 #include "checkpoint/image_store.h"
 #include "checkpoint/image_transfer.h"
 #include "checkpoint/skopeo_registry.h"
@@ -21,7 +22,10 @@ constexpr const char* kUsage =
     "       containerd-shim-nvproxy-v1 image prune --older-than HOURS [--store S] [--config F]\n"
     "       containerd-shim-nvproxy-v1 image push DIR REFERENCE [--rewrite] [REGISTRY OPTIONS]\n"
     "       containerd-shim-nvproxy-v1 image pull REFERENCE [OUT] [REGISTRY OPTIONS]\n"
-    "registry options: --tls-verify=true|false --authfile F --store S --config F\n";
+    "       containerd-shim-nvproxy-v1 image push --ctr NAME REFERENCE [CTR OPTIONS] [REGISTRY OPTIONS]\n"
+    "       containerd-shim-nvproxy-v1 image pull --ctr REFERENCE [CTR OPTIONS] [REGISTRY OPTIONS]\n"
+    "registry options: --tls-verify=true|false --authfile F --store S --config F\n"
+    "ctr options: --address SOCKET (/run/containerd/containerd.sock) --namespace NS (default)\n";
 
 // What a pull says about the image before its bulk moves.
 void describe_record(const std::optional<checkpoint::ImageRecord>& rec, std::ostream& out) {
@@ -42,7 +46,9 @@ int image_cmd(const std::vector<std::string>& args, std::ostream& out, std::ostr
   po::options_description opts;
   opts.add_options()("store", po::value<std::string>())("config", po::value<std::string>())("older-than", po::value<double>())(
       "rewrite", po::bool_switch())("tls-verify", po::value<bool>())("authfile", po::value<std::string>())(
-      "verb", po::value<std::string>())("paths", po::value<std::vector<std::string>>());
+      "verb", po::value<std::string>())("paths", po::value<std::vector<std::string>>())(
+      "ctr", po::value<std::string>()->implicit_value(""))("address", po::value<std::string>())("namespace",
+                                                                                                po::value<std::string>());
   po::positional_options_description pos;
   pos.add("verb", 1).add("paths", -1);
   po::variables_map vm;
@@ -54,8 +60,16 @@ int image_cmd(const std::vector<std::string>& args, std::ostream& out, std::ostr
   }
   std::string verb = vm.count("verb") ? vm["verb"].as<std::string>() : "";
   std::vector<std::string> paths = vm.count("paths") ? vm["paths"].as<std::vector<std::string>>() : std::vector<std::string>{};
-  if (!((verb == "pack" && paths.size() == 2) || (verb == "prune" && paths.empty() && vm.count("older-than")) ||
-        (verb == "push" && paths.size() == 2) || (verb == "pull" && (paths.size() == 1 || paths.size() == 2)))) {
+  const bool ctr = vm.count("ctr") > 0;
+  std::string ctr_name = ctr ? vm["ctr"].as<std::string>() : "";
+  if (verb == "pull" && !ctr_name.empty()) {  // `pull --ctr REFERENCE`: the option took the reference
+    paths.insert(paths.begin(), ctr_name);
+    ctr_name.clear();
+  }
+  if (!((verb == "pack" && paths.size() == 2 && !ctr) || (verb == "prune" && paths.empty() && vm.count("older-than") && !ctr) ||
+        (verb == "push" && !ctr && paths.size() == 2) || (verb == "push" && ctr && !ctr_name.empty() && paths.size() == 1) ||
+        (verb == "pull" && !ctr && (paths.size() == 1 || paths.size() == 2)) ||
+        (verb == "pull" && ctr && ctr_name.empty() && paths.size() == 1))) {
     err << kUsage;
     return 2;
   }
@@ -71,6 +85,23 @@ int image_cmd(const std::vector<std::string>& args, std::ostream& out, std::ostr
            .authfile = vm.count("authfile") ? vm["authfile"].as<std::string>() : c.checkpoint.registry_authfile,
            .timeout = std::chrono::seconds(c.checkpoint.registry_timeout_s)},
           runner);
+      checkpoint::CtrTarget target;
+      if (vm.count("address")) target.address = vm["address"].as<std::string>();
+      if (vm.count("namespace")) target.ns = vm["namespace"].as<std::string>();
+      if (verb == "push" && ctr) {
+        auto r = checkpoint::push_ctr_checkpoint(ctr_name, paths[0], store, target, registry, runner);
+        out << "pushed " << r.data.files << " files, " << r.data.bytes << " bytes: " << r.data.pinned << "\n"
+            << "containerd's checkpoint image " << ctr_name << ": " << r.archive << "\n";
+        return 0;
+      }
+      if (verb == "pull" && ctr) {
+        std::string name = checkpoint::pull_ctr_checkpoint(
+            paths[0], store, target, registry, runner,
+            [&](const std::optional<checkpoint::ImageRecord>& rec) { describe_record(rec, out); });
+        out << "imported containerd's checkpoint image " << name << " (namespace " << target.ns
+            << "); `ctr containers restore` pulls its data into " << store << "\n";
+        return 0;
+      }
       if (verb == "push") {
         auto r = checkpoint::push_image(paths[0], store, paths[1], vm["rewrite"].as<bool>(), registry, runner);
         out << "pushed " << r.files << " files, " << r.bytes << " bytes: " << r.pinned << "\n";

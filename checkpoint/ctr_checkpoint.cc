@@ -1,0 +1,178 @@
+#include "checkpoint/ctr_checkpoint.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "checkpoint/image_layout.h"
+#include "checkpoint/image_record.h"
+#include "checkpoint/image_store.h"
+#include "common/error.h"
+#include "common/fs.h"
+#include "common/unique_fd.h"
+
+namespace nvproxy::checkpoint {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+namespace {
+
+constexpr const char* kCriuTarType = "application/vnd.containerd.container.criu.checkpoint.criu.tar";
+constexpr const char* kImageNameAnnotation = "io.containerd.image.name";
+
+// A directory of this process's own, removed with everything in it.
+class WorkDir {
+ public:
+  explicit WorkDir(fs::path p) : path_(std::move(p)) {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+    fs::create_directories(path_);
+    fs::permissions(path_, fs::perms::owner_all, fs::perm_options::replace, ec);
+  }
+  ~WorkDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  WorkDir(const WorkDir&) = delete;
+  WorkDir& operator=(const WorkDir&) = delete;
+  [[nodiscard]] const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+// ctr against the target containerd; stdout to `out_fd` when given. Error naming the step.
+RunResult ctr_run(const CtrTarget& t, std::vector<std::string> args, ProcessRunner& runner, const std::string& step,
+                  int out_fd = -1) {
+  std::string bin = find_program(t.ctr);
+  if (bin.empty()) throw Error(Code::FailedPrecondition, step + ": ctr (" + t.ctr + ") is not installed");
+  std::vector<std::string> argv{bin, "--address", t.address, "--namespace", t.ns};
+  argv.insert(argv.end(), args.begin(), args.end());
+  Command c{.argv = argv, .stdout_fd = out_fd, .new_process_group = true, .timeout = t.timeout};
+  RunResult r = runner.run(c);
+  if (r.timed_out)
+    throw DeadlineError("ctr " + args.front(), step, std::chrono::duration_cast<std::chrono::milliseconds>(t.timeout),
+                        r.killed_pgid, "killed ctr");
+  if (!r.ok()) throw Error(Code::FailedPrecondition, step + ": ctr " + args.front() + " " + args[1] + " failed: " + r.describe());
+  return r;
+}
+
+// The digest of containerd's image `name` (from `ctr images ls`: NAME TYPE DIGEST ...).
+std::string image_digest(const CtrTarget& t, const std::string& name, ProcessRunner& runner) {
+  RunResult r = ctr_run(t, {"images", "ls"}, runner, "containerd's image " + name);
+  std::istringstream in(r.out);
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream f(line);
+    std::string ref, type, digest;
+    if (f >> ref >> type >> digest && ref == name && digest.starts_with("sha256:")) return digest;
+  }
+  throw Error(Code::NotFound, "containerd (" + t.address + ", namespace " + t.ns + ") has no image " + name);
+}
+
+fs::path blob_file(const fs::path& layout, const std::string& digest) {
+  return layout / "blobs" / "sha256" / digest.substr(7);
+}
+
+void get_blob(const CtrTarget& t, const std::string& digest, const fs::path& layout, ProcessRunner& runner) {
+  fs::path f = blob_file(layout, digest);
+  UniqueFd fd(::open(f.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+  if (!fd) throw sys_error("create " + f.string());
+  ctr_run(t, {"content", "get", digest}, runner, "blob " + digest, fd.get());
+}
+
+void tar_run(std::vector<std::string> argv, ProcessRunner& runner, const std::string& what) {
+  RunResult r = runner.run(Command{.argv = std::move(argv), .timeout = std::chrono::minutes(10)});
+  if (!r.ok()) throw Error(Code::Internal, what + ": tar failed: " + r.describe());
+}
+
+// Moves `file` into the layout under its digest; returns its descriptor's digest and size.
+LayoutFile add_blob(const fs::path& file, const fs::path& layout, ProcessRunner& runner) {
+  LayoutFile d = digest_files(file.parent_path(), runner).at(0);
+  fs::rename(file, blob_file(layout, d.digest));
+  return d;
+}
+
+}  // namespace
+
+std::string data_reference_of(const std::string& reference) {
+  if (reference.find('@') != std::string::npos) throw Error(Code::InvalidArgument, "push to a tag, not a digest: " + reference);
+  const std::string repo = repository_of(reference);
+  std::string tag = reference.size() > repo.size() + 1 ? reference.substr(repo.size() + 1) : "latest";
+  return repo + ":" + tag + ".data";
+}
+
+CtrPushResult push_ctr_checkpoint(const std::string& name, const std::string& reference, const fs::path& store,
+                                  const CtrTarget& ctr, ImageRegistry& registry, ProcessRunner& runner) {
+  const std::string data_ref = data_reference_of(reference);
+  WorkDir work((store.empty() ? fs::temp_directory_path() : store) / (".ctr-push-" + std::to_string(::getpid())));
+  const fs::path layout = work.path() / "layout";
+  fs::create_directories(layout / "blobs" / "sha256");
+  const std::string index_digest = image_digest(ctr, name, runner);
+  get_blob(ctr, index_digest, layout, runner);
+  json index = json::parse(read_file(blob_file(layout, index_digest)), nullptr, false);
+  if (!index.is_object() || !index.contains("manifests") || !index["manifests"].is_array())
+    throw Error(Code::InvalidArgument, name + " is not a checkpoint image (its target is not an index)");
+  json* criu = nullptr;
+  for (auto& d : index["manifests"]) {
+    get_blob(ctr, d.value("digest", ""), layout, runner);
+    if (d.value("mediaType", "") == kCriuTarType) criu = &d;
+  }
+  if (!criu) throw Error(Code::InvalidArgument, name + " holds no CRIU checkpoint (" + kCriuTarType + ")");
+
+  // The checkpoint directory containerd handed the shim: the store's reference, or the image itself.
+  const fs::path dir = work.path() / "checkpoint";
+  fs::create_directories(dir);
+  const std::string criu_digest = criu->value("digest", "");
+  tar_run({"tar", "-xf", blob_file(layout, criu_digest).string(), "-C", dir.string()}, runner, "unpacking " + criu_digest);
+  fs::remove(blob_file(layout, criu_digest));
+  CtrPushResult out;
+  out.data = push_image(dir, store, data_ref, true, registry, runner);
+
+  // Its CRIU blob now refers to the data; the index and the archive follow.
+  const fs::path made = work.path() / "made";
+  fs::create_directories(made);
+  tar_run({"tar", "-cf", (made / "criu.tar").string(), "-C", dir.string(), "."}, runner, "packing the reference");
+  LayoutFile criu_blob = add_blob(made / "criu.tar", layout, runner);
+  (*criu)["digest"] = criu_blob.digest;
+  (*criu)["size"] = criu_blob.size;
+  fs::remove(blob_file(layout, index_digest));
+  write_file_atomic(made / "index.json", index.dump(), 0600);
+  LayoutFile idx = add_blob(made / "index.json", layout, runner);
+  json top = {{"schemaVersion", 2},
+              {"manifests", json::array({{{"mediaType", "application/vnd.oci.image.index.v1+json"},
+                                          {"digest", idx.digest},
+                                          {"size", idx.size},
+                                          {"annotations", {{kImageNameAnnotation, name}}}}})}};
+  write_file_atomic(layout / "index.json", top.dump(), 0600);
+  write_file_atomic(layout / "oci-layout", R"({"imageLayoutVersion":"1.0.0"})", 0600);
+
+  const fs::path art = work.path() / "artifact";
+  fs::create_directories(art);
+  tar_run({"tar", "-cf", (art / kCtrArchiveFile).string(), "-C", layout.string(), "."}, runner, "packing the archive");
+  if (fs::exists(dir / ImageRecord::kFileName)) fs::copy_file(dir / ImageRecord::kFileName, art / ImageRecord::kFileName);
+  out.archive = push_image(art, "", reference, false, registry, runner).pinned;
+  return out;
+}
+
+std::string pull_ctr_checkpoint(const std::string& reference, const fs::path& store, const CtrTarget& ctr,
+                                ImageRegistry& registry, ProcessRunner& runner, const RecordCheck& check) {
+  const fs::path entry = pull_image(reference, store, registry, check);
+  const fs::path archive = entry / kCtrArchiveFile;
+  if (!fs::exists(archive))
+    throw Error(Code::InvalidArgument,
+                "the registry image " + reference + " is not a containerd checkpoint (push one with `image push --ctr NAME`)");
+  WorkDir work(store / (".ctr-pull-" + std::to_string(::getpid())));
+  tar_run({"tar", "-xf", archive.string(), "-C", work.path().string(), "./index.json"}, runner, "reading " + archive.string());
+  json top = json::parse(read_file(work.path() / "index.json"), nullptr, false);
+  std::string name;
+  if (top.is_object() && top.contains("manifests") && top["manifests"].is_array() && !top["manifests"].empty())
+    name = top["manifests"][0].value("annotations", json::object()).value(kImageNameAnnotation, "");
+  if (name.empty()) throw Error(Code::InvalidArgument, archive.string() + " names no image");
+  ctr_run(ctr, {"images", "import", "--no-unpack", archive.string()}, runner, "importing " + name);
+  return name;
+}
+
+}  // namespace nvproxy::checkpoint
