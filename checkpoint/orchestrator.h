@@ -233,10 +233,11 @@ class Orchestrator {
   // Without a hold (a sandbox): CUDA processes started after the scan are locked and checkpointed
   // as the others were, while the rest of the container runs on; false when one could not be.
   bool take_in_unheld(Attempt& a, Classified& c, Toggled& t, const std::map<pid_t, std::vector<Holder>>& fresh);
-  void take_snapshot(Attempt& a, const ReleasingSnapshotFn& snapshot, const ReleasePlan& plan, HoldGuard& h, Toggled& t,
-                     const std::vector<pid_t>& scanned, bool may_retry);
-  // Device holders now that are neither toggled nor among `scanned` (all: every holder now).
-  std::map<pid_t, std::vector<Holder>> untoggled_newcomers(const std::vector<pid_t>& scanned, Toggled& t,
+  void take_snapshot(Attempt& a, const ReleasingSnapshotFn& snapshot, const Classified& c, HoldGuard& h, Toggled& t,
+                     bool may_retry);
+  // Device holders now that are neither toggled nor among c's holders at the scan (all: every
+  // holder now).
+  std::map<pid_t, std::vector<Holder>> untoggled_newcomers(const Classified& c, Toggled& t,
                                                            std::map<pid_t, std::vector<Holder>>* all = nullptr);
   void snapshot_only(Attempt& a, const ReleasingSnapshotFn& snapshot);
   void resume(Attempt& a, const std::vector<pid_t>& toggled, Toggled& t);

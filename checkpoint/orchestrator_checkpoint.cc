@@ -295,11 +295,15 @@ CheckpointOutcome Orchestrator::checkpoint_once(const CheckpointRequest& req, co
   try {
     lock_all(a, *c, t);
     std::set<pid_t> held;
-    if (auto fresh = hold_still(a, h, t, held, pids); !fresh.empty())
+    // A process listed at the scan may have opened the devices since (a worker importing its
+    // libraries then): newcomers are told by what held devices at the scan, not by what was listed.
+    std::vector<pid_t> holders_at_scan;
+    for (const auto& [pid, _] : c->holders) holders_at_scan.push_back(pid);
+    if (auto fresh = hold_still(a, h, t, held, holders_at_scan); !fresh.empty())
       take_in_newcomers(a, h, *c, t, held, std::move(fresh), may_retry);
     checkpoint_all(a, *c, t);
     verify(a, pids, *c, t, may_retry);
-    take_snapshot(a, snapshot, c->release, h, t, pids, may_retry);
+    take_snapshot(a, snapshot, *c, h, t, may_retry);
   } catch (const Newcomers&) {
     t.undo_for_retry();
     throw;
@@ -541,12 +545,12 @@ bool Orchestrator::take_in_unheld(Attempt& a, Classified& c, Toggled& t, const s
   return ok && !taken.empty();
 }
 
-std::map<pid_t, std::vector<Holder>> Orchestrator::untoggled_newcomers(const std::vector<pid_t>& scanned, Toggled& t,
+std::map<pid_t, std::vector<Holder>> Orchestrator::untoggled_newcomers(const Classified& c, Toggled& t,
                                                                        std::map<pid_t, std::vector<Holder>>* all) {
   auto left = by_pid(scanner_.scan(lister_.list()));
   std::map<pid_t, std::vector<Holder>> fresh;
   for (const auto& [pid, hs] : left)
-    if (!t.toggled(pid) && !std::binary_search(scanned.begin(), scanned.end(), pid)) fresh[pid] = hs;
+    if (!t.toggled(pid) && !c.holders.count(pid)) fresh[pid] = hs;
   if (all) *all = std::move(left);
   return fresh;
 }
@@ -554,7 +558,7 @@ std::map<pid_t, std::vector<Holder>> Orchestrator::untoggled_newcomers(const std
 void Orchestrator::verify(Attempt& a, const std::vector<pid_t>& pids, Classified& c, Toggled& t, bool may_retry) {
   std::map<pid_t, std::vector<Holder>> left;
   for (int round = 0;; ++round) {
-    auto fresh = untoggled_newcomers(pids, t, &left);  // a process started meanwhile counts too
+    auto fresh = untoggled_newcomers(c, t, &left);  // a process started meanwhile counts too
     if (hold_ || fresh.empty() || round == kUnheldRounds) break;
     if (!take_in_unheld(a, c, t, fresh)) {
       if (!may_retry) break;
@@ -600,8 +604,9 @@ void Orchestrator::verify(Attempt& a, const std::vector<pid_t>& pids, Classified
       count_processes(left.size()) + (left.size() == 1 ? " still holds" : " still hold") + " GPU devices after CUDA toggle");
 }
 
-void Orchestrator::take_snapshot(Attempt& a, const ReleasingSnapshotFn& snapshot, const ReleasePlan& plan, HoldGuard& h,
-                                 Toggled& t, const std::vector<pid_t>& scanned, bool may_retry) {
+void Orchestrator::take_snapshot(Attempt& a, const ReleasingSnapshotFn& snapshot, const Classified& c, HoldGuard& h, Toggled& t,
+                                 bool may_retry) {
+  const ReleasePlan& plan = c.release;
   Phase snap = a.phase("snapshot");
   if (h.on()) try {
       h.hand_to_runtime();
@@ -642,7 +647,7 @@ void Orchestrator::take_snapshot(Attempt& a, const ReleasingSnapshotFn& snapshot
     // job runner's next worker under runsc: "Can't save pma ... nvproxy.frontendFDMemmapFile"):
     // that is a newcomer, and the attempt is made again.
     if (!h.on() && may_retry)
-      if (auto fresh = untoggled_newcomers(scanned, t); !fresh.empty()) {
+      if (auto fresh = untoggled_newcomers(c, t); !fresh.empty()) {
         std::string what = e.what();
         log_.info("checkpoint " + a.req.container_id + ": the runtime's checkpoint failed (" + what.substr(0, what.find('\n')) +
                   ") with CUDA processes started after the verify");

@@ -9,12 +9,14 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <exception>
 #include <future>
 #include <set>
 #include <string>
 
 #include "common/error.h"
+#include "common/fs.h"
 #include "common/ptrace_seize.h"
 
 namespace nvproxy::checkpoint {
@@ -57,7 +59,8 @@ void* as_data(long v) {
 
 }  // namespace
 
-ThreadHold::ThreadHold() : tracer_([this] { tracer_loop(); }) {}
+ThreadHold::ThreadHold(std::chrono::milliseconds stall_patience)
+    : stall_patience_(stall_patience), tracer_([this] { tracer_loop(); }) {}
 
 ThreadHold::~ThreadHold() {
   try {
@@ -309,28 +312,121 @@ void ThreadHold::stop_again(pid_t pid, Proc& p) {
 
 void ThreadHold::with_restore_thread(pid_t pid, const std::function<void()>& fn) {
   bool let = false;
+  pid_t restore_tid = 0;
   on_tracer([&] {
     settle_all();
     auto it = procs_.find(pid);
     if (it == procs_.end() || it->second.restore_tid == 0 || !it->second.threads.count(it->second.restore_tid)) return;
     let_run(pid, it->second);
+    restore_tid = it->second.restore_tid;
     let = true;
   });
   if (!let) {
     fn();
     return;
   }
+  std::mutex m;
+  std::condition_variable cv;
+  bool done = false, others = false;
+  std::thread watcher([&] { others = watch_call(pid, restore_tid, m, cv, done); });
   std::exception_ptr failed;
   try {
     fn();
   } catch (...) {
     failed = std::current_exception();
   }
+  {
+    std::lock_guard lk(m);
+    done = true;
+  }
+  cv.notify_all();
+  watcher.join();
   on_tracer([&] {
     auto it = procs_.find(pid);
-    if (it != procs_.end()) stop_again(pid, it->second);
+    if (it == procs_.end()) return;
+    if (others) stop_others_again(pid, it->second);
+    stop_again(pid, it->second);
   });
   if (failed) std::rethrow_exception(failed);
+}
+
+namespace {
+// The restore thread asleep on a futex: waiting for a thread of its process, not for the GPU.
+bool on_futex(pid_t pid, pid_t tid) {
+  std::string base = "/proc/" + std::to_string(pid) + "/task/" + std::to_string(tid) + "/";
+  try {
+    std::string stat = read_file(base + "stat");
+    auto close = stat.rfind(')');
+    if (close == std::string::npos || close + 2 >= stat.size() || stat[close + 2] != 'S') return false;
+    return read_file(base + "wchan").starts_with("futex");
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+}  // namespace
+
+bool ThreadHold::watch_call(pid_t pid, pid_t restore_tid, std::mutex& m, std::condition_variable& cv, const bool& done) {
+  constexpr auto kPoll = std::chrono::milliseconds(100);
+  auto asleep_since = Clock::time_point::max();
+  std::unique_lock lk(m);
+  while (!cv.wait_for(lk, kPoll, [&] { return done; })) {
+    if (!on_futex(pid, restore_tid)) {
+      asleep_since = Clock::time_point::max();
+      continue;
+    }
+    auto now = Clock::now();
+    if (asleep_since == Clock::time_point::max()) asleep_since = now;
+    if (now - asleep_since < stall_patience_) continue;
+    lk.unlock();
+    bool let = false;
+    try {
+      on_tracer([&] {
+        auto it = procs_.find(pid);
+        if (it == procs_.end()) return;
+        let_others_run(pid, it->second);
+        let = true;
+      });
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "nvproxy-cuda-helper: pid %d: could not let its threads run: %s\n", pid, e.what());
+    }
+    if (let) {
+      ++stalls_;
+      std::fprintf(stderr,
+                   "nvproxy-cuda-helper: pid %d: its restore thread %d waited %lld ms on a held thread of its own; "
+                   "the process runs until the driver call returns\n",
+                   pid, restore_tid,
+                   static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(stall_patience_).count()));
+    }
+    lk.lock();
+    cv.wait(lk, [&] { return done; });
+    return let;
+  }
+  return false;
+}
+
+void ThreadHold::let_others_run(pid_t pid, Proc& p) {
+  if (p.others_running++ > 0) return;
+  for (auto& [tid, t] : p.threads) {
+    if (tid == p.restore_tid) continue;
+    if (ptrace_call(PTRACE_CONT, tid, nullptr, as_data(t.signal)) == 0) t.signal = 0;  // ESRCH: ended
+  }
+  (void)pid;
+}
+
+void ThreadHold::stop_others_again(pid_t pid, Proc& p) {
+  if (--p.others_running > 0) return;
+  for (auto it = p.threads.begin(); it != p.threads.end();) {
+    if (it->first == p.restore_tid) {
+      ++it;
+      continue;
+    }
+    if (ptrace_call(PTRACE_INTERRUPT, it->first) != 0 || !wait_stopped(pid, it->first, it->second)) {
+      it = p.threads.erase(it);  // it ended meanwhile
+      continue;
+    }
+    ++it;
+  }
+  seize_process(pid, p, false);  // threads it started meanwhile
 }
 
 }  // namespace nvproxy::checkpoint

@@ -13,6 +13,8 @@
 
 #include <sys/types.h>
 
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -31,7 +33,10 @@ class ThreadHold {
     pid_t restore_tid = 0;  // the thread the driver needs to run; 0: none (not a CUDA process)
   };
 
-  ThreadHold();
+  // stall_patience: how long a driver call may find its restore thread asleep on a futex (waiting
+  // for a held thread of its own process) before the rest of that process is let run for the
+  // rest of the call (measured on the H200: a job runner's worker whose checkpoint never ended).
+  explicit ThreadHold(std::chrono::milliseconds stall_patience = std::chrono::seconds(3));
   ~ThreadHold();  // lets everything go and ends the tracer thread
   ThreadHold(const ThreadHold&) = delete;
   ThreadHold& operator=(const ThreadHold&) = delete;
@@ -56,8 +61,12 @@ class ThreadHold {
   void release(const std::vector<pid_t>& pids);
   [[nodiscard]] bool held(pid_t pid);
   // Runs fn with pid's restore thread let run (every signal blocked) and the rest held. When pid is
-  // not held, or has no restore thread, fn runs alone.
+  // not held, or has no restore thread, fn runs alone. Should the restore thread sleep on a futex
+  // for stall_patience while fn has not returned, the driver waits for another thread of the
+  // process: every thread of it is let run until fn returns, then held again (logged to stderr).
   void with_restore_thread(pid_t pid, const std::function<void()>& fn);
+  // How many driver calls needed their whole process let run (see with_restore_thread).
+  [[nodiscard]] int stalls() const { return stalls_; }
 
  private:
   struct Thread {
@@ -69,6 +78,7 @@ class ThreadHold {
     std::vector<pid_t> pending;    // seized while frozen: not known to be stopped yet
     std::uint64_t saved_mask = 0;  // the restore thread's signal mask while it runs
     int running = 0;               // driver calls in flight that let the restore thread run
+    int others_running = 0;        // calls in flight that let every thread run (a stall)
   };
 
   // Runs fn on the tracer thread and returns once it has (its exception is rethrown here).
@@ -82,11 +92,17 @@ class ThreadHold {
   bool wait_stopped(pid_t pid, pid_t tid, Thread& t);  // false: the thread has ended
   void let_run(pid_t pid, Proc& p);
   void stop_again(pid_t pid, Proc& p);
+  void let_others_run(pid_t pid, Proc& p);
+  void stop_others_again(pid_t pid, Proc& p);
+  // Waits for fn's end, watching pid's restore thread for a stall; true if the others were let run.
+  bool watch_call(pid_t pid, pid_t restore_tid, std::mutex& m, std::condition_variable& cv, const bool& done);
   void release_all();
   void release_proc(pid_t pid, Proc& p);
   void pass_trap(pid_t pid, pid_t tid, Thread& t);
 
   std::map<pid_t, Proc> procs_;  // tracer thread only
+  const std::chrono::milliseconds stall_patience_;
+  std::atomic<int> stalls_{0};
 
   std::mutex mu_;
   std::condition_variable cv_;

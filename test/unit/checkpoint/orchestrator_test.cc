@@ -1435,3 +1435,44 @@ TEST_F(OrchestratorTest, WithoutAHoldASnapshotFailedByAWorkerStartedAfterTheVeri
   EXPECT_EQ(gpu.state(a), "running");
   EXPECT_EQ(gpu.state(worker), "running");
 }
+
+namespace {
+// A scanner whose first scan does not see one pid's devices yet (a worker that was listed while it
+// imported its libraries, and opened the GPU a moment later).
+struct LateOpener final : HolderScanner {
+  HolderScanner& real;
+  pid_t late = 0;
+  int scans = 0;
+  explicit LateOpener(HolderScanner& r) : real(r) {}
+  std::vector<Holder> scan(const std::vector<pid_t>& pids) override {
+    std::vector<Holder> hs = real.scan(pids);
+    if (scans++ == 0) std::erase_if(hs, [&](const Holder& h) { return h.pid == late; });
+    return hs;
+  }
+  std::optional<ProcInfo> info(pid_t pid) override { return real.info(pid); }
+};
+}  // namespace
+
+// Issue 33, item 2: a process listed at the scan without GPU devices that opens them before the
+// snapshot is a newcomer like one started later: taken in, not refused as "not toggled" (measured
+// on the H200 under runc and runsc with a job runner).
+TEST_F(OrchestratorTest, AProcessListedAtTheScanThatOpensTheGpuLaterIsTakenIn) {
+  for (bool held : {true, false}) {
+    SCOPED_TRACE(held ? "held (runc)" : "unheld (runsc)");
+    pid_t a = gpu.start_app(), worker = gpu.start_app();
+    pids = {a, worker};
+    ProcHolderScanner real(cfg.device_globs);
+    LateOpener late(real);
+    late.late = worker;
+    RecordingHold hold;
+    snapshots = 0;
+    auto o = make_with([&](OrchestratorTools& ot) {
+      ot.scanner = &late;
+      if (held) ot.hold = &hold;
+    });
+    CheckpointOutcome out = o.checkpoint(req(), counting_snapshot());
+    EXPECT_EQ(out.toggled, (std::vector<pid_t>{a, worker}));
+    EXPECT_EQ(snapshots, 1);
+    EXPECT_EQ(gpu.state(worker), "running");
+  }
+}

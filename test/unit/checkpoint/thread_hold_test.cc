@@ -178,3 +178,60 @@ TEST_F(ThreadHoldTest, AProcessAnotherTracerHoldsIsRefusedNamingTheTracer) {
   hold.release();  // what was seized before the refusal goes with the rest
   EXPECT_FALSE(hold.held(child));
 }
+
+// The driver call waits for another thread of the held process (measured on the H200: a job
+// runner's worker whose CUDA checkpoint never ended while the worker was held): once the restore
+// thread has slept on a futex for the patience, the rest of the process runs until the call
+// returns, and is held again afterwards.
+TEST(ThreadHoldStall, ACallWhoseRestoreThreadWaitsForAHeldThreadLetsTheProcessRun) {
+  void* m = ::mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(m, MAP_FAILED);
+  Shared* sh = new (m) Shared;
+  pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    // The main thread (the "restore thread") sleeps in a join: a futex wait on the second thread.
+    std::thread second([sh] {
+      sh->second_tid = static_cast<pid_t>(::syscall(SYS_gettid));
+      for (;;) {
+        ++sh->second_count;
+        ::usleep(1000);
+      }
+    });
+    second.join();
+    ::_exit(0);
+  }
+  ASSERT_TRUE(wait_until([&] { return sh->second_tid.load() != 0 && sh->second_count.load() > 0; }));
+  {
+    ThreadHold hold(std::chrono::milliseconds(300));
+    ASSERT_TRUE(hold.hold({{.pid = child, .restore_tid = child}}).empty());
+    ASSERT_TRUE(wait_until([&] { return all_in(child, 't'); }));
+    bool advanced = false;
+    hold.with_restore_thread(child, [&] {
+      // What the driver would wait for: the second thread doing something.
+      long c0 = sh->second_count.load();
+      advanced = wait_until([&] { return sh->second_count.load() > c0 + 5; }, std::chrono::seconds(10));
+    });
+    EXPECT_TRUE(advanced) << "the held thread never ran for the call that waited on it";
+    EXPECT_EQ(hold.stalls(), 1);
+    EXPECT_TRUE(wait_until([&] { return all_in(child, 't'); })) << "held again after the call";
+    long c1 = sh->second_count.load();
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    EXPECT_EQ(sh->second_count.load(), c1) << "the second thread runs after the call";
+  }
+  ::kill(child, SIGKILL);
+  ::waitpid(child, nullptr, 0);
+  ::munmap(sh, sizeof(Shared));
+}
+
+// A call whose restore thread is busy (not asleep on a futex) is never turned into a run of the
+// whole process, however long it takes: a JAX process must stay held through a long checkpoint.
+TEST_F(ThreadHoldTest, ALongCallWithABusyRestoreThreadKeepsTheRestHeld) {
+  ThreadHold hold(std::chrono::milliseconds(200));
+  ASSERT_TRUE(hold.hold({{.pid = child, .restore_tid = child}}).empty());
+  ASSERT_TRUE(wait_until([&] { return all_in(child, 't'); }));
+  long second = sh->second_count.load();
+  hold.with_restore_thread(child, [&] { std::this_thread::sleep_for(std::chrono::milliseconds(800)); });
+  EXPECT_EQ(hold.stalls(), 0);
+  EXPECT_EQ(sh->second_count.load(), second) << "the held thread ran during a long call";
+}
