@@ -15,6 +15,9 @@ struct RegistryOptions {
   std::string skopeo = "skopeo";  // looked up in PATH
   bool tls_verify = true;         // false: plain HTTP or unverified TLS (a registry on loopback)
   std::string authfile;           // empty: skopeo's default (${XDG_RUNTIME_DIR}/containers/auth.json)
+  // skopeo's signature policy; where it is missing, copies run with --insecure-policy (the digests
+  // are what is checked).
+  std::string policy_file = "/etc/containers/policy.json";
   std::chrono::seconds timeout{3600};
 };
 

@@ -8,9 +8,11 @@
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "checkpoint/image_layout.h"
 #include "checkpoint/image_store.h"
+#include "checkpoint/skopeo_registry.h"
 #include "common/error.h"
 #include "common/fs.h"
 
@@ -196,5 +198,33 @@ TEST(ImageLayout, RepositoryOfAReference) {
   EXPECT_EQ(repository_of("llm:v1"), "llm");
 }
 
+// A node without containers-common has no /etc/containers/policy.json, and skopeo then refuses
+// every copy (measured on the H200): without a policy file the copies run with --insecure-policy,
+// with one they keep it.
+TEST(SkopeoRegistry, CopiesRunWithoutAPolicyWhereTheNodeHasNone) {
+  fs::path dir = fs::temp_directory_path() / ("nvproxy-skopeo-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  fs::path args = dir / "args";
+  write_file_atomic(dir / "skopeo",
+                    "#!/bin/sh\necho \"$@\" >>" + args.string() +
+                        "\nfor a; do case $a in --digestfile=*) echo sha256:0 >\"${a#--digestfile=}\";; esac; done\n");
+  fs::permissions(dir / "skopeo", fs::perms::owner_all);
+  fs::create_directories(dir / "layout");
+  DirectWaiter waiter;
+  ProcessRunner runner(waiter);
+  for (bool policy : {false, true}) {
+    if (policy) write_file_atomic(dir / "policy.json", "{}");
+    SkopeoRegistry r({.skopeo = (dir / "skopeo").string(), .policy_file = (dir / "policy.json").string()}, runner);
+    r.push(dir / "layout", "nvproxy", "127.0.0.1:5000/ckpt/x:v1");
+    r.pull("127.0.0.1:5000/ckpt/x@sha256:0", dir / "layout", "nvproxy");
+  }
+  std::vector<std::string> calls;
+  std::istringstream in(read_file(args));
+  for (std::string l; std::getline(in, l);) calls.push_back(l);
+  ASSERT_EQ(calls.size(), 4u);
+  for (int i = 0; i < 4; ++i)
+    EXPECT_EQ(calls[i].starts_with("--insecure-policy copy "), i < 2) << "call " << i << ": " << calls[i];
+  fs::remove_all(dir);
+}
 }  // namespace
 }  // namespace nvproxy::checkpoint
