@@ -228,7 +228,7 @@ class Orchestrator {
                                                   const std::vector<pid_t>& scanned);
   void take_in_newcomers(Attempt& a, HoldGuard& h, Classified& c, Toggled& t, std::set<pid_t>& held,
                          std::map<pid_t, std::vector<Holder>> fresh, bool may_retry);
-  void checkpoint_all(Attempt& a, Classified& c, Toggled& t);
+  void checkpoint_all(Attempt& a, Classified& c, Toggled& t, bool may_retry);
   void verify(Attempt& a, const std::vector<pid_t>& pids, Classified& c, Toggled& t, bool may_retry);
   // Without a hold (a sandbox): CUDA processes started after the scan are locked and checkpointed
   // as the others were, while the rest of the container runs on; false when one could not be.

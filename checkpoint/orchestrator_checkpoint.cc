@@ -216,7 +216,16 @@ class Orchestrator::HoldGuard {
 struct Orchestrator::Newcomers {
   std::vector<pid_t> pids;
   bool not_cuda = false;  // holders without CUDA, refused before anything was toggled
+  bool ending = false;    // CUDA processes whose checkpoint failed as they ended
 };
+
+namespace {
+std::string comma_list_of_keys(const std::map<pid_t, CudaError>& m) {
+  std::string out;
+  for (const auto& [pid, _] : m) out += (out.empty() ? "" : ",") + std::to_string(pid);
+  return out;
+}
+}  // namespace
 constexpr int kAttemptsWithNewcomers = 4;
 constexpr auto kNotCudaRescanAfter = std::chrono::milliseconds(200);
 
@@ -230,6 +239,10 @@ CheckpointOutcome Orchestrator::checkpoint(const CheckpointRequest& req, const R
                   " hold GPU devices without CUDA (starting or ending?); scanning again in " +
                   std::to_string(kNotCudaRescanAfter.count()) + " ms");
         std::this_thread::sleep_for(kNotCudaRescanAfter);
+      } else if (n.ending) {
+        log_.info("checkpoint " + req.container_id + ": pids " + comma_list(n.pids) +
+                  " answered their CUDA checkpoint as ending processes do (OPERATING_SYSTEM); CUDA brought back, "
+                  "scanning again");
       } else {
         log_.info("checkpoint " + req.container_id + ": " + count_processes(n.pids.size()) + " holding GPU devices (pids " +
                   comma_list(n.pids) + ") started during attempt " + std::to_string(attempt) +
@@ -301,7 +314,7 @@ CheckpointOutcome Orchestrator::checkpoint_once(const CheckpointRequest& req, co
     for (const auto& [pid, _] : c->holders) holders_at_scan.push_back(pid);
     if (auto fresh = hold_still(a, h, t, held, holders_at_scan); !fresh.empty())
       take_in_newcomers(a, h, *c, t, held, std::move(fresh), may_retry);
-    checkpoint_all(a, *c, t);
+    checkpoint_all(a, *c, t, may_retry);
     verify(a, pids, *c, t, may_retry);
     take_snapshot(a, snapshot, *c, h, t, may_retry);
   } catch (const Newcomers&) {
@@ -486,13 +499,24 @@ void Orchestrator::take_in_newcomers(Attempt& a, HoldGuard& h, Classified& c, To
   ph.done(taken.empty() ? "none taken in" : "pids " + comma_list(taken) + " locked");
 }
 
-void Orchestrator::checkpoint_all(Attempt& a, Classified& c, Toggled& t) {
+void Orchestrator::checkpoint_all(Attempt& a, Classified& c, Toggled& t, bool may_retry) {
   Phase ckpt = a.phase("checkpoint");
   auto failed = toggle_all(c.cuda, cfg_.parallelism, [&](pid_t pid) {
     ensure_held(pid, "checkpoint");
     toggler_->checkpoint(pid);
     t.record(pid, CudaState::Checkpointed);
   });
+  // Every failure is the answer of a process that is ending (a job runner's worker): locked, it
+  // cannot finish its exit (measured under runsc: it ended only once the rollback let it go), so
+  // the attempt is undone and made again, from a scan that no longer finds it.
+  if (may_retry && !failed.empty() &&
+      std::all_of(failed.begin(), failed.end(), [](const auto& f) { return f.second.driver_code() == kCudaOperatingSystem; })) {
+    ckpt.done("pids " + comma_list_of_keys(failed) + " ending, made again");
+    Newcomers n;
+    for (const auto& [pid, _] : failed) n.pids.push_back(pid);
+    n.ending = true;
+    throw n;
+  }
   auto ended = drop_ended(a, c, failed, "checkpoint");
   ckpt.done(count_processes(c.cuda.size()) + ", " + parallelism_text(cfg_.parallelism) +
             (ended.empty() ? "" : ", " + comma_list(ended) + " ended meanwhile"));

@@ -18,7 +18,7 @@
 #   fork     a CUDA parent with 2 forked workers holding its device fd and mapping: the workers drop
 #            them in place (the agent, ptrace) before runsc's checkpoint; both count on, their fd is
 #            /dev/null, checkpoint and restore succeed
-#   jobs     a job runner starting a short-lived CUDA child every 150 ms: three checkpoints in a row
+#   jobs     a job runner starting a CUDA child every 500 ms, each living 1 s: three checkpoints in a row
 #            succeed, workers that end meanwhile left out, ones that start taken in
 # Usage: runsc_gpu_fake.sh [1.6|1.7|2.3]   (77: the current runsc is not unpacked here)
 set -euo pipefail
@@ -254,12 +254,12 @@ nv_log "case jobs: a job runner's short-lived CUDA children in the sandbox, wher
 # checkpoint; each checkpoint leaves out the ones that ended and takes in the ones that started.
 rm -f "$FAKE"/cuda/*
 ctr_t run -d --runtime $NV_RT "${GPU[@]}" "${MOUNTS[@]}" "$NV_IMAGE" jobs \
-  /fake/fake_cuda_app --dir /fakecuda --device /dev/fakegpu0 --map --job-every 150 --job-life 300
+  /fake/fake_cuda_app --dir /fakecuda --device /dev/fakegpu0 --map --job-every 500 --job-life 1000
 nv_wait_for -t 20 test -e "$FAKE/cuda/1.ready" || nv_fail "the job runner did not start: $(ls "$FAKE/cuda")"
 jobs_started() { (($(cat "$FAKE/cuda/1.jobs" 2>/dev/null || echo 0) > $1)); }
 echo 50 >"$FAKE/cuda/delay_ms"
 for i in 1 2 3; do
-  nv_wait_for -t 20 jobs_started $((i * 3)) || nv_fail "the job runner starts no jobs"
+  nv_wait_for -t 30 jobs_started $((i * 3)) || nv_fail "the job runner starts no jobs"
   out=$(ctr_t c checkpoint --task --rw jobs "jobsref$i" 2>&1) || nv_fail "checkpoint $i of the job runner failed: $out"
   nv_assert_eq RUNNING "$(nv_task_status jobs)" "the job runner after checkpoint $i"
 done
