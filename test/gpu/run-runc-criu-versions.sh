@@ -75,18 +75,8 @@ start_wl() {  # NAME PORT
     --env PYTHONUNBUFFERED=1 --env HTTP_PORT="$2" $IMAGE "$1" sh -c "exec $PY /probe/shapes_workload.py sglang >/log/$1.log 2>&1" >/dev/null ||
     log "start of $1 failed"
 }
-iter() { local v; v=$(cut -d' ' -f1 "$1" 2>/dev/null); [[ $v =~ ^[0-9]+$ ]] && echo "$v" || echo 0; }
+source "$(dirname "${BASH_SOURCE[0]}")/lib/progress.sh"
 files() { local r; for r in parent worker0 worker1 tokenizer; do printf '%s ' "$H/$1/$r.txt"; done; }
-ready() { local f; for f in "$@"; do [[ -s $f ]] || return 1; done; }
-advancing() {
-  local f a=() i=0 end=$(($(date +%s) + 8))
-  for f in "$@"; do a+=("$(iter "$f")"); done
-  for f in "$@"; do
-    until (($(iter "$f") > a[i])); do (($(date +%s) < end)) || return 1; sleep 0.2; done
-    i=$((i + 1))
-  done
-}
-intact() { ! grep -qh False "$@"; }
 http() { "$PY" -c 'import sys,urllib.request; print(urllib.request.urlopen("http://127.0.0.1:%s/" % sys.argv[1], timeout=5).read().decode().strip())' "$1" 2>&1; }
 task_status() { CTR task ls | awk -v id="$1" '$1==id{print $3}'; }
 report() { local r="$W/state/io.containerd.runtime.v2.task/gpu/$1/checkpoint-diagnostic.json"; { echo "// $1 $2"; cat "$r" 2>/dev/null; echo; } >>"$OUTD/diagnostics23.json"; }

@@ -90,18 +90,10 @@ start_wl() {  # NAME ARGS...  (progress in $H/NAME)
   CTR run -d --runtime $RT --net-host "${BINDS[@]}" --mount "type=bind,src=$H/$name,dst=/out,options=rbind:rw" \
     "${ENVS[@]}" $IMAGE "$name" sh -c "exec $PY /probe/shapes_workload.py $* >/log/$name.log 2>&1" >/dev/null || log "start of $name failed"
 }
-iter() { local v; v=$(cut -d' ' -f1 "$1" 2>/dev/null); [[ $v =~ ^[0-9]+$ ]] && echo "$v" || echo 0; }
+source "$(dirname "${BASH_SOURCE[0]}")/lib/progress.sh"
+ADVANCE_S=6  # every file advances within 6 s
 okflag() { awk '{print $NF}' "$1" 2>/dev/null; }
-ready() { local f; for f in "$@"; do [[ -s $f ]] || return 1; done; }
 wait_ready() { local t=$1; shift; for _ in $(seq $((t * 4))); do ready "$@" && return 0; sleep 0.25; done; return 1; }
-advancing() {  # every file advances within 6 s
-  local f a=() i=0 end=$(($(date +%s) + 6))
-  for f in "$@"; do a+=("$(iter "$f")"); done
-  for f in "$@"; do
-    until (($(iter "$f") > a[i])); do (($(date +%s) < end)) || return 1; sleep 0.2; done
-    i=$((i + 1))
-  done
-}
 task_status() { CTR task ls | awk -v id="$1" '$1==id{print $3}'; }
 pids_of() { CTR task ps "$1" | awk 'NR>1{print $1}' | paste -sd, -; }
 wl_log() { local f; f=$(find "$W/state" -path "*/$1/rootfs/log/$1.log" 2>/dev/null | head -1); [[ -n $f ]] && tail -n "${2:-15}" "$f"; }

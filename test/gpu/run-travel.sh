@@ -54,17 +54,8 @@ EOT
 }
 H=$W/host
 files() { local r; for r in parent worker0 worker1 tokenizer; do printf '%s ' "$H/$r.txt"; done; }
-iter() { local v; v=$(cut -d' ' -f1 "$1" 2>/dev/null); [[ $v =~ ^[0-9]+$ ]] && echo "$v" || echo 0; }
-ready() { local f; for f in "$@"; do [[ -s $f ]] || return 1; done; }
-advancing() {
-  local f a=() i=0 end=$(($(date +%s) + 10))
-  for f in "$@"; do a+=("$(iter "$f")"); done
-  for f in "$@"; do
-    until (($(iter "$f") > a[i])); do (($(date +%s) < end)) || return 1; sleep 0.2; done
-    i=$((i + 1))
-  done
-}
-intact() { ! grep -qh False "$@"; }
+source "$REPO/test/gpu/lib/progress.sh"
+ADVANCE_S=10
 http() { "$PY" -c 'import sys,urllib.request; print(urllib.request.urlopen("http://127.0.0.1:18200/", timeout=5).read().decode().strip())' 2>&1; }
 stop_task() {
   TMO=30 CTR task kill -a -s KILL llm >/dev/null 2>&1
