@@ -43,8 +43,9 @@ struct PhaseTiming {
 // A process the rollback or resume could not bring back to running.
 struct StuckProcess {
   pid_t pid = 0;
-  std::string state;   // the CUDA state it is left in, as far as known
-  std::string detail;  // what the driver answered
+  std::string state;     // the CUDA state it is left in, as far as known
+  std::string detail;    // what the driver answered
+  int driver_code = -1;  // its CUresult, where the driver answered one
 };
 
 struct Diagnostic {

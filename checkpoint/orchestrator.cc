@@ -331,7 +331,7 @@ std::optional<StuckProcess> Orchestrator::bring_back_once(pid_t pid, const std::
         s = CudaState::Locked;
       } catch (const CudaError& e) {
         // Unlock needs a restored process (it answers ILLEGAL_STATE): not tried.
-        return StuckProcess{pid, "checkpointed", "restore answered " + e.answer()};
+        return StuckProcess{pid, "checkpointed", "restore answered " + e.answer(), e.driver_code()};
       }
     }
     if (*s == CudaState::Locked) {
@@ -339,7 +339,7 @@ std::optional<StuckProcess> Orchestrator::bring_back_once(pid_t pid, const std::
         toggler_->unlock(pid);
         s = CudaState::Running;
       } catch (const CudaError& e) {
-        return StuckProcess{pid, "locked", "unlock answered " + e.answer()};
+        return StuckProcess{pid, "locked", "unlock answered " + e.answer(), e.driver_code()};
       }
     }
     if (*s == CudaState::Failed) return StuckProcess{pid, "failed", "the driver reports CUDA state failed"};
@@ -397,11 +397,9 @@ Orchestrator::Resumed Orchestrator::bring_back(const std::vector<pid_t>& pids, c
     // No hold says at once whether a process ended (a sandbox's pids): one gone from the container
     // is not stuck.
     std::vector<pid_t> stuck;
-    bool ending = false;
-    for (const auto& s : out.stuck) {
-      stuck.push_back(s.pid);
-      ending = ending || s.detail.find("(" + std::to_string(kCudaOperatingSystem) + ")") != std::string::npos;
-    }
+    for (const auto& s : out.stuck) stuck.push_back(s.pid);
+    bool ending = std::any_of(out.stuck.begin(), out.stuck.end(),
+                              [](const StuckProcess& s) { return s.driver_code == kCudaOperatingSystem; });
     auto gone = ended_among(stuck, ending ? kEndingGrace : std::chrono::milliseconds(0));
     std::erase_if(out.stuck, [&](const StuckProcess& s) {
       auto g = gone.find(s.pid);

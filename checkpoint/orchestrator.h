@@ -228,6 +228,10 @@ class Orchestrator {
                                                   const std::vector<pid_t>& scanned);
   void take_in_newcomers(Attempt& a, HoldGuard& h, Classified& c, Toggled& t, std::set<pid_t>& held,
                          std::map<pid_t, std::vector<Holder>> fresh, bool may_retry);
+  // Waits (kNewcomerInit at most) for each of `waiting` to be a running CUDA process and calls
+  // take(pid) for it; one the holds say ended is skipped. Returns those never running in time and
+  // those take() refused.
+  std::vector<pid_t> when_cuda_running(std::vector<pid_t> waiting, const std::function<bool(pid_t)>& take);
   void checkpoint_all(Attempt& a, Classified& c, Toggled& t, bool may_retry);
   void verify(Attempt& a, const std::vector<pid_t>& pids, Classified& c, Toggled& t, bool may_retry);
   // Without a hold (a sandbox): CUDA processes started after the scan are locked and checkpointed

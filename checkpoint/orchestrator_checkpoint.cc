@@ -220,9 +220,10 @@ struct Orchestrator::Newcomers {
 };
 
 namespace {
-std::string comma_list_of_keys(const std::map<pid_t, CudaError>& m) {
-  std::string out;
-  for (const auto& [pid, _] : m) out += (out.empty() ? "" : ",") + std::to_string(pid);
+template <class V>
+std::vector<pid_t> pids_of(const std::map<pid_t, V>& m) {
+  std::vector<pid_t> out;
+  for (const auto& [pid, _] : m) out.push_back(pid);
   return out;
 }
 }  // namespace
@@ -351,13 +352,9 @@ std::vector<ProcessReport> Orchestrator::failure_rows(const Classified& c, const
 std::vector<pid_t> Orchestrator::drop_ended(Attempt& a, Classified& c, std::map<pid_t, CudaError>& failed, const char* before) {
   std::vector<pid_t> ended;
   // Only a process that answered as an ending one does is waited for; the others are asked once.
-  std::vector<pid_t> pids;
-  bool ending = false;
-  for (const auto& [pid, e] : failed) {
-    pids.push_back(pid);
-    ending = ending || e.driver_code() == kCudaOperatingSystem;
-  }
-  auto gone = ended_among(pids, ending ? kEndingGrace : std::chrono::milliseconds(0));
+  bool ending =
+      std::any_of(failed.begin(), failed.end(), [](const auto& f) { return f.second.driver_code() == kCudaOperatingSystem; });
+  auto gone = ended_among(pids_of(failed), ending ? kEndingGrace : std::chrono::milliseconds(0));
   for (auto it = failed.begin(); it != failed.end();) {
     auto g = gone.find(it->first);
     std::string why = g == gone.end() ? std::string() : g->second;
@@ -433,6 +430,29 @@ std::map<pid_t, std::vector<Holder>> Orchestrator::hold_still(Attempt& a, HoldGu
 constexpr auto kNewcomerInit = std::chrono::milliseconds(1500);
 constexpr auto kNewcomerPoll = std::chrono::milliseconds(20);
 
+std::vector<pid_t> Orchestrator::when_cuda_running(std::vector<pid_t> waiting, const std::function<bool(pid_t)>& take) {
+  auto deadline = Clock::now() + kNewcomerInit;
+  std::vector<pid_t> unready;
+  while (!waiting.empty()) {
+    std::vector<pid_t> still;
+    for (pid_t pid : waiting) {
+      if (holds_ && !holds_->gone(pid).empty()) continue;
+      try {
+        if (toggler_->get_state(pid) != CudaState::Running) throw std::runtime_error("not running");
+      } catch (const std::exception&) {
+        still.push_back(pid);
+        continue;
+      }
+      if (!take(pid)) unready.push_back(pid);
+    }
+    waiting.swap(still);
+    if (waiting.empty() || Clock::now() >= deadline) break;
+    std::this_thread::sleep_for(kNewcomerPoll);
+  }
+  unready.insert(unready.end(), waiting.begin(), waiting.end());
+  return unready;
+}
+
 void Orchestrator::take_in_newcomers(Attempt& a, HoldGuard& h, Classified& c, Toggled& t, std::set<pid_t>& held,
                                      std::map<pid_t, std::vector<Holder>> fresh, bool may_retry) {
   Phase ph = a.phase("newcomers");
@@ -440,41 +460,24 @@ void Orchestrator::take_in_newcomers(Attempt& a, HoldGuard& h, Classified& c, To
   for (int round = 0; !fresh.empty(); ++round) {
     Classified nc;
     nc.holders = std::move(fresh);
-    std::vector<pid_t> waiting;
-    for (const auto& [pid, _] : nc.holders) waiting.push_back(pid);
-    if (holds_) holds_->hold(waiting);
-    const std::vector<pid_t> released = waiting;
+    const std::vector<pid_t> released = pids_of(nc.holders);
+    if (holds_) holds_->hold(released);
     h.release(released);
     // Each runs alone until the driver reports it running, then is locked while it runs (a thread
     // of it may be inside a CUDA call that the lock waits for).
-    auto deadline = Clock::now() + kNewcomerInit;
-    std::vector<pid_t> unready;
-    while (!waiting.empty()) {
-      std::vector<pid_t> still;
-      for (pid_t pid : waiting) {
-        if (holds_ && !holds_->gone(pid).empty()) continue;
-        try {
-          if (toggler_->get_state(pid) != CudaState::Running) throw std::runtime_error("not running");
-        } catch (const std::exception&) {
-          still.push_back(pid);
-          continue;
-        }
-        try {
-          toggler_->lock(pid, cfg_.lock_timeout_ms);
-          t.record(pid, CudaState::Locked);
-          nc.cuda.push_back(pid);
-          nc.state[pid] = CudaState::Running;
-        } catch (const std::exception& e) {
-          t.unsure(pid);
-          log_.info("checkpoint " + a.req.container_id + ": newcomer pid " + std::to_string(pid) + ": lock failed: " + e.what());
-          unready.push_back(pid);
-        }
+    std::vector<pid_t> unready = when_cuda_running(released, [&](pid_t pid) {
+      try {
+        toggler_->lock(pid, cfg_.lock_timeout_ms);
+        t.record(pid, CudaState::Locked);
+        nc.cuda.push_back(pid);
+        nc.state[pid] = CudaState::Running;
+        return true;
+      } catch (const std::exception& e) {
+        t.unsure(pid);
+        log_.info("checkpoint " + a.req.container_id + ": newcomer pid " + std::to_string(pid) + ": lock failed: " + e.what());
+        return false;
       }
-      waiting.swap(still);
-      if (waiting.empty() || Clock::now() >= deadline) break;
-      std::this_thread::sleep_for(kNewcomerPoll);
-    }
-    unready.insert(unready.end(), waiting.begin(), waiting.end());
+    });
     std::vector<pid_t> outside = a.req.init_pid > 0 ? outside_init_tree(a.req.init_pid, nc.cuda) : std::vector<pid_t>{};
     unready.insert(unready.end(), outside.begin(), outside.end());
     std::vector<pid_t> before(held.begin(), held.end());
@@ -511,10 +514,8 @@ void Orchestrator::checkpoint_all(Attempt& a, Classified& c, Toggled& t, bool ma
   // the attempt is undone and made again, from a scan that no longer finds it.
   if (may_retry && !failed.empty() &&
       std::all_of(failed.begin(), failed.end(), [](const auto& f) { return f.second.driver_code() == kCudaOperatingSystem; })) {
-    ckpt.done("pids " + comma_list_of_keys(failed) + " ending, made again");
-    Newcomers n;
-    for (const auto& [pid, _] : failed) n.pids.push_back(pid);
-    n.ending = true;
+    Newcomers n{.pids = pids_of(failed), .ending = true};
+    ckpt.done("pids " + comma_list(n.pids) + " ending, made again");
     throw n;
   }
   auto ended = drop_ended(a, c, failed, "checkpoint");
@@ -532,39 +533,26 @@ constexpr int kUnheldRounds = 4;
 
 bool Orchestrator::take_in_unheld(Attempt& a, Classified& c, Toggled& t, const std::map<pid_t, std::vector<Holder>>& fresh) {
   Phase ph = a.phase("newcomers");
-  std::vector<pid_t> waiting, taken;
-  for (const auto& [pid, hs] : fresh) waiting.push_back(pid);
-  auto deadline = Clock::now() + kNewcomerInit;
+  std::vector<pid_t> taken;
   bool ok = true;
-  while (!waiting.empty()) {
-    std::vector<pid_t> still;
-    for (pid_t pid : waiting) {
-      try {
-        if (toggler_->get_state(pid) != CudaState::Running) throw std::runtime_error("not running");
-      } catch (const std::exception&) {
-        still.push_back(pid);
-        continue;
-      }
-      c.holders[pid] = fresh.at(pid);
-      try {
-        toggler_->lock(pid, cfg_.lock_timeout_ms);
-        t.record(pid, CudaState::Locked);
-        toggler_->checkpoint(pid);
-        t.record(pid, CudaState::Checkpointed);
-        c.state[pid] = CudaState::Running;
-        c.cuda.push_back(pid);
-        taken.push_back(pid);
-      } catch (const std::exception& e) {
-        t.unsure(pid);
-        log_.info("checkpoint " + a.req.container_id + ": newcomer pid " + std::to_string(pid) + ": " + e.what());
-        ok = false;
-      }
-    }
-    waiting.swap(still);
-    if (waiting.empty() || Clock::now() >= deadline) break;
-    std::this_thread::sleep_for(kNewcomerPoll);
-  }
   // One that never became a CUDA process, or ended meanwhile, is for the next verify to judge.
+  when_cuda_running(pids_of(fresh), [&](pid_t pid) {
+    c.holders[pid] = fresh.at(pid);
+    try {
+      toggler_->lock(pid, cfg_.lock_timeout_ms);
+      t.record(pid, CudaState::Locked);
+      toggler_->checkpoint(pid);
+      t.record(pid, CudaState::Checkpointed);
+      c.state[pid] = CudaState::Running;
+      c.cuda.push_back(pid);
+      taken.push_back(pid);
+    } catch (const std::exception& e) {
+      t.unsure(pid);
+      log_.info("checkpoint " + a.req.container_id + ": newcomer pid " + std::to_string(pid) + ": " + e.what());
+      ok = false;
+    }
+    return true;
+  });
   ph.done(taken.empty() ? "none taken in" : "pids " + comma_list(taken) + " locked and checkpointed");
   return ok && !taken.empty();
 }
@@ -586,9 +574,7 @@ void Orchestrator::verify(Attempt& a, const std::vector<pid_t>& pids, Classified
     if (hold_ || fresh.empty() || round == kUnheldRounds) break;
     if (!take_in_unheld(a, c, t, fresh)) {
       if (!may_retry) break;
-      Newcomers n;
-      for (const auto& [pid, _] : fresh) n.pids.push_back(pid);
-      throw n;
+      throw Newcomers{.pids = pids_of(fresh)};
     }
   }
   Phase verify = a.phase("verify");
@@ -675,9 +661,7 @@ void Orchestrator::take_snapshot(Attempt& a, const ReleasingSnapshotFn& snapshot
         std::string what = e.what();
         log_.info("checkpoint " + a.req.container_id + ": the runtime's checkpoint failed (" + what.substr(0, what.find('\n')) +
                   ") with CUDA processes started after the verify");
-        Newcomers n;
-        for (const auto& [pid, _] : fresh) n.pids.push_back(pid);
-        throw n;
+        throw Newcomers{.pids = pids_of(fresh)};
       }
     throw t.rollback({}, e.code(), "failed", std::string("the runtime's checkpoint failed: ") + e.what());
   } catch (const std::exception& e) {
