@@ -11,6 +11,7 @@
 #include "checkpoint/image_store.h"
 #include "common/error.h"
 #include "common/fs.h"
+#include "common/scratch_dir.h"
 #include "common/unique_fd.h"
 
 namespace nvproxy::checkpoint {
@@ -22,27 +23,6 @@ namespace {
 
 constexpr const char* kCriuTarType = "application/vnd.containerd.container.criu.checkpoint.criu.tar";
 constexpr const char* kImageNameAnnotation = "io.containerd.image.name";
-
-// A directory of this process's own, removed with everything in it.
-class WorkDir {
- public:
-  explicit WorkDir(fs::path p) : path_(std::move(p)) {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-    fs::create_directories(path_);
-    fs::permissions(path_, fs::perms::owner_all, fs::perm_options::replace, ec);
-  }
-  ~WorkDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  WorkDir(const WorkDir&) = delete;
-  WorkDir& operator=(const WorkDir&) = delete;
-  [[nodiscard]] const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
 
 // ctr against the target containerd; stdout to `out_fd` when given. Error naming the step.
 RunResult ctr_run(const CtrTarget& t, std::vector<std::string> args, ProcessRunner& runner, const std::string& step,
@@ -90,9 +70,12 @@ void tar_run(std::vector<std::string> argv, ProcessRunner& runner, const std::st
 
 // Moves `file` into the layout under its digest; returns its descriptor's digest and size.
 LayoutFile add_blob(const fs::path& file, const fs::path& layout, ProcessRunner& runner) {
-  LayoutFile d = digest_files(file.parent_path(), runner).at(0);
-  fs::rename(file, blob_file(layout, d.digest));
-  return d;
+  for (const LayoutFile& d : digest_files(file.parent_path(), runner))
+    if (d.path == file.filename().string()) {
+      fs::rename(file, blob_file(layout, d.digest));
+      return d;
+    }
+  throw Error(Code::Internal, "no digest of " + file.string());
 }
 
 }  // namespace
@@ -107,7 +90,7 @@ std::string data_reference_of(const std::string& reference) {
 CtrPushResult push_ctr_checkpoint(const std::string& name, const std::string& reference, const fs::path& store,
                                   const CtrTarget& ctr, ImageRegistry& registry, ProcessRunner& runner) {
   const std::string data_ref = data_reference_of(reference);
-  WorkDir work((store.empty() ? fs::temp_directory_path() : store) / (".ctr-push-" + std::to_string(::getpid())));
+  ScratchDir work((store.empty() ? fs::temp_directory_path() : store) / (".ctr-push-" + std::to_string(::getpid())));
   const fs::path layout = work.path() / "layout";
   fs::create_directories(layout / "blobs" / "sha256");
   const std::string index_digest = image_digest(ctr, name, runner);
@@ -164,7 +147,7 @@ std::string pull_ctr_checkpoint(const std::string& reference, const fs::path& st
   if (!fs::exists(archive))
     throw Error(Code::InvalidArgument,
                 "the registry image " + reference + " is not a containerd checkpoint (push one with `image push --ctr NAME`)");
-  WorkDir work(store / (".ctr-pull-" + std::to_string(::getpid())));
+  ScratchDir work(store / (".ctr-pull-" + std::to_string(::getpid())));
   tar_run({"tar", "-xf", archive.string(), "-C", work.path().string(), "./index.json"}, runner, "reading " + archive.string());
   json top = json::parse(read_file(work.path() / "index.json"), nullptr, false);
   std::string name;

@@ -12,6 +12,7 @@
 #include "checkpoint/zero_pages.h"
 #include "common/error.h"
 #include "common/fs.h"
+#include "common/scratch_dir.h"
 #include "common/unique_fd.h"
 
 namespace nvproxy::checkpoint {
@@ -20,27 +21,6 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
-
-// A directory removed when it goes out of scope (a layout, an entry not finished).
-class ScratchDir {
- public:
-  explicit ScratchDir(fs::path p) : path_(std::move(p)) {
-    std::error_code ec;
-    fs::remove_all(path_, ec);  // left by a pull or push that was killed
-    fs::create_directories(path_);
-    fs::permissions(path_, fs::perms::owner_all, fs::perm_options::replace, ec);
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    if (!path_.empty()) fs::remove_all(path_, ec);
-  }
-  ScratchDir(const ScratchDir&) = delete;
-  ScratchDir& operator=(const ScratchDir&) = delete;
-  [[nodiscard]] const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
 
 std::string hex_of(const std::string& digest) {
   return digest.substr(digest.find(':') + 1);
