@@ -1185,7 +1185,15 @@ struct RecordingHold final : ContainerHold {
 struct StartsAWorkerOnLock final : CudaToggler {
   CudaToggler& real;
   std::function<void()> on_first_lock;
+  pid_t worker = 0;
   explicit StartsAWorkerOnLock(CudaToggler& r) : real(r) {}
+  // On the first lock a fake CUDA worker starts and joins the container's list.
+  void start_worker(FakeGpu& gpu, std::vector<pid_t>& listed) {
+    on_first_lock = [this, &gpu, &listed] {
+      worker = gpu.start_app();
+      listed.push_back(worker);
+    };
+  }
   std::string describe() override { return real.describe(); }
   CudaState get_state(pid_t pid) override { return real.get_state(pid); }
   void lock(pid_t pid, unsigned timeout_ms) override {
@@ -1205,12 +1213,9 @@ struct StartsAWorkerOnLock final : CudaToggler {
 TEST_F(OrchestratorTest, AWorkerStartedDuringTheLockIsTakenInWhileTheRestIsHeld) {
   pid_t a = gpu.start_app();
   pids = {a};
-  pid_t worker = 0;
   StartsAWorkerOnLock t(toggler);
-  t.on_first_lock = [&] {
-    worker = gpu.start_app();
-    pids.push_back(worker);
-  };
+  t.start_worker(gpu, pids);
+  const pid_t& worker = t.worker;
   RecordingHold hold;
   auto o = make_with([&](OrchestratorTools& ot) { ot.hold = &hold; }, &t);
   CheckpointOutcome out = o.checkpoint(req(), counting_snapshot());
@@ -1394,12 +1399,9 @@ TEST_F(OrchestratorTest, WithoutAHoldAWorkerThatFailsAndStaysIsAFailure) {
 TEST_F(OrchestratorTest, WithoutAHoldAWorkerStartedDuringTheCheckpointIsTakenInBeforeTheSnapshot) {
   pid_t a = gpu.start_app();
   pids = {a};
-  pid_t worker = 0;
   StartsAWorkerOnLock t(toggler);
-  t.on_first_lock = [&] {
-    worker = gpu.start_app();
-    pids.push_back(worker);
-  };
+  t.start_worker(gpu, pids);
+  const pid_t& worker = t.worker;
   auto o = make(&t);
   std::vector<std::string> states_at_snapshot;
   CheckpointOutcome out = o.checkpoint(req(), [&] {
