@@ -45,14 +45,12 @@ export NV_RUNTIME_EXTRA
 nv_start_with_shim --containerd "$ctd"
 
 # The loop replaces its counter by a rename, so a read never sees it truncated.
-counter() { nv_ctr task exec --exec-id "c$RANDOM" "$1" cat /tmp/counter 2>/dev/null || echo 0; }
-counter_above() { (($(counter "$1") > $2)); }
 nv_ctr run -d --runtime $NV_RT "$NV_IMAGE" cp sh -c 'i=0; while :; do i=$((i+1)); echo $i >/tmp/counter.new; mv /tmp/counter.new /tmp/counter; sleep 0.1; done'
-nv_wait_for -t 30 counter_above cp 19 || nv_fail "counter does not advance: $(counter cp)"
+nv_wait_for -t 30 nv_counter_above cp 19 || nv_fail "counter does not advance: $(nv_counter cp)"
 
 nv_log "checkpoint with runc $want and runtime.criu_path (CRIU not in PATH)"
 # Read before the checkpoint: the image is taken later, so the restored count is at least this.
-before=$(counter cp)
+before=$(nv_counter cp)
 nv_ctr c checkpoint --task --rw cp cpref
 grep -qx swrk "$kit/calls" || nv_fail "the checkpoint did not run CRIU through criu_path: $(cat "$kit/calls" 2>/dev/null)"
 nv_assert_eq RUNNING "$(nv_task_status cp)" "container state after a leave-running checkpoint"
@@ -78,9 +76,9 @@ nv_ctr c restore --live --rw cp cpref </dev/null
 nv_assert_eq RUNNING "$(nv_task_status cp)" "restored container state"
 grep -qx swrk "$kit/calls" || nv_fail "the restore did not run CRIU through criu_path"
 # The first exec into a just-restored container can fail: wait for the counter to be read.
-nv_wait_for -t 10 counter_above cp 0 || nv_fail "cannot read the restored counter"
-after=$(counter cp)
+nv_wait_for -t 10 nv_counter_above cp 0 || nv_fail "cannot read the restored counter"
+after=$(nv_counter cp)
 ((after >= before)) || nv_fail "state did not continue: before=$before after=$after"
-nv_wait_for -t 10 counter_above cp "$after" || nv_fail "restored loop is not running: stays at $after"
+nv_wait_for -t 10 nv_counter_above cp "$after" || nv_fail "restored loop is not running: stays at $after"
 nv_ctr task kill -s KILL cp
 echo "PASS criu_path (runc $want, containerd $NV_CONTAINERD_VERSION)"

@@ -15,8 +15,6 @@ source "$(dirname "$0")/lib/registry.sh"
 SHIM=$NVPROXY_SHIM_DIR/containerd-shim-nvproxy-v1
 VER=${1:-2.3}
 
-counter() { nv_ctr task exec --exec-id "c$RANDOM" "$1" cat /tmp/counter 2>/dev/null || echo 0; }
-counter_above() { (($(counter "$1") > $2)); }
 store_entries() { find "$1" -name .complete 2>/dev/null | wc -l; }
 
 if [[ ${NV_CTR_REGISTRY_NODE:-A} == B ]]; then
@@ -45,11 +43,11 @@ if [[ ${NV_CTR_REGISTRY_NODE:-A} == B ]]; then
   nv_assert_eq 2 "$(store_entries "$STORE_B")" "B's store entries after the restore"
   [[ -n $(find "$STORE_B/registry" -name 'pages-*.img') ]] || nv_fail "CRIU's pages are not in B's store"
   grep -q "pulled\|registry" "$NV_DIR/containerd.log" || nv_fail "B's shim did not log the pull"
-  nv_wait_for -t 10 counter_above c1 0 || nv_fail "cannot read the restored counter"
-  after=$(counter c1)
+  nv_wait_for -t 10 nv_counter_above c1 0 || nv_fail "cannot read the restored counter"
+  after=$(nv_counter c1)
   ((after >= AT)) || nv_fail "the restored loop did not go on from the checkpoint: at $AT, now $after"
-  nv_wait_for -t 10 counter_above c1 "$after" || nv_fail "the restored loop does not run on B"
-  nv_log "node B: restored, the counter went on from $AT to $(counter c1)"
+  nv_wait_for -t 10 nv_counter_above c1 "$after" || nv_fail "the restored loop does not run on B"
+  nv_log "node B: restored, the counter went on from $AT to $(nv_counter c1)"
   echo "PASS node B"
   exit 0
 fi
@@ -65,9 +63,9 @@ nv_log "node A: containerd $NV_SOCK, store $STORE_A"
 
 nv_ctr run -d --runtime $NV_RT "$NV_IMAGE" c1 sh -c 'big=$(head -c 2000000 /dev/urandom | od -An -tx1 | tr -d " \n"); i=0
   while :; do i=$((i+1)); echo $i >/tmp/counter.new; mv /tmp/counter.new /tmp/counter; sleep 0.1; done'
-nv_wait_for -t 30 counter_above c1 9 || nv_fail "the counter does not advance"
+nv_wait_for -t 30 nv_counter_above c1 9 || nv_fail "the counter does not advance"
 nv_ctr c checkpoint --task --rw c1 ckpt/c1:1
-at=$(counter c1)
+at=$(nv_counter c1)
 REF=$NV_REGISTRY/ckpt/c1:v1
 printf 'checkpoint:\n  registry_timeout_s: 60\n' >"$NV_DIR/push.yaml"
 out=$("$SHIM" image push --ctr ckpt/c1:1 "$REF" --address "$NV_SOCK" --namespace "$NV_NAMESPACE" --store "$STORE_A" \

@@ -22,8 +22,6 @@ export NV_SHIM_EXTRA
 nv_start_with_shim --containerd "${1:-1.6}"
 SHIM=$NVPROXY_SHIM_DIR/containerd-shim-nvproxy-v1
 
-counter() { nv_ctr task exec --exec-id "c$RANDOM" "$1" cat /tmp/counter 2>/dev/null || echo 0; }
-counter_above() { (($(counter "$1") > $2)); }
 content_bytes() { du -sb "$NV_DIR/root/io.containerd.content.v1.content" | awk '{print $1}'; }
 entries() { find "$STORE" -mindepth 3 -maxdepth 3 -type d | sort; }
 # The image's memory: CRIU's pages-*.img (runc), runsc's checkpoint.img.
@@ -40,11 +38,11 @@ stop_rm() {
 # counts (its counter replaced by a rename).
 nv_ctr run -d --runtime $NV_RT "$NV_IMAGE" st sh -c 'big=$(head -c 4000000 /dev/urandom | od -An -tx1 | tr -d " \n"); i=0
   while :; do i=$((i+1)); echo $i >/tmp/counter.new; mv /tmp/counter.new /tmp/counter; sleep 0.1; done'
-nv_wait_for -t 30 counter_above st 19 || nv_fail "the counter does not advance"
+nv_wait_for -t 30 nv_counter_above st 19 || nv_fail "the counter does not advance"
 
 nv_log "ctr c checkpoint: the image goes to the store, containerd keeps a reference"
 c0=$(content_bytes)
-before=$(counter st)
+before=$(nv_counter st)
 nv_ctr c checkpoint --task --rw st stref1
 grown=$(($(content_bytes) - c0))
 mapfile -t es < <(entries)
@@ -61,10 +59,10 @@ nv_log "restore from the reference"
 stop_rm st
 nv_ctr c restore --live --rw st stref1 </dev/null
 grep -q "the image is the store's ${es[0]}" "$NV_DIR/containerd.log" || nv_fail "the restore did not read the store's entry"
-nv_wait_for -t 10 counter_above st 0 || nv_fail "cannot read the restored counter"
-after=$(counter st)
+nv_wait_for -t 10 nv_counter_above st 0 || nv_fail "cannot read the restored counter"
+after=$(nv_counter st)
 ((after >= before)) || nv_fail "the restored loop did not go on from the checkpoint: before=$before after=$after"
-nv_wait_for -t 10 counter_above st "$after" || nv_fail "the restored loop does not run"
+nv_wait_for -t 10 nv_counter_above st "$after" || nv_fail "the restored loop does not run"
 
 nv_log "retention: three checkpoints leave the newest two"
 nv_ctr c checkpoint --task --rw st stref2
@@ -89,7 +87,7 @@ nv_ctr c rm st >/dev/null 2>&1 || true
 if [[ $NV_CONTAINERD_VERSION == 2.* ]]; then
   nv_log "containerd 2: ctr task checkpoint --image-path DIR keeps only the reference in DIR; image pack"
   nv_ctr c restore --live --rw st stref3 </dev/null
-  nv_wait_for -t 10 counter_above st 0 || nv_fail "cannot read the counter restored from stref3"
+  nv_wait_for -t 10 nv_counter_above st 0 || nv_fail "cannot read the counter restored from stref3"
   dir=$NV_DIR/imgpath
   nv_ctr task checkpoint --image-path "$dir" st
   [[ -f $dir/nvproxy-image-ref.json ]] || nv_fail "no reference in $dir: $(ls "$dir")"

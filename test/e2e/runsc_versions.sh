@@ -13,8 +13,6 @@ current=${NVPROXY_SHARED_RUNSC_BIN_DIR:-}/runsc
 [[ -x $current ]] || nv_skip "current runsc not unpacked (scripts/fetch-shared-deps.sh)"
 nv_start_with_shim --containerd "${1:-1.6}"
 
-counter() { nv_ctr task exec --exec-id "c$RANDOM" "$1" cat /tmp/counter 2>/dev/null || echo 0; }
-counter_above() { (($(counter "$1") > $2)); }
 status() { nv_ctr task ls | awk -v id="$1" '$1==id{print $3}'; }
 stop_rm() {
   nv_ctr task kill -s KILL "$1" 2>/dev/null || true
@@ -30,7 +28,7 @@ other=${other%-go-*}  # as the shim reads it: the release, without the Go toolch
 [[ $written_by != "$other" ]] || nv_skip "Debian's and the shared runsc are one release ($other)"
 
 nv_ctr run -d --runtime $NV_RT "$NV_IMAGE" vr sh -c 'i=0; while :; do i=$((i+1)); echo $i >/tmp/counter.new; mv /tmp/counter.new /tmp/counter; sleep 0.1; done'
-nv_wait_for -t 30 counter_above vr 9 || nv_fail "the counter does not advance"
+nv_wait_for -t 30 nv_counter_above vr 9 || nv_fail "the counter does not advance"
 nv_log "checkpoint under runsc $written_by"
 nv_ctr c checkpoint --task --rw vr vrref
 stop_rm vr
@@ -50,8 +48,8 @@ nv_log "the same image under the runsc that wrote it"
 unset NV_RUNSC_BIN
 nv_shim_config_write "$NVPROXY_SHIM_CONFIG"
 nv_ctr c restore --live --rw vr vrref </dev/null
-nv_wait_for -t 20 counter_above vr 9 || nv_fail "the restored loop does not go on: $(counter vr)"
-c=$(counter vr)
-nv_wait_for -t 10 counter_above vr "$c" || nv_fail "the restored loop does not run"
+nv_wait_for -t 20 nv_counter_above vr 9 || nv_fail "the restored loop does not go on: $(nv_counter vr)"
+c=$(nv_counter vr)
+nv_wait_for -t 10 nv_counter_above vr "$c" || nv_fail "the restored loop does not run"
 stop_rm vr
 echo "PASS runsc_versions (runsc $written_by -> $other refused; restored under $written_by)"

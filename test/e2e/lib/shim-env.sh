@@ -92,6 +92,10 @@ nv_containerd_restart() {
 
 # nv_task_status ID: RUNNING, STOPPED, PAUSED ... or empty when containerd has no such task.
 nv_task_status() { nv_ctr task ls 2>/dev/null | awk -v id="$1" '$1==id{print $3}'; }
+# The count of a container's shell loop that writes /tmp/counter (replaced by a rename, never
+# empty), read through exec; 0 while unreadable.
+nv_counter() { nv_ctr task exec --exec-id "c$RANDOM" "$1" cat /tmp/counter 2>/dev/null || echo 0; }
+nv_counter_above() { (($(nv_counter "$1") > $2)); }
 nv_bundle() { echo "$NV_STATE_DIR/io.containerd.runtime.v2.task/$NV_NAMESPACE/$1"; }
 # The init's host pid of a running task, and a host pid's pid in its container (the fake driver
 # names its files by the latter).
