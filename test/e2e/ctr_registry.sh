@@ -34,7 +34,9 @@ if [[ ${NV_CTR_REGISTRY_NODE:-A} == B ]]; then
   nv_log "$out"
   nv_assert_contains "$out" "imported containerd's checkpoint image $NAME" "the pull"
   nv_assert_contains "$out" "record: container c1" "the record, read before anything else"
-  nv_ctr images ls -q | grep -qx "$NAME" || nv_fail "containerd on B has no image $NAME: $(nv_ctr images ls -q)"
+  # Read whole before grep looks: grep -q leaving early would end ctr by SIGPIPE (pipefail).
+  images=$(nv_ctr images ls -q)
+  grep -qx "$NAME" <<<"$images" || nv_fail "containerd on B has no image $NAME: $images"
   nv_assert_eq 1 "$(store_entries "$STORE_B")" "B's store entries before the restore (the archive only)"
   [[ -z $(find "$STORE_B" -name 'pages-*.img') ]] || nv_fail "the memory moved before the restore"
 
