@@ -14,6 +14,10 @@ nv_log "pause and resume"
 # Two processes for the whole test: a shell waiting on one long sleep. (A loop of short sleeps has
 # moments with the shell alone, and pids.current below once sampled one of them.)
 nv_ctr run -d --runtime $NV_RT "$NV_IMAGE" ops sh -c 'sleep 100000 & wait'
+# The task runs as soon as ctr returns, its shell not yet forked: wait for the sleep to exist (a
+# pause right away froze the lone shell, and pids.current then read 1 under load).
+two_processes() { (($(nv_ctr task ps ops 2>/dev/null | awk 'NR>1' | wc -l) >= 2)); }
+nv_wait_for -t 10 two_processes || nv_fail "the shell did not start its sleep: $(nv_ctr task ps ops 2>&1)"
 nv_ctr task pause ops
 nv_assert_eq PAUSED "$(nv_task_status ops)" "state after pause"
 nv_ctr task resume ops
