@@ -43,6 +43,12 @@ inline constexpr int kCudaNotInitialized = 3;
 inline constexpr int kCudaOperatingSystem = 304;  // what a process answers while it ends
 inline constexpr int kCudaTimeout = 909;
 
+// The answers of a process on its way out: 304 from one still ending, 3 from one whose exit has
+// already torn its CUDA down. Only these earn the wait for the process to be gone.
+inline bool answers_as_ending(int driver_code) {
+  return driver_code == kCudaOperatingSystem || driver_code == kCudaNotInitialized;
+}
+
 // A restore onto other GPUs: each GPU the process was checkpointed on ("GPU-<uuid>"), paired with
 // the GPU it comes back on. The driver (R580) wants every checkpointed GPU paired, moved or not.
 struct GpuPair {

@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "common/error.h"
+#include "common/json_integer.h"
 
 namespace nvproxy::checkpoint {
 
@@ -55,18 +56,18 @@ GpuHostFacts host_facts_from_json(const json& j) {
   try {
     f.driver_version = j.at("driver_version").get<std::string>();
     for (const auto& d : j.at("devices")) {
-      f.devices.push_back({.index = d.at("index").get<unsigned>(),
+      f.devices.push_back({.index = json_integer<unsigned>(d.at("index"), "devices.index"),
                            .uuid = d.at("uuid").get<std::string>(),
                            .name = d.at("name").get<std::string>(),
-                           .memory_total = d.at("memory_total").get<std::uint64_t>(),
-                           .memory_free = d.at("memory_free").get<std::uint64_t>(),
-                           .memory_used = d.at("memory_used").get<std::uint64_t>()});
+                           .memory_total = json_integer<std::uint64_t>(d.at("memory_total"), "devices.memory_total"),
+                           .memory_free = json_integer<std::uint64_t>(d.at("memory_free"), "devices.memory_free"),
+                           .memory_used = json_integer<std::uint64_t>(d.at("memory_used"), "devices.memory_used")});
     }
     for (const auto& [pid, uses] : j.at("processes").items()) {
       auto& out = f.processes[static_cast<pid_t>(std::stol(pid))];
       for (const auto& u : uses) {
         GpuProcessUse use{.uuid = u.at("uuid").get<std::string>()};
-        if (u.contains("used_bytes")) use.used_bytes = u.at("used_bytes").get<std::uint64_t>();
+        if (u.contains("used_bytes")) use.used_bytes = json_integer<std::uint64_t>(u.at("used_bytes"), "used_bytes");
         out.push_back(std::move(use));
       }
     }

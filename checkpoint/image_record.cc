@@ -4,6 +4,7 @@
 
 #include "common/error.h"
 #include "common/fs.h"
+#include "common/json_integer.h"
 
 namespace nvproxy::checkpoint {
 
@@ -23,9 +24,9 @@ std::vector<ImageProcess> processes_from(const json& j, const char* key) {
   const json& a = j.at(key);
   if (!a.is_array()) throw Error(Code::InvalidArgument, std::string("\"") + key + "\" is not a list");
   for (const auto& p : a) {
-    if (!p.is_object() || !p.contains("pid") || !p.at("pid").is_number_integer())
+    if (!p.is_object() || !p.contains("pid"))
       throw Error(Code::InvalidArgument, std::string("an entry of \"") + key + "\" has no pid: " + p.dump());
-    out.push_back({.pid = p.at("pid").get<pid_t>(), .name = p.value("name", std::string())});
+    out.push_back({.pid = json_integer<pid_t>(p.at("pid"), std::string(key) + ".pid"), .name = p.value("name", std::string())});
   }
   return out;
 }
@@ -55,13 +56,13 @@ ImageRecord image_record_from_json(const json& j) {
   if (!j.is_object()) throw Error(Code::InvalidArgument, "the record is not a JSON object");
   ImageRecord r;
   try {
-    r.version = j.value("version", 0);
+    r.version = json_integer_or(j, "version", 0);
     if (r.version > ImageRecord::kVersion)
       throw Error(Code::InvalidArgument, "record version " + std::to_string(r.version) + " is newer than this shim's (" +
                                              std::to_string(ImageRecord::kVersion) + "): restore with a newer shim");
     r.container = j.value("container", std::string());
     r.sandbox = j.value("sandbox", std::string());
-    r.cuda_processes = j.value("cuda_processes", 0);
+    r.cuda_processes = json_integer_or(j, "cuda_processes", 0);
     r.cuda_pids = processes_from(j, "cuda_pids");
     r.cuda_not_restored = processes_from(j, "cuda_not_restored");
     if (j.contains("gpu")) r.gpu = gpu_record_from_json(j.at("gpu"));
@@ -76,11 +77,16 @@ ImageRecord image_record_from_json(const json& j) {
     r.criu_version = j.value("criu_version", std::string());
     if (j.contains("released")) {
       if (!j.at("released").is_array()) throw Error(Code::InvalidArgument, "\"released\" is not a list");
-      for (const auto& p : j.at("released"))
-        r.released.push_back({.pid = p.at("pid").get<pid_t>(),
-                              .name = p.value("name", std::string()),
-                              .from = p.value("from", 0),
-                              .fds = p.value("fds", std::vector<int>{})});
+      for (const auto& p : j.at("released")) {
+        ImageReleased out{.pid = json_integer<pid_t>(p.at("pid"), "released.pid"),
+                                  .name = p.value("name", std::string()),
+                                  .from = json_integer_or(p, "from", pid_t{0})};
+        if (p.contains("fds")) {
+          if (!p.at("fds").is_array()) throw Error(Code::InvalidArgument, "\"released.fds\" is not a list");
+          for (const auto& fd : p.at("fds")) out.fds.push_back(json_integer<int>(fd, "released.fds"));
+        }
+        r.released.push_back(std::move(out));
+      }
     }
   } catch (const Error&) {
     throw;

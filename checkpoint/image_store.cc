@@ -9,6 +9,7 @@
 #include "checkpoint/image_record.h"
 #include "common/error.h"
 #include "common/fs.h"
+#include "common/json_integer.h"
 
 namespace nvproxy::checkpoint {
 
@@ -145,7 +146,13 @@ std::optional<ImageRef> read_image_ref(const fs::path& dir) {
                   !j["entry"].is_string()))
     throw Error(Code::InvalidArgument, "image reference " + file.string() + " is malformed (it needs \"store\" and \"entry\")");
   ImageRef r;
-  r.version = j.value("version", 0);
+  try {
+    r.version = json_integer_or(j, "version", 0);
+    r.container = j.value("container", std::string());
+    r.created = j.value("created", std::string());
+  } catch (const std::exception& e) {
+    throw Error(Code::InvalidArgument, "image reference " + file.string() + " is malformed: " + e.what());
+  }
   if (r.version > ImageRef::kVersion)
     throw Error(Code::InvalidArgument, "image reference " + file.string() + " has version " + std::to_string(r.version) +
                                            ", newer than this shim's: restore with a newer shim");
@@ -155,8 +162,6 @@ std::optional<ImageRef> read_image_ref(const fs::path& dir) {
     r.store = j["store"].get<std::string>();
     r.entry = j["entry"].get<std::string>();
   }
-  r.container = j.value("container", std::string());
-  r.created = j.value("created", std::string());
   return r;
 }
 

@@ -353,7 +353,7 @@ std::vector<pid_t> Orchestrator::drop_ended(Attempt& a, Classified& c, std::map<
   std::vector<pid_t> ended;
   // Only a process that answered as an ending one does is waited for; the others are asked once.
   bool ending =
-      std::any_of(failed.begin(), failed.end(), [](const auto& f) { return f.second.driver_code() == kCudaOperatingSystem; });
+      std::any_of(failed.begin(), failed.end(), [](const auto& f) { return answers_as_ending(f.second.driver_code()); });
   auto gone = ended_among(pids_of(failed), ending ? kEndingGrace : std::chrono::milliseconds(0));
   for (auto it = failed.begin(); it != failed.end();) {
     auto g = gone.find(it->first);
@@ -513,7 +513,7 @@ void Orchestrator::checkpoint_all(Attempt& a, Classified& c, Toggled& t, bool ma
   // cannot finish its exit (measured under runsc: it ended only once the rollback let it go), so
   // the attempt is undone and made again, from a scan that no longer finds it.
   if (may_retry && !failed.empty() &&
-      std::all_of(failed.begin(), failed.end(), [](const auto& f) { return f.second.driver_code() == kCudaOperatingSystem; })) {
+      std::all_of(failed.begin(), failed.end(), [](const auto& f) { return answers_as_ending(f.second.driver_code()); })) {
     Newcomers n{.pids = pids_of(failed), .ending = true};
     ckpt.done("pids " + comma_list(n.pids) + " ending, made again");
     throw n;

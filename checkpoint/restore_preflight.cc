@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "common/error.h"
+#include "common/json_integer.h"
 
 namespace nvproxy::checkpoint {
 
@@ -70,10 +71,12 @@ GpuRecord gpu_record_from_json(const json& j) {
     GpuRecord r{.driver_version = f.driver_version, .devices = std::move(f.devices)};
     for (const auto& p : j.at("processes")) {
       RecordedProcess rp{
-          .id = {.host_pid = p.value("host_pid", 0), .pid = p.at("pid").get<pid_t>(), .name = p.value("name", std::string())}};
+          .id = {.host_pid = json_integer_or(p, "host_pid", pid_t{0}),
+                 .pid = json_integer<pid_t>(p.at("pid"), "processes.pid"),
+                 .name = p.value("name", std::string())}};
       for (const auto& g : p.at("gpus")) {
         GpuProcessUse use{.uuid = g.at("uuid").get<std::string>()};
-        if (g.contains("used_bytes")) use.used_bytes = g.at("used_bytes").get<std::uint64_t>();
+        if (g.contains("used_bytes")) use.used_bytes = json_integer<std::uint64_t>(g.at("used_bytes"), "used_bytes");
         rp.gpus.push_back(std::move(use));
       }
       r.processes.push_back(std::move(rp));

@@ -175,3 +175,6 @@ write("fuzz_image_record", "runsc-no-facts.json", json.dumps({
     "gpu_error": "taken inside a gVisor sandbox", "runtime": {"name": "runsc", "version": "release-20260817.0"}}))
 write("fuzz_image_record", "no-cuda.json", json.dumps({"version": 1, "container": "c1", "cuda_processes": 0, "cuda_pids": []}))
 write("fuzz_image_record", "too-new.json", json.dumps({"version": 3, "container": "c1"}))
+# Once a crash: a count too big for an integer parses as a float.
+write("fuzz_image_record", "float-count.json",
+      '{"container": "c1", "cuda_processes": ' + "2" + "1" * 57 + ', "cuda_pids": [{"pid": 0, "name": "a"}]}')

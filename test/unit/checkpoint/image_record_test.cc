@@ -117,7 +117,15 @@ TEST(ImageRecord, MalformedRecordsAreRefusedNamingWhat) {
   EXPECT_NE(refused(R"([1,2])").find("not a JSON object"), std::string::npos);
   EXPECT_NE(refused(R"({"cuda_processes":1,"cuda_pids":{"pid":1}})").find("cuda_pids"), std::string::npos);
   EXPECT_NE(refused(R"({"cuda_processes":1,"cuda_pids":[{"name":"x"}]})").find("has no pid"), std::string::npos);
-  EXPECT_NE(refused(R"({"cuda_processes":"two"})").find("malformed"), std::string::npos);
+  EXPECT_NE(refused(R"({"cuda_processes":"two"})").find("\"cuda_processes\" is not an integer"), std::string::npos);
+  // Found by fuzz_image_record: a number too big for an integer is a float, and converting it was
+  // undefined behaviour; every integer field is range-checked.
+  EXPECT_NE(refused(R"({"cuda_processes":2111111111111111111111111111111})").find("\"cuda_processes\" is not an integer"),
+            std::string::npos);
+  EXPECT_NE(refused(R"({"cuda_processes":4294967296})").find("\"cuda_processes\" is out of range"), std::string::npos);
+  EXPECT_NE(refused(R"({"version":1.5})").find("\"version\""), std::string::npos);
+  EXPECT_NE(refused(R"({"cuda_processes":1,"cuda_pids":[{"pid":1e300}]})").find("cuda_pids.pid"), std::string::npos);
+  EXPECT_NE(refused(R"({"released":[{"pid":1,"fds":[18446744073709551615]}]})").find("released.fds"), std::string::npos);
   EXPECT_NE(refused(R"({"cuda_processes":1,"gpu":{"devices":[]}})").find("GPU record"), std::string::npos);
   EXPECT_NE(refused(R"({"version":99,"cuda_processes":1})").find("newer shim"), std::string::npos);
 }
