@@ -8,6 +8,7 @@
 #   B  (this script again, in a process of its own) `image pull --ctr REF` imports containerd's
 #      checkpoint image; `ctr c restore --live --rw` on B pulls the data into B's store (its record
 #      checked first) and the shell's counter goes on from the checkpoint. A's entry is gone by then.
+# The same under runc and runsc (NV_RUNTIME).
 # Usage: ctr_registry.sh [1.7|2.3]
 set -euo pipefail
 source "$(dirname "$0")/lib/shim-env.sh"
@@ -16,6 +17,10 @@ SHIM=$NVPROXY_SHIM_DIR/containerd-shim-nvproxy-v1
 VER=${1:-2.3}
 
 store_entries() { find "$1" -name .complete 2>/dev/null | wc -l; }
+# The files that hold the process's memory: CRIU's page files, or gVisor's state file.
+memory_files() {
+  if [[ $NV_RUNTIME == runsc ]]; then find "$1" -name 'checkpoint.img' -o -name 'pages.img'; else find "$1" -name 'pages-*.img'; fi
+}
 
 if [[ ${NV_CTR_REGISTRY_NODE:-A} == B ]]; then
   REF=$2 NAME=$3 AT=$4
@@ -38,12 +43,12 @@ if [[ ${NV_CTR_REGISTRY_NODE:-A} == B ]]; then
   images=$(nv_ctr images ls -q)
   grep -qx "$NAME" <<<"$images" || nv_fail "containerd on B has no image $NAME: $images"
   nv_assert_eq 1 "$(store_entries "$STORE_B")" "B's store entries before the restore (the archive only)"
-  [[ -z $(find "$STORE_B" -name 'pages-*.img') ]] || nv_fail "the memory moved before the restore"
+  [[ -z $(memory_files "$STORE_B") ]] || nv_fail "the memory moved before the restore"
 
   nv_ctr c restore --live --rw c1 "$NAME" </dev/null
   nv_assert_eq RUNNING "$(nv_task_status c1)" "the container restored on B"
   nv_assert_eq 2 "$(store_entries "$STORE_B")" "B's store entries after the restore"
-  [[ -n $(find "$STORE_B/registry" -name 'pages-*.img') ]] || nv_fail "CRIU's pages are not in B's store"
+  [[ -n $(memory_files "$STORE_B/registry") ]] || nv_fail "the process's memory is not in B's store"
   grep -q "pulled\|registry" "$NV_DIR/containerd.log" || nv_fail "B's shim did not log the pull"
   nv_wait_for -t 10 nv_counter_above c1 0 || nv_fail "cannot read the restored counter"
   after=$(nv_counter c1)
