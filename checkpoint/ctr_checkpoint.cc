@@ -9,6 +9,7 @@
 #include "checkpoint/image_layout.h"
 #include "checkpoint/image_record.h"
 #include "checkpoint/image_store.h"
+#include "checkpoint/layout_blobs.h"
 #include "common/error.h"
 #include "common/fs.h"
 #include "common/scratch_dir.h"
@@ -52,30 +53,11 @@ std::string image_digest(const CtrTarget& t, const std::string& name, ProcessRun
   throw Error(Code::NotFound, "containerd (" + t.address + ", namespace " + t.ns + ") has no image " + name);
 }
 
-fs::path blob_file(const fs::path& layout, const std::string& digest) {
-  return layout / "blobs" / "sha256" / digest.substr(7);
-}
-
 void get_blob(const CtrTarget& t, const std::string& digest, const fs::path& layout, ProcessRunner& runner) {
-  fs::path f = blob_file(layout, digest);
+  fs::path f = blob_path(layout, digest);
   UniqueFd fd(::open(f.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
   if (!fd) throw sys_error("create " + f.string());
   ctr_run(t, {"content", "get", digest}, runner, "blob " + digest, fd.get());
-}
-
-void tar_run(std::vector<std::string> argv, ProcessRunner& runner, const std::string& what) {
-  RunResult r = runner.run(Command{.argv = std::move(argv), .timeout = std::chrono::minutes(10)});
-  if (!r.ok()) throw Error(Code::Internal, what + ": tar failed: " + r.describe());
-}
-
-// Moves `file` into the layout under its digest; returns its descriptor's digest and size.
-LayoutFile add_blob(const fs::path& file, const fs::path& layout, ProcessRunner& runner) {
-  for (const LayoutFile& d : digest_files(file.parent_path(), runner))
-    if (d.path == file.filename().string()) {
-      fs::rename(file, blob_file(layout, d.digest));
-      return d;
-    }
-  throw Error(Code::Internal, "no digest of " + file.string());
 }
 
 }  // namespace
@@ -95,7 +77,7 @@ CtrPushResult push_ctr_checkpoint(const std::string& name, const std::string& re
   fs::create_directories(layout / "blobs" / "sha256");
   const std::string index_digest = image_digest(ctr, name, runner);
   get_blob(ctr, index_digest, layout, runner);
-  json index = json::parse(read_file(blob_file(layout, index_digest)), nullptr, false);
+  json index = json::parse(read_file(blob_path(layout, index_digest)), nullptr, false);
   if (!index.is_object() || !index.contains("manifests") || !index["manifests"].is_array())
     throw Error(Code::InvalidArgument, name + " is not a checkpoint image (its target is not an index)");
   json* criu = nullptr;
@@ -109,21 +91,20 @@ CtrPushResult push_ctr_checkpoint(const std::string& name, const std::string& re
   const fs::path dir = work.path() / "checkpoint";
   fs::create_directories(dir);
   const std::string criu_digest = criu->value("digest", "");
-  tar_run({"tar", "-xf", blob_file(layout, criu_digest).string(), "-C", dir.string()}, runner, "unpacking " + criu_digest);
-  fs::remove(blob_file(layout, criu_digest));
+  run_tar({"-xf", blob_path(layout, criu_digest).string(), "-C", dir.string()}, runner, "unpacking " + criu_digest);
+  fs::remove(blob_path(layout, criu_digest));
   CtrPushResult out;
   out.data = push_image(dir, store, data_ref, true, registry, runner);
 
   // Its CRIU blob now refers to the data; the index and the archive follow.
   const fs::path made = work.path() / "made";
   fs::create_directories(made);
-  tar_run({"tar", "-cf", (made / "criu.tar").string(), "-C", dir.string(), "."}, runner, "packing the reference");
+  run_tar({"-cf", (made / "criu.tar").string(), "-C", dir.string(), "."}, runner, "packing the reference");
   LayoutFile criu_blob = add_blob(made / "criu.tar", layout, runner);
   (*criu)["digest"] = criu_blob.digest;
   (*criu)["size"] = criu_blob.size;
-  fs::remove(blob_file(layout, index_digest));
-  write_file_atomic(made / "index.json", index.dump(), 0600);
-  LayoutFile idx = add_blob(made / "index.json", layout, runner);
+  fs::remove(blob_path(layout, index_digest));
+  LayoutFile idx = add_blob_text(index.dump(), layout, runner);
   json top = {{"schemaVersion", 2},
               {"manifests", json::array({{{"mediaType", "application/vnd.oci.image.index.v1+json"},
                                           {"digest", idx.digest},
@@ -134,7 +115,7 @@ CtrPushResult push_ctr_checkpoint(const std::string& name, const std::string& re
 
   const fs::path art = work.path() / "artifact";
   fs::create_directories(art);
-  tar_run({"tar", "-cf", (art / kCtrArchiveFile).string(), "-C", layout.string(), "."}, runner, "packing the archive");
+  run_tar({"-cf", (art / kCtrArchiveFile).string(), "-C", layout.string(), "."}, runner, "packing the archive");
   if (fs::exists(dir / ImageRecord::kFileName)) fs::copy_file(dir / ImageRecord::kFileName, art / ImageRecord::kFileName);
   out.archive = push_image(art, "", reference, false, registry, runner).pinned;
   return out;
@@ -148,7 +129,7 @@ std::string pull_ctr_checkpoint(const std::string& reference, const fs::path& st
     throw Error(Code::InvalidArgument,
                 "the registry image " + reference + " is not a containerd checkpoint (push one with `image push --ctr NAME`)");
   ScratchDir work(store / (".ctr-pull-" + std::to_string(::getpid())));
-  tar_run({"tar", "-xf", archive.string(), "-C", work.path().string(), "./index.json"}, runner, "reading " + archive.string());
+  run_tar({"-xf", archive.string(), "-C", work.path().string(), "./index.json"}, runner, "reading " + archive.string());
   json top = json::parse(read_file(work.path() / "index.json"), nullptr, false);
   std::string name;
   if (top.is_object() && top.contains("manifests") && top["manifests"].is_array() && !top["manifests"].empty())

@@ -5,6 +5,7 @@
 #include <set>
 #include <sstream>
 
+#include "checkpoint/layout_blobs.h"
 #include "common/error.h"
 #include "common/fs.h"
 
@@ -28,10 +29,6 @@ bool valid_title(const std::string& t) {
   return true;
 }
 
-fs::path blob_path(const fs::path& layout, const std::string& digest) {
-  return layout / "blobs" / "sha256" / digest.substr(7);
-}
-
 // Links `from` to `to`; across filesystems (a checkpoint directory outside the store) it copies.
 void link_or_copy(const fs::path& from, const fs::path& to) {
   std::error_code ec;
@@ -42,14 +39,6 @@ void link_or_copy(const fs::path& from, const fs::path& to) {
     throw Error(Code::Internal, "cannot link " + from.string() + " to " + to.string() + ": " + ec.message());
   fs::copy_file(from, to, ec);
   if (ec) throw Error(Code::Internal, "cannot copy " + from.string() + " to " + to.string() + ": " + ec.message());
-}
-
-std::string digest_of_text(const std::string& text, const fs::path& scratch, ProcessRunner& runner) {
-  write_file_atomic(scratch, text, 0600);
-  Command c{.argv = {"sha256sum", "--", scratch.string()}, .timeout = std::chrono::seconds(30)};
-  RunResult r = runner.run(c);
-  if (!r.ok() || r.out.size() < 64) throw Error(Code::Internal, "sha256sum of " + scratch.string() + ": " + r.describe());
-  return "sha256:" + r.out.substr(0, 64);
 }
 
 }  // namespace

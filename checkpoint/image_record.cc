@@ -79,8 +79,8 @@ ImageRecord image_record_from_json(const json& j) {
       if (!j.at("released").is_array()) throw Error(Code::InvalidArgument, "\"released\" is not a list");
       for (const auto& p : j.at("released")) {
         ImageReleased out{.pid = json_integer<pid_t>(p.at("pid"), "released.pid"),
-                                  .name = p.value("name", std::string()),
-                                  .from = json_integer_or(p, "from", pid_t{0})};
+                          .name = p.value("name", std::string()),
+                          .from = json_integer_or(p, "from", pid_t{0})};
         if (p.contains("fds")) {
           if (!p.at("fds").is_array()) throw Error(Code::InvalidArgument, "\"released.fds\" is not a list");
           for (const auto& fd : p.at("fds")) out.fds.push_back(json_integer<int>(fd, "released.fds"));

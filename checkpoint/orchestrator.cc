@@ -398,8 +398,8 @@ Orchestrator::Resumed Orchestrator::bring_back(const std::vector<pid_t>& pids, c
     // is not stuck.
     std::vector<pid_t> stuck;
     for (const auto& s : out.stuck) stuck.push_back(s.pid);
-    bool ending = std::any_of(out.stuck.begin(), out.stuck.end(),
-                              [](const StuckProcess& s) { return answers_as_ending(s.driver_code); });
+    bool ending =
+        std::any_of(out.stuck.begin(), out.stuck.end(), [](const StuckProcess& s) { return answers_as_ending(s.driver_code); });
     auto gone = ended_among(stuck, ending ? kEndingGrace : std::chrono::milliseconds(0));
     std::erase_if(out.stuck, [&](const StuckProcess& s) {
       auto g = gone.find(s.pid);

@@ -70,10 +70,9 @@ GpuRecord gpu_record_from_json(const json& j) {
     GpuHostFacts f = host_facts_from_json(as_facts);
     GpuRecord r{.driver_version = f.driver_version, .devices = std::move(f.devices)};
     for (const auto& p : j.at("processes")) {
-      RecordedProcess rp{
-          .id = {.host_pid = json_integer_or(p, "host_pid", pid_t{0}),
-                 .pid = json_integer<pid_t>(p.at("pid"), "processes.pid"),
-                 .name = p.value("name", std::string())}};
+      RecordedProcess rp{.id = {.host_pid = json_integer_or(p, "host_pid", pid_t{0}),
+                                .pid = json_integer<pid_t>(p.at("pid"), "processes.pid"),
+                                .name = p.value("name", std::string())}};
       for (const auto& g : p.at("gpus")) {
         GpuProcessUse use{.uuid = g.at("uuid").get<std::string>()};
         if (g.contains("used_bytes")) use.used_bytes = json_integer<std::uint64_t>(g.at("used_bytes"), "used_bytes");

@@ -7,6 +7,7 @@
 #include "checkpoint/ctr_checkpoint.h"
 #include "checkpoint/image_store.h"
 #include "checkpoint/image_transfer.h"
+#include "checkpoint/kube_checkpoint.h"
 #include "checkpoint/skopeo_registry.h"
 #include "common/process.h"
 #include "shim/task/config.h"
@@ -24,6 +25,7 @@ constexpr const char* kUsage =
     "       containerd-shim-nvproxy-v1 image pull REFERENCE [OUT] [REGISTRY OPTIONS]\n"
     "       containerd-shim-nvproxy-v1 image push --ctr NAME REFERENCE [CTR OPTIONS] [REGISTRY OPTIONS]\n"
     "       containerd-shim-nvproxy-v1 image pull --ctr REFERENCE [CTR OPTIONS] [REGISTRY OPTIONS]\n"
+    "       containerd-shim-nvproxy-v1 image push --kube ARCHIVE REFERENCE [REGISTRY OPTIONS]\n"
     "registry options: --tls-verify=true|false --authfile F --store S --config F\n"
     "ctr options: --address SOCKET (/run/containerd/containerd.sock) --namespace NS (default)\n";
 
@@ -47,8 +49,8 @@ int image_cmd(const std::vector<std::string>& args, std::ostream& out, std::ostr
   opts.add_options()("store", po::value<std::string>())("config", po::value<std::string>())("older-than", po::value<double>())(
       "rewrite", po::bool_switch())("tls-verify", po::value<bool>())("authfile", po::value<std::string>())(
       "verb", po::value<std::string>())("paths", po::value<std::vector<std::string>>())(
-      "ctr", po::value<std::string>()->implicit_value(""))("address", po::value<std::string>())("namespace",
-                                                                                                po::value<std::string>());
+      "ctr", po::value<std::string>()->implicit_value(""))("kube", po::value<std::string>())("address", po::value<std::string>())(
+      "namespace", po::value<std::string>());
   po::positional_options_description pos;
   pos.add("verb", 1).add("paths", -1);
   po::variables_map vm;
@@ -61,11 +63,17 @@ int image_cmd(const std::vector<std::string>& args, std::ostream& out, std::ostr
   std::string verb = vm.count("verb") ? vm["verb"].as<std::string>() : "";
   std::vector<std::string> paths = vm.count("paths") ? vm["paths"].as<std::vector<std::string>>() : std::vector<std::string>{};
   const bool ctr = vm.count("ctr") > 0;
+  const std::string kube_archive = vm.count("kube") ? vm["kube"].as<std::string>() : "";
   std::string ctr_name = ctr ? vm["ctr"].as<std::string>() : "";
   if (verb == "pull" && !ctr_name.empty()) {  // `pull --ctr REFERENCE`: the option took the reference
     paths.insert(paths.begin(), ctr_name);
     ctr_name.clear();
   }
+  if (!kube_archive.empty() && (verb != "push" || ctr || paths.size() != 1)) {
+    err << kUsage;
+    return 2;
+  }
+  if (!kube_archive.empty()) paths.insert(paths.begin(), kube_archive);
   if (!((verb == "pack" && paths.size() == 2 && !ctr) || (verb == "prune" && paths.empty() && vm.count("older-than") && !ctr) ||
         (verb == "push" && !ctr && paths.size() == 2) || (verb == "push" && ctr && !ctr_name.empty() && paths.size() == 1) ||
         (verb == "pull" && !ctr && (paths.size() == 1 || paths.size() == 2)) ||
@@ -88,6 +96,12 @@ int image_cmd(const std::vector<std::string>& args, std::ostream& out, std::ostr
       checkpoint::CtrTarget target;
       if (vm.count("address")) target.address = vm["address"].as<std::string>();
       if (vm.count("namespace")) target.ns = vm["namespace"].as<std::string>();
+      if (!kube_archive.empty()) {
+        auto r = checkpoint::push_kube_checkpoint(paths[0], paths[1], store, registry, runner);
+        out << "pushed " << r.data.files << " files, " << r.data.bytes << " bytes: " << r.data.pinned << "\n"
+            << "checkpoint image of container " << r.container << " (for CRI's CreateContainer): " << r.image << "\n";
+        return 0;
+      }
       if (verb == "push" && ctr) {
         auto r = checkpoint::push_ctr_checkpoint(ctr_name, paths[0], store, target, registry, runner);
         out << "pushed " << r.data.files << " files, " << r.data.bytes << " bytes: " << r.data.pinned << "\n"

@@ -13,6 +13,8 @@
 #   registry NV_IMAGE_STORE=1 NV_REGISTRY_FLOW=1: the image goes from the store through a registry
 #            (`image push --rewrite`, docker-registry on loopback) to a second store: a blob altered
 #            in the registry is refused at the restore, then the restore pulls it into that store.
+#            NV_REGISTRY_FLOW=image: Kubernetes' flow, the archive made a checkpoint image
+#            (`image push --kube`), pulled by crictl and named by the restored container's spec.
 # Usage: cri.sh 1.7|2.3
 set -euo pipefail
 source "$(dirname "$0")/lib/cri.sh"
@@ -251,28 +253,54 @@ if [[ -n ${NV_REGISTRY_FLOW:-} ]]; then
   # from that archive: the record is checked, the blobs land in B's store, CRIU restores.
   nv_registry_start
   SHIM=$NVPROXY_SHIM_DIR/containerd-shim-nvproxy-v1
-  X=$NV_CRI_DIR/archive-x
-  mkdir -p "$X"
-  tar -C "$X" -xf "$ARCHIVE"
   # skopeo's deadline in seconds, not the default hour: a hung transfer fails the test quickly.
   printf 'checkpoint:\n  registry_timeout_s: 60\n' >"$NV_DIR/push.yaml"
-  out=$("$SHIM" image push "$X/checkpoint" "$NV_REGISTRY/ckpt/cuda:v1" --rewrite --tls-verify=false --store "$STORE" \
-    --config "$NV_DIR/push.yaml" 2>&1) \
-    || nv_fail "image push: $out"
-  nv_log "$out"
-  pinned=$(jq -r .registry "$X/checkpoint/nvproxy-image-ref.json")
-  [[ $pinned == "$NV_REGISTRY/ckpt/cuda@sha256:"* ]] || nv_fail "the archive does not refer to the registry: $pinned"
-  nv_assert_eq "nvproxy-cuda.json nvproxy-image-ref.json" "$(ls "$X/checkpoint" | sort | xargs)" "what the rewritten archive's checkpoint/ holds"
-  [[ -z $(find "$STORE" -path '*/.outgoing/*' -type f) ]] || nv_fail "the push left its layout in the store"
-  export ARCHIVE=$NV_CRI_DIR/cuda-checkpoint-registry.tar
-  tar -C "$X" -cf "$ARCHIVE" .
-  nv_log "archive for node B: $(du -k "$ARCHIVE" | cut -f1) KiB"
+  if [[ $NV_REGISTRY_FLOW == image ]]; then
+    # Kubernetes' flow: the archive becomes a checkpoint image (one layer, the container's name in
+    # org.criu.checkpoint.container.name), pulled by CRI and named by the new container's spec.
+    out=$("$SHIM" image push --kube "$ARCHIVE" "$NV_REGISTRY/ckpt/cuda:v1" --tls-verify=false --store "$STORE" \
+      --config "$NV_DIR/push.yaml" 2>&1) || nv_fail "image push --kube: $out"
+    nv_log "$out"
+    pinned=$(awk '/^pushed /{print $NF}' <<<"$out")
+    [[ $pinned == "$NV_REGISTRY/ckpt/cuda@sha256:"* ]] || nv_fail "no data reference in: $out"
+    IMG=$(awk '/^checkpoint image of container /{print $NF}' <<<"$out")
+    [[ $IMG == "$NV_REGISTRY/ckpt/cuda@sha256:"* ]] || nv_fail "no checkpoint image in: $out"
+    nv_assert_contains "$out" "checkpoint image of container cuda " "the image names the container"
+    manifest=$(skopeo inspect --raw --tls-verify=false "docker://$IMG")
+    nv_assert_eq cuda "$(jq -r '.annotations."org.criu.checkpoint.container.name"' <<<"$manifest")" "the image's annotation"
+    layer=$(nv_registry_blob "$(jq -r '.layers[0].digest' <<<"$manifest")")
+    listing=$(tar -tf "$layer")
+    grep -qx './checkpoint/nvproxy-image-ref.json' <<<"$listing" || nv_fail "the layer has no reference: $listing"
+    if grep -q 'pages-' <<<"$listing"; then nv_fail "CRIU's pages are in the checkpoint image's layer: $listing"; fi
+    nv_log "checkpoint image for node B: $IMG, its layer $(du -k "$layer" | cut -f1) KiB"
+    [[ -z $(find "$STORE" -path '*/.outgoing/*' -type f -o -name '.kube-push-*') ]] || nv_fail "the push left files in the store"
+    export ARCHIVE=$IMG
+  else
+    X=$NV_CRI_DIR/archive-x
+    mkdir -p "$X"
+    tar -C "$X" -xf "$ARCHIVE"
+    out=$("$SHIM" image push "$X/checkpoint" "$NV_REGISTRY/ckpt/cuda:v1" --rewrite --tls-verify=false --store "$STORE" \
+      --config "$NV_DIR/push.yaml" 2>&1) \
+      || nv_fail "image push: $out"
+    nv_log "$out"
+    pinned=$(jq -r .registry "$X/checkpoint/nvproxy-image-ref.json")
+    [[ $pinned == "$NV_REGISTRY/ckpt/cuda@sha256:"* ]] || nv_fail "the archive does not refer to the registry: $pinned"
+    nv_assert_eq "nvproxy-cuda.json nvproxy-image-ref.json" "$(ls "$X/checkpoint" | sort | xargs)" "what the rewritten archive's checkpoint/ holds"
+    [[ -z $(find "$STORE" -path '*/.outgoing/*' -type f) ]] || nv_fail "the push left its layout in the store"
+    export ARCHIVE=$NV_CRI_DIR/cuda-checkpoint-registry.tar
+    tar -C "$X" -cf "$ARCHIVE" .
+    nv_log "archive for node B: $(du -k "$ARCHIVE" | cut -f1) KiB"
+  fi
   # Node B: a store of its own; nothing of A's store is left.
   STORE_B=$(mktemp -d /var/tmp/nvproxy-cristore-b.XXXXXX)
   nv_defer rm -rf "$STORE_B"
   rm -rf "${STORE:?}"/*
   sed -i "s|image_store: $STORE|image_store: $STORE_B\n  registry_tls_verify: false\n  registry_timeout_s: 60|" "$NV_CRI_SHIM_CONFIG"
   grep -q "image_store: $STORE_B" "$NV_CRI_SHIM_CONFIG" || nv_fail "node B's shim config: $(cat "$NV_CRI_SHIM_CONFIG")"
+  if [[ $NV_REGISTRY_FLOW == image ]]; then
+    nv_crictl pull "$IMG" >/dev/null || nv_fail "crictl pull $IMG failed"
+    nv_log "CRI pulled the checkpoint image: $(nv_crictl images | grep ckpt/cuda || true)"
+  fi
 
   nv_log "ckpt: a blob altered in the registry: the restore is refused and B's store keeps nothing"
   pages=$(skopeo inspect --raw --tls-verify=false "docker://$pinned" \
