@@ -231,16 +231,19 @@ constexpr int kAttemptsWithNewcomers = 4;
 constexpr auto kNotCudaRescanAfter = std::chrono::milliseconds(200);
 
 CheckpointOutcome Orchestrator::checkpoint(const CheckpointRequest& req, const ReleasingSnapshotFn& snapshot) {
-  for (int attempt = 1;; ++attempt) {
+  NotCudaSeen seen{.rescan_until = Clock::now() + kNotCudaRescanFor};
+  for (int attempt = 1;;) {
     try {
-      return checkpoint_once(req, snapshot, attempt < kAttemptsWithNewcomers);
+      return checkpoint_once(req, snapshot, attempt < kAttemptsWithNewcomers, seen);
     } catch (const Newcomers& n) {
-      if (n.not_cuda) {
+      if (n.not_cuda) {  // bounded by seen.rescan_until, not by the attempts
         log_.info("checkpoint " + req.container_id + ": pids " + comma_list(n.pids) +
                   " hold GPU devices without CUDA (starting or ending?); scanning again in " +
                   std::to_string(kNotCudaRescanAfter.count()) + " ms");
         std::this_thread::sleep_for(kNotCudaRescanAfter);
-      } else if (n.ending) {
+        continue;
+      }
+      if (n.ending) {
         log_.info("checkpoint " + req.container_id + ": pids " + comma_list(n.pids) +
                   " answered their CUDA checkpoint as ending processes do (OPERATING_SYSTEM); CUDA brought back, "
                   "scanning again");
@@ -249,12 +252,31 @@ CheckpointOutcome Orchestrator::checkpoint(const CheckpointRequest& req, const R
                   comma_list(n.pids) + ") started during attempt " + std::to_string(attempt) +
                   "; its CUDA locks undone, scanning again");
       }
+      ++attempt;
     }
   }
 }
 
-CheckpointOutcome Orchestrator::checkpoint_once(const CheckpointRequest& req, const ReleasingSnapshotFn& snapshot,
-                                                bool may_retry) {
+bool Orchestrator::only_passing_holders(const Classified& c, NotCudaSeen& seen) {
+  if (c.blockers.empty() ||
+      !std::all_of(c.blockers.begin(), c.blockers.end(), [](const ProcessReport& r) { return r.cuda_state == "(no CUDA)"; }))
+    return false;
+  const auto now = Clock::now();
+  std::vector<pid_t> ids;
+  for (const auto& r : c.blockers) ids.push_back(r.pid);
+  // The scan and the classification take a while (seconds in a loaded sandbox): a worker seen
+  // then may be gone by now, its CUDA torn down first.
+  auto gone = ended_among(ids, std::chrono::milliseconds(0));
+  bool passing = now < seen.rescan_until;
+  for (pid_t pid : ids) {
+    auto first = seen.since.try_emplace(pid, now).first->second;
+    if (!gone.contains(pid) && now - first >= kStartingGrace) passing = false;
+  }
+  return passing;
+}
+
+CheckpointOutcome Orchestrator::checkpoint_once(const CheckpointRequest& req, const ReleasingSnapshotFn& snapshot, bool may_retry,
+                                                NotCudaSeen& seen) {
   Attempt a(*this, req);
   const std::string& id = req.container_id;
   std::vector<pid_t> pids;
@@ -279,8 +301,7 @@ CheckpointOutcome Orchestrator::checkpoint_once(const CheckpointRequest& req, co
   Decision d = decide(req, pids, c ? &*c : nullptr, a.out.phases);
   for (const auto& [k, v] : d.details.items()) a.diag.details[k] = v;
   a.out.warnings = d.warnings;
-  if (d.refusal && may_retry && c && !c->blockers.empty() &&
-      std::all_of(c->blockers.begin(), c->blockers.end(), [](const ProcessReport& r) { return r.cuda_state == "(no CUDA)"; })) {
+  if (d.refusal && c && only_passing_holders(*c, seen)) {
     Newcomers n{.not_cuda = true};
     for (const auto& r : c->blockers) n.pids.push_back(r.pid);
     throw n;

@@ -33,6 +33,10 @@ using Clock = std::chrono::steady_clock;
 // (measured on the H200).
 constexpr auto kEndingGrace = std::chrono::milliseconds(4000);
 constexpr auto kEndingPoll = std::chrono::milliseconds(50);
+// How long a holder without CUDA may stay so before it is a blocker (a worker's cuInit takes up to
+// about a second on the H200), and for how long scans that find only such holders are made again.
+constexpr auto kStartingGrace = std::chrono::milliseconds(2000);
+constexpr auto kNotCudaRescanFor = std::chrono::seconds(15);
 
 inline std::string fmt_ms(double ms) {
   char buf[32];

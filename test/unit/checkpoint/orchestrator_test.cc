@@ -1414,6 +1414,58 @@ TEST_F(OrchestratorTest, WithoutAHoldAWorkerThatEndsDuringItsCheckpointIsLeftOut
   EXPECT_TRUE(has(logged, "pids " + std::to_string(b) + " answered their CUDA checkpoint as ending processes do")) << logged;
 }
 
+namespace {
+// A toggler that ends one process when its CUDA state is asked for: a job runner's worker that
+// held the device at the scan and is gone by the time the classification reaches it.
+struct EndsOnGetState final : CudaToggler {
+  CudaToggler& real;
+  pid_t ending = 0;
+  std::function<void(pid_t)> end;
+  explicit EndsOnGetState(CudaToggler& r) : real(r) {}
+  std::string describe() override { return real.describe(); }
+  CudaState get_state(pid_t pid) override {
+    if (pid == ending) end(pid);
+    return real.get_state(pid);
+  }
+  void lock(pid_t pid, unsigned timeout_ms) override { real.lock(pid, timeout_ms); }
+  void checkpoint(pid_t pid) override { real.checkpoint(pid); }
+  void restore(pid_t pid) override { real.restore(pid); }
+  void unlock(pid_t pid) override { real.unlock(pid); }
+};
+}  // namespace
+
+// Issue 32 (a CI flake under load): in a sandbox a scan and its classification take seconds; a
+// holder without CUDA that has ended by then is no blocker: the scan is made again and the
+// checkpoint goes on. One that stays without CUDA is refused once kStartingGrace has passed.
+TEST_F(OrchestratorTest, WithoutAHoldAHolderWithoutCudaThatEndedIsScannedAgainNotRefused) {
+  pid_t a = gpu.start_app(), w = gpu.start_app({"--no-cuda"}, "nvidiactl");
+  std::mutex mu;
+  std::vector<pid_t> listed{a, w};
+  FunctionLister sandbox_list([&] {
+    std::lock_guard lk(mu);
+    return listed;
+  });
+  EndsOnGetState t(toggler);
+  t.ending = w;
+  t.end = [&](pid_t pid) {
+    ::kill(pid, SIGKILL);
+    std::lock_guard lk(mu);
+    std::erase(listed, pid);
+  };
+  auto o = make_with([&](OrchestratorTools& ot) { ot.lister = &sandbox_list; }, &t);
+  CheckpointOutcome out = o.checkpoint(req(), counting_snapshot());
+  EXPECT_EQ(out.toggled, std::vector<pid_t>{a});
+  EXPECT_EQ(snapshots, 1);
+
+  pid_t nvml = gpu.start_app({"--no-cuda"}, "nvidiactl");
+  listed = {a, nvml};
+  snapshots = 0;
+  auto started = std::chrono::steady_clock::now();
+  std::string msg = refusal(o);
+  EXPECT_TRUE(has(msg, P(nvml))) << msg;
+  EXPECT_GE(std::chrono::steady_clock::now() - started, std::chrono::milliseconds(2000)) << "refused only after the grace";
+}
+
 // The same worker still listed (alive and failing): that is a failure, rolled back, and it is the
 // one process reported stuck if it stays locked.
 TEST_F(OrchestratorTest, WithoutAHoldAWorkerThatFailsAndStaysIsAFailure) {
