@@ -19,13 +19,6 @@ nv_start_with_shim --containerd "${1:-1.6}"
 N=${NV_FAN_OUT:-3}
 
 entries() { find "$STORE" -name .complete -o -mindepth 3 -maxdepth 3 -type d | grep -v '\.complete$' | sort; }
-stop_rm() {
-  nv_ctr task kill -s KILL "$1"
-  nv_wait_for -t 20 bash -c "[[ \$(ctr -a $NV_SOCK -n $NV_NAMESPACE task ls | awk '\$1==\"$1\"{print \$3}') == STOPPED ]]" ||
-    nv_fail "$1 did not stop"
-  nv_ctr task rm "$1" >/dev/null
-  nv_ctr c rm "$1"
-}
 # "COUNT MD5" of the memory, as the replica's own loop last wrote it.
 sum_of() { nv_ctr task exec --exec-id "s$RANDOM" "$1" cat /tmp/sum 2>/dev/null || true; }
 sum_count_above() {
@@ -43,7 +36,7 @@ want=$(sum_of origin)
 want=${want#* }
 nv_ctr c checkpoint --task --rw origin fan/origin:1
 at=$(nv_counter origin)
-stop_rm origin
+nv_stop_rm origin
 mapfile -t es < <(entries)
 nv_assert_eq 1 "${#es[@]}" "store entries after the checkpoint"
 
@@ -52,7 +45,7 @@ t0=$(date +%s%N)
 nv_ctr c restore --live --rw one fan/origin:1 </dev/null
 one_ms=$((($(date +%s%N) - t0) / 1000000))
 nv_wait_for -t 10 sum_count_above one "$at" || nv_fail "the single restore does not go on"
-stop_rm one
+nv_stop_rm one
 
 t0=$(date +%s%N)
 pids=()
@@ -75,5 +68,5 @@ nv_assert_eq "$N" "$ns" "network namespaces of the replicas"
 mapfile -t after < <(entries)
 nv_assert_eq "${es[*]}" "${after[*]}" "store entries after the fan-out (one entry read by all)"
 nv_log "restore of one: ${one_ms} ms; of $N at once: ${fan_ms} ms (containerd $NV_CONTAINERD_VERSION, $NV_RUNTIME)"
-for k in $(seq 1 "$N"); do stop_rm "fan$k"; done
+for k in $(seq 1 "$N"); do nv_stop_rm "fan$k"; done
 echo "PASS fan_out ($NV_RUNTIME, containerd $NV_CONTAINERD_VERSION, $N replicas)"

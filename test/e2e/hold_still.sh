@@ -21,7 +21,6 @@ nv_start_with_shim --containerd "${1:-1.6}"
 
 MOUNTS=("${NV_FAKE_MOUNTS[@]}")
 APP=(/fake/fake_cuda_app --dir /fakecuda --device /dev/fakegpu0 --map)
-stopped() { [[ $(nv_task_status "$1") == STOPPED ]]; }
 # The fake driver names its files by the pid in the container: each case's pid 1 is the same name,
 # so what the previous (ended) container left goes first.
 fresh_fake_state() { rm -f "$FAKE"/cuda/[0-9]*.*; }
@@ -45,7 +44,7 @@ a=$(nv_fake_counter "$cp")
 nv_wait_for -t 10 nv_fake_counted_past "$cp" "$a" || nv_fail "process $cp does not work after the checkpoint"
 nv_assert_eq running "$(cat "$FAKE/cuda/$cp.state")" "CUDA state after the checkpoint"
 nv_ctr task kill -s KILL touch
-nv_wait_for -t 10 stopped touch
+nv_wait_for -t 10 nv_task_stopped touch
 
 nv_log "case restore: the same process restored from its image, held until its CUDA state is back"
 nv_ctr task rm touch >/dev/null
@@ -62,7 +61,7 @@ grep -q 'restore touch: hold .*(1 process held still)' "$NV_DIR/containerd.log" 
 a=$(nv_fake_counter "$cp")
 nv_wait_for -t 10 nv_fake_counted_past "$cp" "$a" || nv_fail "process $cp does not work after the restore"
 nv_ctr task kill -s KILL touch
-nv_wait_for -t 10 stopped touch
+nv_wait_for -t 10 nv_task_stopped touch
 
 nv_log "case nohold: the same with checkpoint.hold_still: false dies"
 fresh_fake_state
@@ -78,7 +77,7 @@ out=$(nv_ctr c checkpoint --task --rw nohold noholdref 2>&1)
 set -e
 echo "$out" >&2
 nv_wait_for -t 10 test -e "$FAKE/cuda/$cp.faulted" || nv_fail "without the hold the touch thread never saw its process checkpointed"
-nv_wait_for -t 10 stopped nohold || nv_fail "without the hold the process lives on: $(nv_task_status nohold)"
+nv_wait_for -t 10 nv_task_stopped nohold || nv_fail "without the hold the process lives on: $(nv_task_status nohold)"
 
 nv_log "case jobs: a job runner's short-lived CUDA children"
 fresh_fake_state

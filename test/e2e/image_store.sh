@@ -26,13 +26,6 @@ content_bytes() { du -sb "$NV_DIR/root/io.containerd.content.v1.content" | awk '
 entries() { find "$STORE" -mindepth 3 -maxdepth 3 -type d | sort; }
 # The image's memory: CRIU's pages-*.img (runc), runsc's checkpoint.img.
 pages_bytes() { find "$1" \( -name 'pages-*.img' -o -name 'checkpoint.img' \) -printf '%s\n' | awk '{s+=$1} END {print s+0}'; }
-stop_rm() {
-  nv_ctr task kill -s KILL "$1"
-  nv_wait_for -t 20 bash -c "[[ \$(ctr -a $NV_SOCK -n $NV_NAMESPACE task ls | awk '\$1==\"$1\"{print \$3}') == STOPPED ]]" ||
-    nv_fail "$1 did not stop"
-  nv_ctr task rm "$1" >/dev/null
-  nv_ctr c rm "$1"
-}
 
 # A shell that holds 8 MB of random hex (memory no image format compresses away: runsc's does), and
 # counts (its counter replaced by a rename).
@@ -56,7 +49,7 @@ nv_assert_eq 700 "$(stat -c %a "$STORE")" "the store's mode"
 nv_assert_eq RUNNING "$(nv_ctr task ls | awk '$1=="st"{print $3}')" "container after a leave-running checkpoint"
 
 nv_log "restore from the reference"
-stop_rm st
+nv_stop_rm st
 nv_ctr c restore --live --rw st stref1 </dev/null
 grep -q "the image is the store's ${es[0]}" "$NV_DIR/containerd.log" || nv_fail "the restore did not read the store's entry"
 nv_wait_for -t 10 nv_counter_above st 0 || nv_fail "cannot read the restored counter"
@@ -73,7 +66,7 @@ nv_assert_eq 2 "${#es2[@]}" "store entries after three checkpoints (image_store_
 grep -q "image store: removed ${es[0]}" "$NV_DIR/containerd.log" || nv_fail "the removal is not logged"
 
 nv_log "the removed image's restore is refused with the reason; nothing runs"
-stop_rm st
+nv_stop_rm st
 set +e
 err=$(nv_ctr c restore --live --rw st stref1 </dev/null 2>&1)
 rc=$?
@@ -95,7 +88,7 @@ if [[ $NV_CONTAINERD_VERSION == 2.* ]]; then
   "$SHIM" image pack "$dir" "$NV_DIR/packed" --store "$STORE"
   (($(pages_bytes "$NV_DIR/packed") > 4000000)) || nv_fail "the packed image lacks the pages: $(ls "$NV_DIR/packed")"
   [[ -f $NV_DIR/packed/inventory.img || -f $NV_DIR/packed/checkpoint.img ]] || nv_fail "the packed image is not one: $(ls "$NV_DIR/packed")"
-  stop_rm st
+  nv_stop_rm st
 fi
 
 nv_log "zero pages: out of the store's entry, and the restored process reads the same bytes"
@@ -120,12 +113,12 @@ if [[ ${NV_RUNTIME:-runc} != runsc ]]; then
 else
   ((apparent < 40 * 1048576)) || nv_fail "runsc's image holds $apparent bytes: the zero pages were kept"
 fi
-stop_rm zp
+nv_stop_rm zp
 nv_ctr c restore --live --rw zp zpref </dev/null
 r0=$(rounds)
 nv_wait_for -t 30 rounds_past $((r0 + 2)) || nv_fail "the restored app does not check its memory (rounds $r0 -> $(rounds))"
 intact || nv_fail "the restored memory differs: page at $(nv_ctr task exec --exec-id zc zp cat /tmp/1.corrupt)"
-stop_rm zp
+nv_stop_rm zp
 
 nv_log "image prune removes entries by age"
 "$SHIM" image prune --older-than 0 --store "$STORE"

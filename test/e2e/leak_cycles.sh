@@ -8,7 +8,6 @@ source "$(dirname "$0")/lib/shim-env.sh"
 cycles=${2:-500}
 nv_start_with_shim --containerd "${1:-1.6}"
 POD=(--annotation io.kubernetes.cri.sandbox-id=leakpod)
-stopped() { [[ $(nv_task_status "$1") == STOPPED ]]; }
 
 # An anchor keeps the pod's shim alive between cycles.
 nv_ctr run -d --runtime $NV_RT "${POD[@]}" "$NV_IMAGE" anchor sleep 100000
@@ -31,7 +30,7 @@ cycle() {
   out=$(nv_ctr task exec --exec-id e "$id" echo ok 2>"$NV_DIR/exec.err") || rc=$?
   [[ $rc == 0 && $out == ok ]] || nv_fail "cycle $1: exec gave [$out], exit status $rc, stderr [$(cat "$NV_DIR/exec.err")]"
   nv_ctr task kill -s KILL "$id"
-  nv_wait_for -t 10 stopped "$id" || nv_fail "cycle $1: task did not stop"
+  nv_wait_for -t 10 nv_task_stopped "$id" || nv_fail "cycle $1: task did not stop"
   nv_ctr task rm "$id" >/dev/null
   nv_ctr c rm "$id"
 }

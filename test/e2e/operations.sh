@@ -8,7 +8,6 @@ source "$(dirname "$0")/lib/shim-env.sh"
 CLIENT=${NVPROXY_SHIM_CLIENT:?NVPROXY_SHIM_CLIENT (build/test/tools/nvproxy-shim-client) is not set}
 nv_start_with_shim --containerd "${1:-1.6}"
 run_sleeper() { nv_ctr run -d --runtime $NV_RT "$@" "$NV_IMAGE" "${@: -1}" sleep 1000 >/dev/null; }
-stopped() { [[ $(nv_task_status "$1") == STOPPED ]]; }
 
 nv_log "pause and resume"
 # Two processes for the whole test: a shell waiting on one long sleep. (A loop of short sleeps has
@@ -61,7 +60,7 @@ nv_containerd_restart
 nv_assert_eq RUNNING "$(nv_task_status ops)" "task state after containerd restart"
 nv_assert_eq again "$(nv_ctr task exec --exec-id again ops echo again)" "exec after containerd restart"
 nv_ctr task kill -s KILL ops
-nv_wait_for -t 10 stopped ops
+nv_wait_for -t 10 nv_task_stopped ops
 nv_ctr task rm ops >/dev/null
 nv_ctr c rm ops
 
@@ -71,12 +70,12 @@ nv_ctr run -d --runtime $NV_RT --annotation io.kubernetes.cri.sandbox-id=podA "$
 nv_assert_eq 1 "$(nv_shim_pids | wc -l)" "shim processes for two containers of one pod"
 nv_assert_eq "$(cat "$(nv_bundle pod-a)/address")" "$(cat "$(nv_bundle pod-b)/address")" "shared shim address"
 nv_ctr task kill -s KILL pod-a
-nv_wait_for -t 10 stopped pod-a
+nv_wait_for -t 10 nv_task_stopped pod-a
 nv_ctr task rm pod-a >/dev/null
 nv_assert_eq RUNNING "$(nv_task_status pod-b)" "the pod's other container after one was removed"
 nv_assert_eq b "$(nv_ctr task exec --exec-id b pod-b echo b)" "exec in the remaining container"
 nv_ctr task kill -s KILL pod-b
-nv_wait_for -t 10 stopped pod-b
+nv_wait_for -t 10 nv_task_stopped pod-b
 nv_ctr task rm pod-b >/dev/null
 nv_ctr c rm pod-a pod-b
 no_shims() { [[ -z $(nv_shim_pids) ]]; }

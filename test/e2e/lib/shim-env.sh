@@ -92,6 +92,14 @@ nv_containerd_restart() {
 
 # nv_task_status ID: RUNNING, STOPPED, PAUSED ... or empty when containerd has no such task.
 nv_task_status() { nv_ctr task ls 2>/dev/null | awk -v id="$1" '$1==id{print $3}'; }
+nv_task_stopped() { [[ $(nv_task_status "$1") == STOPPED ]]; }
+# nv_stop_rm ID: kills the task, waits (20 s at most) until it has stopped, removes it and its container.
+nv_stop_rm() {
+  nv_ctr task kill -s KILL "$1"
+  nv_wait_for -t 20 nv_task_stopped "$1" || nv_fail "$1 did not stop"
+  nv_ctr task rm "$1" >/dev/null
+  nv_ctr c rm "$1"
+}
 # The count of a container's shell loop that writes /tmp/counter (replaced by a rename, never
 # empty), read through exec; 0 while unreadable.
 nv_counter() { nv_ctr task exec --exec-id "c$RANDOM" "$1" cat /tmp/counter 2>/dev/null || echo 0; }
