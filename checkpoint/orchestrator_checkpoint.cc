@@ -296,6 +296,21 @@ CheckpointOutcome Orchestrator::checkpoint_once(const CheckpointRequest& req, co
     Phase cls = a.phase("classify");
     c = classify(id, holders);
     cls.done("CUDA pids " + comma_list(c->cuda));
+    // A holder without CUDA that has ended since the scan holds nothing any more: a job's worker,
+    // as the classification takes seconds in a loaded sandbox.
+    std::vector<pid_t> no_cuda;
+    for (const auto& r : c->blockers)
+      if (r.cuda_state == "(no CUDA)") no_cuda.push_back(r.pid);
+    if (auto gone = ended_among(no_cuda, std::chrono::milliseconds(0)); !gone.empty()) {
+      std::erase_if(c->blockers, [&](const ProcessReport& r) { return gone.contains(r.pid); });
+      for (const auto& [pid, _] : gone) {
+        c->holders.erase(pid);
+        c->state_error.erase(pid);
+      }
+      log_.info("checkpoint " + id + ": pids " + comma_list(pids_of(gone)) +
+                " held GPU devices without CUDA at the scan and have ended since; left out");
+      if (c->holders.empty()) c.reset();
+    }
   }
 
   Decision d = decide(req, pids, c ? &*c : nullptr, a.out.phases);
@@ -554,7 +569,7 @@ constexpr int kUnheldRounds = 4;
 
 bool Orchestrator::take_in_unheld(Attempt& a, Classified& c, Toggled& t, const std::map<pid_t, std::vector<Holder>>& fresh) {
   Phase ph = a.phase("newcomers");
-  std::vector<pid_t> taken;
+  std::vector<pid_t> taken, ending;
   bool ok = true;
   // One that never became a CUDA process, or ended meanwhile, is for the next verify to judge.
   when_cuda_running(pids_of(fresh), [&](pid_t pid) {
@@ -567,6 +582,13 @@ bool Orchestrator::take_in_unheld(Attempt& a, Classified& c, Toggled& t, const s
       c.state[pid] = CudaState::Running;
       c.cuda.push_back(pid);
       taken.push_back(pid);
+    } catch (const CudaError& e) {
+      t.unsure(pid);
+      log_.info("checkpoint " + a.req.container_id + ": newcomer pid " + std::to_string(pid) + ": " + e.what());
+      if (answers_as_ending(e.driver_code()))
+        ending.push_back(pid);  // a job's worker on its way out, its CUDA torn down: gone soon
+      else
+        ok = false;
     } catch (const std::exception& e) {
       t.unsure(pid);
       log_.info("checkpoint " + a.req.container_id + ": newcomer pid " + std::to_string(pid) + ": " + e.what());
@@ -574,8 +596,13 @@ bool Orchestrator::take_in_unheld(Attempt& a, Classified& c, Toggled& t, const s
     }
     return true;
   });
-  ph.done(taken.empty() ? "none taken in" : "pids " + comma_list(taken) + " locked and checkpointed");
-  return ok && !taken.empty();
+  // A newcomer that ended is nothing to take in: the next round's scan no longer finds it.
+  auto gone = ended_among(ending, kEndingGrace);
+  for (pid_t pid : ending)
+    if (!gone.contains(pid)) ok = false;
+  ph.done((taken.empty() ? std::string("none taken in") : "pids " + comma_list(taken) + " locked and checkpointed") +
+          (gone.empty() ? "" : ", " + comma_list(pids_of(gone)) + " ended meanwhile"));
+  return ok && (!taken.empty() || !gone.empty());
 }
 
 std::map<pid_t, std::vector<Holder>> Orchestrator::untoggled_newcomers(const Classified& c, Toggled& t,

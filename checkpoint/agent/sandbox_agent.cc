@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -23,6 +24,15 @@ using nlohmann::json;
 
 namespace {
 
+// A process that has exited and waits for its parent's wait (a job runner's finished worker whose
+// parent is locked): it holds no files and no CUDA, and is no longer among the container's processes.
+bool is_zombie(const std::string& pid) {
+  std::ifstream in("/proc/" + pid + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto close = stat.rfind(')');
+  return close != std::string::npos && close + 2 < stat.size() && (stat[close + 2] == 'Z' || stat[close + 2] == 'X');
+}
+
 std::vector<pid_t> all_pids_but_self() {
   std::vector<pid_t> pids;
   std::error_code ec;
@@ -30,7 +40,7 @@ std::vector<pid_t> all_pids_but_self() {
     const std::string n = e.path().filename().string();
     if (n.empty() || n.find_first_not_of("0123456789") != std::string::npos) continue;
     auto p = static_cast<pid_t>(std::strtol(n.c_str(), nullptr, 10));
-    if (p != ::getpid()) pids.push_back(p);
+    if (p != ::getpid() && !is_zombie(n)) pids.push_back(p);
   }
   if (ec) throw Error(Code::Internal, "cannot list /proc in the sandbox: " + ec.message());
   std::sort(pids.begin(), pids.end());
