@@ -899,18 +899,29 @@ TEST_F(OrchestratorTest, APidThatEndedAfterTheScanIsNeverToggledAndLeftOut) {
 }
 
 namespace {
+// Forwards every call to the fake driver's toggler; the tests' variants override one of them.
+struct ForwardingToggler : CudaToggler {
+  CudaToggler& real;
+  explicit ForwardingToggler(CudaToggler& r) : real(r) {}
+  std::string describe() override { return real.describe(); }
+  CudaState get_state(pid_t pid) override { return real.get_state(pid); }
+  void lock(pid_t pid, unsigned timeout_ms) override { real.lock(pid, timeout_ms); }
+  void checkpoint(pid_t pid) override { real.checkpoint(pid); }
+  void restore(pid_t pid) override { real.restore(pid); }
+  void unlock(pid_t pid) override { real.unlock(pid); }
+};
+}  // namespace
+
+namespace {
 // A toggler whose lock of one pid fails as a worker whose exit has already torn CUDA down answers
 // (NOT_INITIALIZED), the process itself gone only a moment later.
-struct TornDownOnLock final : CudaToggler {
-  CudaToggler& real;
+struct TornDownOnLock final : ForwardingToggler {
   pid_t ending = 0;
   std::thread ender;
-  explicit TornDownOnLock(CudaToggler& r) : real(r) {}
+  using ForwardingToggler::ForwardingToggler;
   ~TornDownOnLock() override {
     if (ender.joinable()) ender.join();
   }
-  std::string describe() override { return real.describe(); }
-  CudaState get_state(pid_t pid) override { return real.get_state(pid); }
   void lock(pid_t pid, unsigned timeout_ms) override {
     if (pid != ending) return real.lock(pid, timeout_ms);
     ender = std::thread([pid] {
@@ -919,9 +930,6 @@ struct TornDownOnLock final : CudaToggler {
     });
     throw CudaError(pid, "lock", kCudaNotInitialized, "CUDA_ERROR_NOT_INITIALIZED");
   }
-  void checkpoint(pid_t pid) override { real.checkpoint(pid); }
-  void restore(pid_t pid) override { real.restore(pid); }
-  void unlock(pid_t pid) override { real.unlock(pid); }
 };
 }  // namespace
 
@@ -1226,11 +1234,10 @@ struct RecordingHold final : ContainerHold {
 };
 
 // The driver toggler, with a hook on the first lock: a job runner's next worker starts then.
-struct StartsAWorkerOnLock final : CudaToggler {
-  CudaToggler& real;
+struct StartsAWorkerOnLock final : ForwardingToggler {
   std::function<void()> on_first_lock;
   pid_t worker = 0;
-  explicit StartsAWorkerOnLock(CudaToggler& r) : real(r) {}
+  using ForwardingToggler::ForwardingToggler;
   // On the first lock a fake CUDA worker starts and joins the container's list.
   void start_worker(FakeGpu& gpu, std::vector<pid_t>& listed) {
     on_first_lock = [this, &gpu, &listed] {
@@ -1238,15 +1245,10 @@ struct StartsAWorkerOnLock final : CudaToggler {
       listed.push_back(worker);
     };
   }
-  std::string describe() override { return real.describe(); }
-  CudaState get_state(pid_t pid) override { return real.get_state(pid); }
   void lock(pid_t pid, unsigned timeout_ms) override {
     real.lock(pid, timeout_ms);
     if (auto f = std::exchange(on_first_lock, nullptr)) f();
   }
-  void checkpoint(pid_t pid) override { real.checkpoint(pid); }
-  void restore(pid_t pid) override { real.restore(pid); }
-  void unlock(pid_t pid) override { real.unlock(pid); }
 };
 
 }  // namespace
@@ -1366,21 +1368,15 @@ TEST_F(OrchestratorTest, AJaxProcessIsRefusedWhereNothingHoldsItStill) {
 namespace {
 // A toggler whose checkpoint of one pid fails as that process ends (a job runner's worker under
 // runsc answers CUDA_ERROR_OPERATING_SYSTEM while it exits).
-struct EndsOnCheckpoint final : CudaToggler {
-  CudaToggler& real;
+struct EndsOnCheckpoint final : ForwardingToggler {
   pid_t ending = 0;
   std::function<void(pid_t)> end;
-  explicit EndsOnCheckpoint(CudaToggler& r) : real(r) {}
-  std::string describe() override { return real.describe(); }
-  CudaState get_state(pid_t pid) override { return real.get_state(pid); }
-  void lock(pid_t pid, unsigned timeout_ms) override { real.lock(pid, timeout_ms); }
+  using ForwardingToggler::ForwardingToggler;
   void checkpoint(pid_t pid) override {
     if (pid != ending) return real.checkpoint(pid);
     end(pid);
     throw CudaError(pid, "checkpoint", 304, "CUDA_ERROR_OPERATING_SYSTEM");
   }
-  void restore(pid_t pid) override { real.restore(pid); }
-  void unlock(pid_t pid) override { real.unlock(pid); }
 };
 }  // namespace
 
@@ -1419,20 +1415,14 @@ TEST_F(OrchestratorTest, WithoutAHoldAWorkerThatEndsDuringItsCheckpointIsLeftOut
 namespace {
 // A toggler that ends one process when its CUDA state is asked for: a job runner's worker that
 // held the device at the scan and is gone by the time the classification reaches it.
-struct EndsOnGetState final : CudaToggler {
-  CudaToggler& real;
+struct EndsOnGetState final : ForwardingToggler {
   pid_t ending = 0;
   std::function<void(pid_t)> end;
-  explicit EndsOnGetState(CudaToggler& r) : real(r) {}
-  std::string describe() override { return real.describe(); }
+  using ForwardingToggler::ForwardingToggler;
   CudaState get_state(pid_t pid) override {
     if (pid == ending) end(pid);
     return real.get_state(pid);
   }
-  void lock(pid_t pid, unsigned timeout_ms) override { real.lock(pid, timeout_ms); }
-  void checkpoint(pid_t pid) override { real.checkpoint(pid); }
-  void restore(pid_t pid) override { real.restore(pid); }
-  void unlock(pid_t pid) override { real.unlock(pid); }
 };
 }  // namespace
 
@@ -1516,14 +1506,11 @@ TEST_F(OrchestratorTest, WithoutAHoldAWorkerStartedDuringTheCheckpointIsTakenInB
 namespace {
 // A worker starts on the first lock; asked to lock, it answers as one whose exit has torn CUDA
 // down (NOT_INITIALIZED) and is gone.
-struct NewcomerEndsOnLock final : CudaToggler {
-  CudaToggler& real;
+struct NewcomerEndsOnLock final : ForwardingToggler {
   std::function<void()> on_first_lock;
   pid_t worker = 0;
   std::function<void(pid_t)> end;
-  explicit NewcomerEndsOnLock(CudaToggler& r) : real(r) {}
-  std::string describe() override { return real.describe(); }
-  CudaState get_state(pid_t pid) override { return real.get_state(pid); }
+  using ForwardingToggler::ForwardingToggler;
   void lock(pid_t pid, unsigned timeout_ms) override {
     if (pid == worker) {
       end(pid);
@@ -1532,9 +1519,6 @@ struct NewcomerEndsOnLock final : CudaToggler {
     real.lock(pid, timeout_ms);
     if (auto f = std::exchange(on_first_lock, nullptr)) f();
   }
-  void checkpoint(pid_t pid) override { real.checkpoint(pid); }
-  void restore(pid_t pid) override { real.restore(pid); }
-  void unlock(pid_t pid) override { real.unlock(pid); }
 };
 }  // namespace
 
