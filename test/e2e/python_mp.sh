@@ -47,13 +47,6 @@ item() { progress "$1" | awk '{print $1}'; }
 item_at_least() { (($(item "$1") >= $2)); }
 item_other_than() { [[ $(item "$1") != "$2" ]]; }
 advances() { local a; a=$(item "$1"); nv_wait_for -t 10 item_at_least "$1" $((a + 5)); }
-task_stopped() { [[ $(nv_task_status "$1") == STOPPED ]]; }
-stop_and_remove() {
-  nv_ctr task kill -s KILL "$1"
-  nv_wait_for -t 20 task_stopped "$1" || nv_fail "$1 did not stop"
-  nv_ctr task rm "$1" >/dev/null
-  nv_ctr c rm "$1"
-}
 
 nv_log "control: no CRIU options, as containerd's runc shim: CRIU cannot dump the queue's semaphores"
 set_criu_options "[]"
@@ -69,7 +62,7 @@ nv_assert_contains "$err" "link remap" "the error quotes CRIU's own line"
 nv_assert_contains "$err" "checkpoint.criu_options" "the error names the option that fixes it"
 nv_assert_eq RUNNING "$(nv_task_status ctl)" "container state after the failed checkpoint"
 advances ctl || nv_fail "the workload stopped after the failed checkpoint: $(progress ctl)"
-stop_and_remove ctl
+nv_stop_rm ctl
 
 nv_log "default: the shim's CRIU options"
 NV_SHIM_EXTRA="" nv_shim_config_write "$NVPROXY_SHIM_CONFIG"
@@ -82,7 +75,7 @@ conf=$(nv_bundle mp)/criu-work/nvproxy-criu.conf
 grep -qx link-remap "$conf" || nv_fail "CRIU was not given link-remap: $(cat "$conf" 2>&1)"
 nv_assert_eq RUNNING "$(nv_task_status mp)" "container state after a leave-running checkpoint"
 advances mp || nv_fail "the workload stopped after the checkpoint: $(progress mp)"
-stop_and_remove mp
+nv_stop_rm mp
 last=$(item mp)
 nv_log "checkpoint taken at item >= $before; the original got to $last before it was killed"
 
@@ -99,5 +92,5 @@ advances mp || nv_fail "the restored workload does not go on: $(progress mp)"
 read -r got2 seen2 _ <<<"$(progress mp)"
 nv_assert_eq "$got2" "$seen2" "the queue still delivers every item once"
 nv_ctr task kill -s KILL mp
-nv_wait_for -t 20 task_stopped mp || nv_fail "restored mp did not stop"
+nv_wait_for -t 20 nv_task_stopped mp || nv_fail "restored mp did not stop"
 echo "PASS python_mp ($NV_RUNTIME, containerd $NV_CONTAINERD_VERSION; parent $parent, worker $worker)"
