@@ -105,13 +105,10 @@ CtrPushResult push_ctr_checkpoint(const std::string& name, const std::string& re
   (*criu)["size"] = criu_blob.size;
   fs::remove(blob_path(layout, index_digest));
   LayoutFile idx = add_blob_text(index.dump(), layout, runner);
-  json top = {{"schemaVersion", 2},
-              {"manifests", json::array({{{"mediaType", "application/vnd.oci.image.index.v1+json"},
-                                          {"digest", idx.digest},
-                                          {"size", idx.size},
-                                          {"annotations", {{kImageNameAnnotation, name}}}}})}};
-  write_file_atomic(layout / "index.json", top.dump(), 0600);
-  write_file_atomic(layout / "oci-layout", R"({"imageLayoutVersion":"1.0.0"})", 0600);
+  write_layout_top(layout, {{"mediaType", "application/vnd.oci.image.index.v1+json"},
+                            {"digest", idx.digest},
+                            {"size", idx.size},
+                            {"annotations", {{kImageNameAnnotation, name}}}});
 
   const fs::path art = work.path() / "artifact";
   fs::create_directories(art);

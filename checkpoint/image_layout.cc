@@ -76,8 +76,7 @@ std::string write_layout(const fs::path& image_dir, const fs::path& layout_dir, 
   fs::create_directories(layout_dir / "blobs" / "sha256");
   std::string record = "{}";
   if (auto rec = read_image_record(image_dir)) record = to_json(*rec).dump();
-  const std::string config_digest = digest_of_text(record, layout_dir / "config.tmp", runner);
-  fs::rename(layout_dir / "config.tmp", blob_path(layout_dir, config_digest));
+  const std::string config_digest = add_blob_text(record, layout_dir, runner).digest;
 
   json layers = json::array();
   for (const auto& f : files) {
@@ -94,15 +93,11 @@ std::string write_layout(const fs::path& image_dir, const fs::path& layout_dir, 
                 {"layers", layers},
                 {"annotations", {{kRecordAnnotation, record}}}};
   std::string text = manifest.dump();
-  const std::string digest = digest_of_text(text, layout_dir / "manifest.tmp", runner);
-  fs::rename(layout_dir / "manifest.tmp", blob_path(layout_dir, digest));
-  json index{{"schemaVersion", 2},
-             {"manifests", json::array({{{"mediaType", "application/vnd.oci.image.manifest.v1+json"},
-                                         {"digest", digest},
-                                         {"size", text.size()},
-                                         {"annotations", {{"org.opencontainers.image.ref.name", kLayoutTag}}}}})}};
-  write_file_atomic(layout_dir / "index.json", index.dump(), 0600);
-  write_file_atomic(layout_dir / "oci-layout", R"({"imageLayoutVersion":"1.0.0"})", 0600);
+  const LayoutFile m = add_blob_text(text, layout_dir, runner);
+  write_layout_top(layout_dir, {{"mediaType", "application/vnd.oci.image.manifest.v1+json"},
+                                {"digest", m.digest},
+                                {"size", m.size},
+                                {"annotations", {{"org.opencontainers.image.ref.name", kLayoutTag}}}});
   return text;
 }
 

@@ -86,14 +86,11 @@ KubePushResult push_kube_checkpoint(const fs::path& archive, const std::string& 
        json::array({{{"mediaType", "application/vnd.oci.image.layer.v1.tar"}, {"digest", layer.digest}, {"size", layer.size}}})},
       {"annotations", annotations}};
   const LayoutFile man = add_blob_text(manifest.dump(), layout, runner);
-  const json top = {{"schemaVersion", 2},
-                    {"manifests", json::array({{{"mediaType", "application/vnd.oci.image.manifest.v1+json"},
-                                                {"digest", man.digest},
-                                                {"size", man.size},
-                                                {"platform", {{"architecture", arch}, {"os", "linux"}}},
-                                                {"annotations", {{"org.opencontainers.image.ref.name", kLayoutTag}}}}})}};
-  write_file_atomic(layout / "index.json", top.dump(), 0600);
-  write_file_atomic(layout / "oci-layout", R"({"imageLayoutVersion":"1.0.0"})", 0600);
+  write_layout_top(layout, {{"mediaType", "application/vnd.oci.image.manifest.v1+json"},
+                            {"digest", man.digest},
+                            {"size", man.size},
+                            {"platform", {{"architecture", arch}, {"os", "linux"}}},
+                            {"annotations", {{"org.opencontainers.image.ref.name", kLayoutTag}}}});
   out.image = repository_of(reference) + "@" + registry.push(layout, kLayoutTag, reference);
   return out;
 }

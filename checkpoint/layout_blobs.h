@@ -3,6 +3,7 @@
 #pragma once
 
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -14,14 +15,15 @@ namespace nvproxy::checkpoint {
 // LAYOUT/blobs/sha256/<hex> of "sha256:<hex>".
 std::filesystem::path blob_path(const std::filesystem::path& layout, const std::string& digest);
 
-// "sha256:<hex>" of `text`, written to `scratch` (which is left there for the caller to move).
-std::string digest_of_text(const std::string& text, const std::filesystem::path& scratch, ProcessRunner& runner);
-
 // Moves `file` into the layout's blobs under its digest; returns its descriptor's digest and size.
 LayoutFile add_blob(const std::filesystem::path& file, const std::filesystem::path& layout, ProcessRunner& runner);
 
 // Writes `text` as a blob of the layout; returns its descriptor's digest and size.
 LayoutFile add_blob_text(const std::string& text, const std::filesystem::path& layout, ProcessRunner& runner);
+
+// The layout's index.json, naming the one manifest or index `descriptor` (mediaType, digest, size,
+// annotations), and its oci-layout file.
+void write_layout_top(const std::filesystem::path& layout, const nlohmann::json& descriptor);
 
 // tar with `argv` (bounded at 10 minutes); Error naming `what` with tar's own error.
 void run_tar(std::vector<std::string> argv, ProcessRunner& runner, const std::string& what);
