@@ -224,16 +224,16 @@ class Orchestrator {
   void lock_all(Attempt& a, Classified& c, Toggled& t);
   struct Newcomers;  // processes holding GPU devices started between the scan and the hold
   // Holders without CUDA across the attempts of one checkpoint: when each was first seen, and until
-  // when a scan that finds only such holders, each ended or new, is made again.
+  // when a scan that finds only new such holders is made again.
   struct NotCudaSeen {
     std::map<pid_t, std::chrono::steady_clock::time_point> since;
     std::chrono::steady_clock::time_point rescan_until;
   };
   CheckpointOutcome checkpoint_once(const CheckpointRequest& req, const ReleasingSnapshotFn& snapshot, bool may_retry,
                                     NotCudaSeen& seen);
-  // True when every one of `c`'s blockers is a holder without CUDA that has ended since the scan,
-  // or was first seen less than kStartingGrace ago: a job runner's worker between the opening of
-  // its device and cuInit, or between its CUDA teardown and its exit.
+  // True when every one of `c`'s blockers is a holder without CUDA first seen less than
+  // kStartingGrace ago (and the rescans' deadline has not passed): a job runner's worker between
+  // the opening of its device and cuInit, or between its CUDA teardown and its exit.
   bool only_passing_holders(const Classified& c, NotCudaSeen& seen);
   std::map<pid_t, std::vector<Holder>> hold_still(Attempt& a, HoldGuard& h, Toggled& t, std::set<pid_t>& held,
                                                   const std::vector<pid_t>& scanned);

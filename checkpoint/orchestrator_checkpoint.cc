@@ -261,17 +261,11 @@ bool Orchestrator::only_passing_holders(const Classified& c, NotCudaSeen& seen) 
   if (c.blockers.empty() ||
       !std::all_of(c.blockers.begin(), c.blockers.end(), [](const ProcessReport& r) { return r.cuda_state == "(no CUDA)"; }))
     return false;
+  // Those that ended since the scan were left out right after the classification.
   const auto now = Clock::now();
-  std::vector<pid_t> ids;
-  for (const auto& r : c.blockers) ids.push_back(r.pid);
-  // The scan and the classification take a while (seconds in a loaded sandbox): a worker seen
-  // then may be gone by now, its CUDA torn down first.
-  auto gone = ended_among(ids, std::chrono::milliseconds(0));
   bool passing = now < seen.rescan_until;
-  for (pid_t pid : ids) {
-    auto first = seen.since.try_emplace(pid, now).first->second;
-    if (!gone.contains(pid) && now - first >= kStartingGrace) passing = false;
-  }
+  for (const auto& r : c.blockers)
+    if (now - seen.since.try_emplace(r.pid, now).first->second >= kStartingGrace) passing = false;
   return passing;
 }
 
