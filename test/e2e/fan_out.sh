@@ -42,7 +42,7 @@ nv_assert_eq 1 "${#es[@]}" "store entries after the checkpoint"
 
 # The time of one restore, then of N at once.
 t0=$(date +%s%N)
-nv_ctr c restore --live --rw one fan/origin:1 </dev/null
+timeout 120 "$NV_CTR" -a "$NV_SOCK" -n "$NV_NAMESPACE" c restore --live --rw one fan/origin:1 </dev/null
 one_ms=$((($(date +%s%N) - t0) / 1000000))
 nv_wait_for -t 10 sum_count_above one "$at" || nv_fail "the single restore does not go on"
 nv_stop_rm one
@@ -50,7 +50,9 @@ nv_stop_rm one
 t0=$(date +%s%N)
 pids=()
 for k in $(seq 1 "$N"); do
-  nv_ctr c restore --live --rw "fan$k" fan/origin:1 </dev/null >"$NV_DIR/fan$k.out" 2>&1 &
+  # Bounded: a hung restore fails the test in two minutes, not at CTest's timeout.
+  timeout 120 "$NV_CTR" -a "$NV_SOCK" -n "$NV_NAMESPACE" c restore --live --rw "fan$k" fan/origin:1 </dev/null \
+    >"$NV_DIR/fan$k.out" 2>&1 &
   pids+=($!)
 done
 for k in $(seq 1 "$N"); do
