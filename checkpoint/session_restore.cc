@@ -78,7 +78,7 @@ void CheckpointSession::check_runtime(const ImageRecord& rec, const std::string&
 void CheckpointSession::restore(const RestoreRequest& req) {
   RestorePlan plan;
   const std::filesystem::path image = find_image(req, plan);
-  rt_.restore(image, plan.leave_stopped);
+  rt_.restore(image, plan.leave_stopped, plan.record ? plan.record->container : std::string());
   if (!plan.record || !plan.record->has_cuda()) return;
   try {
     resume_cuda(*plan.record, plan);

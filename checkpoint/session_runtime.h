@@ -33,8 +33,9 @@ class SessionRuntime {
 
   // The runtime's restore of `image` (`runc restore`, `runsc restore`): the task's process runs
   // from it when this returns. leave_stopped: CRIU leaves the restored processes stopped (runsc
-  // ignores it). Throws Error.
-  virtual void restore(const std::filesystem::path& image, bool leave_stopped) = 0;
+  // ignores it). taken_from: the container the image was taken from (its record; empty when
+  // unknown), so that a replica restored into a new container gets a cgroup of its own. Throws Error.
+  virtual void restore(const std::filesystem::path& image, bool leave_stopped, const std::string& taken_from) = 0;
   // Removes the container, whatever runs in it (`delete --force`); returns what it ran, for the
   // error that follows ("runc delete --force"). Throws Error.
   virtual std::string remove() = 0;

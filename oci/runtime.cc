@@ -1,5 +1,8 @@
 #include "oci/runtime.h"
 
+#include <linux/magic.h>
+#include <sys/vfs.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
@@ -9,6 +12,8 @@
 #include "common/fs.h"
 #include "common/log.h"
 #include "oci/cgroup_paths.h"
+#include "oci/replica_cgroup.h"
+#include "oci/spec.h"
 
 namespace nvproxy::oci {
 
@@ -396,6 +401,18 @@ nlohmann::json Runtime::stats(const std::string& id) {
   return j["data"];
 }
 
+std::optional<std::string> Runtime::criu_cgroup_root(const std::filesystem::path& bundle) {
+  if (kind_ != RuntimeKind::Runc) return std::nullopt;
+  struct statfs fs {};
+  const bool v2 = ::statfs("/sys/fs/cgroup", &fs) == 0 && fs.f_type == CGROUP2_SUPER_MAGIC;
+  if (!v2) return std::nullopt;
+  try {
+    return criu_cgroup_root_line(Spec::load(bundle).cgroups_path(), true, features().criu_flag);
+  } catch (const std::exception&) {
+    return std::nullopt;  // the runtime reports a spec it cannot read
+  }
+}
+
 void Runtime::restore(const std::string& id, const RestoreOptions& o) {
   auto a = base_args(o.extra_global);
   // An image whose forked children's device files were released needs the plugin again, to give
@@ -414,8 +431,10 @@ void Runtime::restore(const std::string& id, const RestoreOptions& o) {
     throw Error(Code::FailedPrecondition, "restore of container \"" + id +
                                               "\": its processes cannot be left stopped for their CUDA restore without a CRIU "
                                               "work directory");
-  std::vector<std::string> env = criu_env(id, "restore", o.work_path, plugin_dir,
-                                          leave_stopped ? std::vector<std::string>{"leave-stopped"} : std::vector<std::string>{});
+  std::vector<std::string> criu_lines;
+  if (leave_stopped) criu_lines.emplace_back("leave-stopped");
+  if (auto root = criu_cgroup_root(o.bundle)) criu_lines.push_back(*root);
+  std::vector<std::string> env = criu_env(id, "restore", o.work_path, plugin_dir, criu_lines);
   hand_over_criu(id, "restore", o.work_path, a, env);
   a.insert(a.end(), {"restore", "--detach", "--bundle", o.bundle.string(), "--image-path", o.image_path.string(), "--pid-file",
                      o.pid_file.string()});

@@ -170,6 +170,9 @@ class Runtime {
   // runc/crun: writes config().criu_options to WORK/nvproxy-criu.conf and returns the environment
   // that points CRIU at it; nothing for runsc, no options or no work path.
   // plugin_dir: also a "libdir" line, so that CRIU loads the shim's plugin.
+  // The CRIU configuration line naming the container's cgroup as the restore's root, where runc
+  // leaves it out (oci/replica_cgroup.h); nullopt otherwise.
+  std::optional<std::string> criu_cgroup_root(const std::filesystem::path& bundle);
   std::vector<std::string> criu_env(const std::string& id, const std::string& what, const std::filesystem::path& work,
                                     const std::string& plugin_dir = "", const std::vector<std::string>& extra = {});
   // criu_path as this runtime's version takes it: the global flag (appended to `argv`, before the

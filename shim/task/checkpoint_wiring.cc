@@ -38,9 +38,9 @@ class RuntimeVerbs final : public checkpoint::SessionRuntime {
     f.release_devices = release.devices_text();
     rt_.checkpoint(id_, f);
   }
-  void restore(const std::filesystem::path& image, bool leave_stopped) override {
+  void restore(const std::filesystem::path& image, bool leave_stopped, const std::string& taken_from) override {
     if (!run_restore_) throw Error(Code::Internal, "container \"" + id_ + "\": no restore was asked for");
-    run_restore_(image, leave_stopped);
+    run_restore_(image, leave_stopped, taken_from);
   }
   std::string remove() override {
     rt_.remove(id_, true);
@@ -61,7 +61,7 @@ class RuntimeVerbs final : public checkpoint::SessionRuntime {
   std::string id_;
   const oci::CheckpointFlags* flags_;
   std::vector<pid_t> pids_;
-  std::function<void(const std::filesystem::path&, bool)> run_restore_;
+  std::function<void(const std::filesystem::path&, bool, const std::string&)> run_restore_;
 };
 
 std::unique_ptr<checkpoint::SessionTools> assembly_for(const SessionSubject& s, checkpoint::SessionRuntime& rt,

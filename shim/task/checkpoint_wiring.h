@@ -32,7 +32,7 @@ struct SessionSubject {
   std::string content_store;  // containerd's root (space check)
   std::vector<pid_t> pids;    // `diagnose --pid`: these host pids instead of the runtime's ps
   // The runtime's restore as the task layer runs it (a restore only).
-  std::function<void(const std::filesystem::path& image, bool leave_stopped)> run_restore;
+  std::function<void(const std::filesystem::path& image, bool leave_stopped, const std::string& taken_from)> run_restore;
 };
 
 class SessionWiring {

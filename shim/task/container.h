@@ -48,8 +48,10 @@ class CheckpointHooks {
   virtual ~CheckpointHooks() = default;
   virtual void checkpoint(Container& c, const oci::CheckpointFlags& flags, bool paused) = 0;
   // The runtime's restore as the task layer runs it: the task's process started from `image`
-  // (stdio, pid, OOM watch); leave_stopped: CRIU leaves the processes stopped.
-  using RuntimeRestore = std::function<void(const std::filesystem::path& image, bool leave_stopped)>;
+  // (stdio, pid, OOM watch); leave_stopped: CRIU leaves the processes stopped; taken_from: the
+  // container the image was taken from (empty: unknown).
+  using RuntimeRestore =
+      std::function<void(const std::filesystem::path& image, bool leave_stopped, const std::string& taken_from)>;
   // The whole restore from what containerd handed over (an image, or the store's reference):
   // refuses what this host cannot give back before anything runs, calls run_restore, brings
   // CUDA back. Throws; a failure after run_restore has removed the restored container.

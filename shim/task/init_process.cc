@@ -8,6 +8,8 @@
 
 #include "checkpoint/image_store.h"
 #include "common/error.h"
+#include "oci/replica_cgroup.h"
+#include "oci/spec.h"
 #include "shim/task/exec_table.h"
 #include "shim/task/runsc_filestore.h"
 #include "shim/task/task_context.h"
@@ -267,23 +269,37 @@ void InitProcess::run_restore() {
   oci::Runtime& rt = *ctx_.runtime;
   // The checkpoint session owns the restore (checkpoint/session.h); the runtime's part runs here,
   // where the task's process, its stdio and its pid are.
-  ctx_.env.checkpoints.restore(ctx_.container, s.checkpoint, [&](const std::filesystem::path& image, bool leave_stopped) {
-    remove_stale_runsc_filestores();
-    auto pid_file = s.bundle / "init.pid";
-    launch(pid_file, [&](const std::string& console, const oci::Stdio& stdio) {
-      rt.restore(s.id, {.bundle = s.bundle,
-                        .image_path = image,
-                        .work_path = s.options.criu_work_path.empty() ? s.bundle / "criu-work"
-                                                                      : std::filesystem::path(s.options.criu_work_path),
-                        .pid_file = pid_file,
-                        .console_socket = console,
-                        .extra_global = s.runtime_global,
-                        .no_pivot = s.options.no_pivot_root,
-                        .stdio = stdio,
-                        .leave_stopped = leave_stopped});
-    });
-    watch_oom();
-  });
+  ctx_.env.checkpoints.restore(
+      ctx_.container, s.checkpoint, [&](const std::filesystem::path& image, bool leave_stopped, const std::string& taken_from) {
+        remove_stale_runsc_filestores();
+        own_cgroup_of_replica(taken_from);
+        auto pid_file = s.bundle / "init.pid";
+        launch(pid_file, [&](const std::string& console, const oci::Stdio& stdio) {
+          rt.restore(s.id, {.bundle = s.bundle,
+                            .image_path = image,
+                            .work_path = s.options.criu_work_path.empty() ? s.bundle / "criu-work"
+                                                                          : std::filesystem::path(s.options.criu_work_path),
+                            .pid_file = pid_file,
+                            .console_socket = console,
+                            .extra_global = s.runtime_global,
+                            .no_pivot = s.options.no_pivot_root,
+                            .stdio = stdio,
+                            .leave_stopped = leave_stopped});
+        });
+        watch_oom();
+      });
+}
+
+// A spec handed over as the image's (ctr restores into a new container so) names the cgroup of the
+// container the image was taken from: the replica gets its own before the runtime creates it.
+void InitProcess::own_cgroup_of_replica(const std::string& taken_from) {
+  const ContainerSetup& s = ctx_.setup;
+  if (taken_from.empty() || taken_from == s.id) return;
+  oci::Spec spec = oci::Spec::load(s.bundle);
+  if (auto said = oci::give_replica_its_cgroup(spec.json(), taken_from, s.id)) {
+    spec.save(s.bundle);
+    ctx_.env.log.info("restore of \"" + s.id + "\": " + *said);
+  }
 }
 
 void InitProcess::run_kill(int signal, bool all) {

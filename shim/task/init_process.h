@@ -65,6 +65,9 @@ class InitProcess final : public Process, private InitOps {
   // Under runsc, before its create/restore: takes the runsc filestores a checkpoint's rootfs diff
   // brought along out of the container's own snapshot (shim/task/runsc_filestore.h).
   void remove_stale_runsc_filestores();
+  // Before a restore: a replica of another container's image gets a cgroup named after itself
+  // (oci/replica_cgroup.h). taken_from: the image's container; empty when unknown.
+  void own_cgroup_of_replica(const std::string& taken_from);
 
   // InitOps
   [[nodiscard]] const std::string& container_id() const override;

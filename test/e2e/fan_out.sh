@@ -67,8 +67,20 @@ for k in $(seq 1 "$N"); do
 done
 ns=$(for k in $(seq 1 "$N"); do readlink "/proc/$(nv_task_pid "fan$k")/ns/net"; done | sort -u | wc -l)
 nv_assert_eq "$N" "$ns" "network namespaces of the replicas"
+# Each replica in a cgroup of its own, named after it (ctr hands over the image's spec, whose
+# cgroupsPath names the origin): shared, one replica's `kill --all` would end them all.
+if [[ $NV_RUNTIME != runsc ]]; then
+  for k in $(seq 1 "$N"); do
+    cg=$(cat "/proc/$(nv_task_pid "fan$k")/cgroup")
+    [[ $cg == *"/fan$k"* && $cg != *"/origin"* ]] || nv_fail "replica fan$k is not in a cgroup of its own: $cg"
+  done
+fi
+nv_stop_rm fan1
+for k in $(seq 2 "$N"); do
+  nv_assert_eq RUNNING "$(nv_task_status "fan$k")" "replica fan$k after fan1 was killed and removed"
+done
 mapfile -t after < <(entries)
 nv_assert_eq "${es[*]}" "${after[*]}" "store entries after the fan-out (one entry read by all)"
 nv_log "restore of one: ${one_ms} ms; of $N at once: ${fan_ms} ms (containerd $NV_CONTAINERD_VERSION, $NV_RUNTIME)"
-for k in $(seq 1 "$N"); do nv_stop_rm "fan$k"; done
+for k in $(seq 2 "$N"); do nv_stop_rm "fan$k"; done
 echo "PASS fan_out ($NV_RUNTIME, containerd $NV_CONTAINERD_VERSION, $N replicas)"

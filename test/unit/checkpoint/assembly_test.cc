@@ -27,7 +27,7 @@ class RuntimeWithCriu41 final : public SessionRuntime {
   void pause() override {}
   void resume() override {}
   void snapshot(const ReleasePlan&) override { ++snapshots; }
-  void restore(const std::filesystem::path&, bool) override {}
+  void restore(const std::filesystem::path&, bool, const std::string&) override {}
   std::string remove() override { return "delete"; }
   std::optional<Criu> criu() override { return Criu{.binary = "/usr/sbin/criu", .version = "4.1.1"}; }
   Identity identity() override { return {"runc", "1.1.15"}; }

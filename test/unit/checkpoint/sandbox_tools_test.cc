@@ -297,7 +297,7 @@ class SandboxRuntime final : public SessionRuntime {
     ++snapshots;
     left_to_snapshot = plan.devices_text();
   }
-  void restore(const std::filesystem::path&, bool) override {}
+  void restore(const std::filesystem::path&, bool, const std::string&) override {}
   std::string remove() override { return "delete"; }
   std::optional<Criu> criu() override { return std::nullopt; }
   Identity identity() override { return {"runsc", "release-20260817.0"}; }

@@ -42,8 +42,9 @@ class FakeRuntime final : public SessionRuntime {
     verbs.push_back("snapshot(" + state + ")");
     if (on_snapshot) on_snapshot();
   }
-  void restore(const std::filesystem::path&, bool leave_stopped) override {
+  void restore(const std::filesystem::path&, bool leave_stopped, const std::string& from) override {
     verbs.push_back(std::string("restore") + (leave_stopped ? "(stopped)" : ""));
+    taken_from = from;
   }
   std::string remove() override {
     verbs.push_back("remove");
@@ -55,6 +56,7 @@ class FakeRuntime final : public SessionRuntime {
   Identity identity() override { return who; }
   Identity who{"runc", "1.1.5"};
   std::string criu_version;
+  std::string taken_from;
 };
 
 // The host variant's shape over the fake driver; host_facts can be switched off (a sandbox's view).
@@ -204,6 +206,9 @@ TEST_F(SessionTest, RestoreOfACompleteImageResumesEveryProcess) {
   rt.verbs.clear();
   session(tools).restore({.checkpoint = image});
   EXPECT_EQ(rt.verbs, (std::vector<std::string>{"restore"}));
+  // The runtime learns which container the image was taken from (a replica's own cgroup).
+  EXPECT_EQ(rt.taken_from, read_image_record(image)->container);
+  EXPECT_FALSE(rt.taken_from.empty());
   EXPECT_EQ(gpu.state(a), "running");
   EXPECT_EQ(gpu.state(b), "running");
 }

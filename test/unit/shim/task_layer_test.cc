@@ -21,6 +21,7 @@
 #include "common/fs.h"
 #include "common/log.h"
 #include "common/unique_fd.h"
+#include "oci/spec.h"
 #include "proto/events.pb.h"
 #include "proto/runc_options.pb.h"
 #include "proto/runctypes.pb.h"
@@ -68,6 +69,7 @@ class StubRuntime final : public oci::Runtime {
     if (s_->fail_restore)
       throw Error(Code::Unknown,
                   "runc restore of container \"" + id + "\" failed: criu: " + o.image_path.string() + " holds no image");
+    s_->record("cgroup " + oci::Spec::load(o.bundle).cgroups_path());
     launch("restore", o.pid_file);
   }
   void start(const std::string&) override { s_->record("start"); }
@@ -136,10 +138,11 @@ class StubCheckpoints final : public CheckpointHooks {
   // The session's shape: the runtime's restore, then CUDA (which may fail).
   void restore(Container&, const fs::path& checkpoint, const RuntimeRestore& run) override {
     restored_from = checkpoint.string();
-    run(checkpoint, false);
+    run(checkpoint, false, taken_from);
     if (fail_after_restore) throw Error(Code::FailedPrecondition, "CUDA could not be restored in pid 42");
   }
   std::string restored_from;
+  std::string taken_from;  // the image's container, as the session reads it from the record
   bool fail_after_restore = false;
 };
 
@@ -161,6 +164,7 @@ class TaskLayer : public ::testing::Test {
                     .shutdown = [] {}});
   }
   void TearDown() override { fs::remove_all(dir_); }
+  std::string cgroups_path_;  // the bundles' linux.cgroupsPath; none when empty
 
   // A bundle whose spec has its own pid namespace (or shares the host's).
   std::string bundle(const std::string& id, bool own_pid_ns = true) {
@@ -169,6 +173,7 @@ class TaskLayer : public ::testing::Test {
     nlohmann::json spec{{"ociVersion", "1.0.2"}, {"root", {{"path", "rootfs"}}}, {"process", {{"args", {"sh"}}, {"cwd", "/"}}}};
     spec["linux"]["namespaces"] = nlohmann::json::array();
     if (own_pid_ns) spec["linux"]["namespaces"].push_back({{"type", "pid"}});
+    if (!cgroups_path_.empty()) spec["linux"]["cgroupsPath"] = cgroups_path_;
     std::ofstream(b / "config.json") << spec.dump();
     return b.string();
   }
@@ -312,6 +317,26 @@ TEST_F(TaskLayer, KillWhileARestoreIsPendingIsRefusedWithoutTouchingTheRuntime) 
   EXPECT_EQ(state("c1").status(), containerd::v1::types::RUNNING);
   kill("c1", SIGTERM);
   EXPECT_TRUE(rt_->called("kill 15"));
+}
+
+// ctr restores an image into a new container with the image's spec: its cgroup is named after the
+// container the image was taken from. The replica runs in a cgroup named after itself.
+TEST_F(TaskLayer, AReplicaRestoredFromAnotherContainersImageGetsItsOwnCgroup) {
+  cgroups_path_ = "/default/origin";
+  hooks_.taken_from = "origin";
+  create("fan1", true, "/images/ckpt");
+  pid_t pid = start("fan1");
+  EXPECT_TRUE(rt_->called("cgroup /default/fan1"));
+  EXPECT_EQ(oci::Spec::load(dir_ / "fan1").cgroups_path(), "/default/fan1");
+  kill("fan1", SIGKILL);
+  svc_->on_exit(pid, status_exited(137));
+
+  // The container that was checkpointed, restored under its own name: its path stays.
+  create("origin", true, "/images/ckpt");
+  pid = start("origin");
+  EXPECT_TRUE(rt_->called("cgroup /default/origin"));
+  kill("origin", SIGKILL);
+  svc_->on_exit(pid, status_exited(137));
 }
 
 // The restore failed before anything ran: the task ends as a process that ended (exit event,
