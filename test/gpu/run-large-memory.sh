@@ -28,7 +28,7 @@ STORE=${STORE:-$W/store}; DROP=${DROP:-yes}
 rm -rf "$STORE"; mkdir -p "$STORE"
 cp "$PACK/bin/gpu_hold" "$W/tools/"
 CFG=$W/shim.yaml
-write_cfg() {  # STORE (empty: none) [SKIP_ZERO_PAGES(true|false)]
+write_cfg() {  # STORE (empty: none) [SKIP_ZERO_PAGES(true|false)] [MORE checkpoint: LINES]
   cat >"$CFG" <<EOF
 runtime: {binary: /opt/kit/root/usr/sbin/runc, root: /run/containerd/nvproxy-gpu26, criu_path: /opt/kit/bin/criu}
 log_level: debug
@@ -40,6 +40,7 @@ checkpoint:
 ${1:+  image_store: $1
   image_store_keep: 1}
   skip_zero_pages: ${2:-true}
+${3:-}
 EOF
 }
 write_cfg ""
@@ -165,6 +166,52 @@ run_par() {  # GIB N
   for id in "${ids[@]}"; do CTR task rm -f $id >/dev/null 2>&1; CTR c rm $id >/dev/null 2>&1; CTR image rm ${id}ref >/dev/null 2>&1; done
   "$PACK/bin/containerd-shim-nvproxy-v1" image prune --older-than 0 --store "$STORE" >/dev/null
 }
+# fan:GIB:N: one container of one GIB process checkpointed through the store, restored once (timed),
+# then into N new containers at once from the same image (replicas, issue 35). Every replica shares the
+# image's spec (the same /out bind), so each one's data check is its exit status
+# (gpu_hold exits 0 only when its whole buffer reads back), taken by `ctr task rm`. Its output goes to
+# /dev/null: a file written after the checkpoint would fail CRIU's size check in the next replica.
+run_fan() {  # GIB N
+  local g=$1 k=$2 id ids=() i t0 t1 one rs pids=() rc=0 ok=0 codes=""
+  # Each replica in a network namespace of its own (ctr's default without --net-host): the abstract
+  # unix socket libcuda binds would collide in a shared one. This machine has no iptables-restore,
+  # so CRIU is told not to lock the network while it dumps (nothing listens on it here).
+  write_cfg "$STORE" true '  criu_options: ["network-lock skip"]'
+  n=$((n + 1)); id=s$n; mkdir -p "$W/h/$id"
+  CTR run -d --snapshotter native --runtime io.containerd.nvproxy.v1 "${BINDS[@]}" \
+    --mount "type=bind,src=$W/tools,dst=/tools,options=rbind:ro" --mount "type=bind,src=$W/h/$id,dst=/out,options=rbind:rw" \
+    --env NVIDIA_VISIBLE_DEVICES=all $IMAGE $id sh -c "exec /tools/gpu_hold hold $g /out/ready1 >/dev/null 2>&1" >/dev/null ||
+    { result FAIL "fan$k" "start failed"; return; }
+  for _ in $(seq 600); do [[ -e $W/h/$id/ready1 ]] && break; sleep 0.5; done
+  t0=$(now); CTR c checkpoint --task $id ${id}ref >"$W/$id.ck" 2>&1 || { result FAIL "fan$k" "checkpoint: $(cat "$W/$id.ck")"; return; }
+  log "fan: checkpoint of $g GiB in $(dt "$t0" "$(now)") s, store $(gib $(du -sb "$STORE" | awk '{print $1}')) GiB"
+  TMO=60 CTR task kill -a -s KILL $id >/dev/null
+  for _ in $(seq 100); do [[ $(CTR task ls | awk -v i=$id '$1==i{print $3}') == STOPPED ]] && break; sleep 0.2; done
+  CTR task rm $id >/dev/null 2>&1; CTR c rm $id >/dev/null
+  fan_end() {  # ID: RUNNING, then SIGTERM and the exit status (0: data OK)
+    [[ $(CTR task ls | awk -v i="$1" '$1==i{print $3}') == RUNNING ]] || return 99
+    TMO=60 CTR task kill -s TERM "$1" >/dev/null
+    for _ in $(seq 600); do [[ $(CTR task ls | awk -v i="$1" '$1==i{print $3}') == STOPPED ]] && break; sleep 0.2; done
+    TMO=60 CTR task rm "$1" >/dev/null 2>&1; local c=$?; CTR c rm "$1" >/dev/null 2>&1; return $c
+  }
+  [[ $DROP == no ]] || { sync; echo 3 >/proc/sys/vm/drop_caches; }
+  t0=$(now); CTR c restore --live ${id}one ${id}ref </dev/null >"$W/$id.one" 2>&1 || rc=1; t1=$(now); one=$(dt "$t0" "$t1")
+  fan_end ${id}one && ok=$((ok + 1)) || codes+=" one:$?"
+  [[ $DROP == no ]] || { sync; echo 3 >/proc/sys/vm/drop_caches; }
+  for i in $(seq "$k"); do ids+=("${id}r$i"); done
+  t0=$(now)
+  for i in "${ids[@]}"; do CTR c restore --live $i ${id}ref </dev/null >"$W/$i.rs" 2>&1 & pids+=($!); done
+  for i in "${pids[@]}"; do wait "$i" || rc=$((rc + 2)); done
+  t1=$(now); rs=$(dt "$t0" "$t1")
+  for i in "${ids[@]}"; do grep -q . "$W/$i.rs" && log "$i restore: $(cat "$W/$i.rs")"; done
+  for i in "${ids[@]}"; do fan_end "$i" && ok=$((ok + 1)) || codes+=" $i:$?"; done
+  ROWS+=("| fan: 1 then $k replicas | $g | | | | | | $(gib $(du -sb "$STORE" | awk '{print $1}')) | | one $one, $k at once $rs | $ok of $((k + 1)) OK$codes |")
+  log "${ROWS[-1]}"
+  ((rc == 0 && ok == k + 1)) && result PASS "fan$k" "$g GiB: one restore $one s, $k replicas at once $rs s, every replica's data OK" ||
+    result FAIL "fan$k" "$g GiB: rc=$rc, $ok of $((k + 1)) data OK;$codes"
+  CTR image rm ${id}ref >/dev/null 2>&1
+  "$PACK/bin/containerd-shim-nvproxy-v1" image prune --older-than 0 --store "$STORE" >/dev/null
+}
 # RUNS: PATH:GIB:PROCS in order (default: every size on both paths, then one and three 12 GiB).
 if [[ -z ${RUNS:-} ]]; then
   RUNS=""; for g in $SIZES; do for p in $PATHS; do RUNS+=" $p:$g:1"; done; done
@@ -172,5 +219,5 @@ if [[ -z ${RUNS:-} ]]; then
 fi
 for r in $RUNS; do
   IFS=: read -r p g k <<<"$r"
-  if [[ $p == par ]]; then run_par "$g" "$k"; else run_one "$p" "$g" "$k"; fi
+  case $p in par) run_par "$g" "$k" ;; fan) run_fan "$g" "$k" ;; *) run_one "$p" "$g" "$k" ;; esac
 done

@@ -5,7 +5,7 @@
 # each with its own root, state and image store; a registry (docker-registry) on loopback between:
 #   A  the sglang shape with its HTTP front end (workloads/shapes_workload.py: a CUDA parent, two
 #      spawn CUDA workers, a tokenizer) checkpointed by `ctr c checkpoint --task --rw`, restored
-#      here once (the local restore, timed), checkpointed again, then `image push --ctr`
+#      here once (the local restore, timed), then `image push --ctr` of that checkpoint
 #   B  A's store emptied and A's containerd gone: `image pull --ctr`, `ctr c restore --live --rw`
 #      (which pulls the memory into B's store): the front end answers, every process goes on and
 #      its device data is intact
@@ -80,6 +80,8 @@ CTR run -d --snapshotter native --runtime io.containerd.nvproxy.v1 --net-host "$
   sh -c "exec $PY /probe/shapes_workload.py sglang >/tmp/llm.log 2>&1" >/dev/null || log "start failed"
 for _ in $(seq 600); do ready $(files) && break; sleep 0.25; done
 log "A: ready, http [$(http)]"
+# B must go on from the checkpoint's state: at least the parent's iteration read just before it.
+at=$(iter "$H/parent.txt")
 timed "A: ctr c checkpoint --task --rw" CTR c checkpoint --task --rw llm ckpt/llm:1
 stop_task
 timed "A: local restore (ctr c restore --live --rw)" CTR c restore --live --rw llm ckpt/llm:1
@@ -88,7 +90,6 @@ stop_task
 timed "A: image push --ctr" "$SHIM" image push --ctr ckpt/llm:1 "$REF" --address "$SOCK" --namespace gpu --store "$W/a/store" \
   --config "$W/a/shim.yaml"
 ((RC == 0)) && result PASS push "$(echo "$OUTPUT" | head -1)" || result FAIL push "$OUTPUT"
-at=$(iter "$H/parent.txt")
 log "registry holds $(du -sh "$W/registry" | cut -f1)"
 kit_teardown travel-a
 rm -rf "$W/a"
