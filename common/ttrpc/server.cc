@@ -5,8 +5,12 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <cxxabi.h>
+
+#include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <memory>
 #include <thread>
 
 #include <boost/asio/post.hpp>
@@ -15,6 +19,20 @@
 #include "common/ttrpc/server_connection.h"
 
 namespace nvproxy::ttrpc {
+
+namespace {
+
+// The (demangled) type of the exception being handled: what a handler threw that is not an
+// std::exception, so that the error says what to look for.
+std::string current_exception_type() {
+  const std::type_info* t = abi::__cxa_current_exception_type();
+  if (!t) return "unknown";
+  int status = 0;
+  std::unique_ptr<char, decltype(&std::free)> name(abi::__cxa_demangle(t->name(), nullptr, nullptr, &status), &std::free);
+  return status == 0 && name ? name.get() : t->name();
+}
+
+}  // namespace
 
 namespace asio = boost::asio;
 
@@ -179,7 +197,7 @@ void Server::dispatch(const std::shared_ptr<ServerConnection>& conn, std::uint32
       message = e.what();
     } catch (...) {
       code = Code::Unknown;
-      message = "non-standard exception";
+      message = "non-standard exception of type " + current_exception_type();
     }
     if (code != Code::Ok) {
       log_.debug("ttrpc: " + ctx.service + "/" + ctx.method + " failed: " + std::string(code_name(code)) + ": " + message);

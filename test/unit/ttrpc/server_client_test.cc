@@ -108,6 +108,9 @@ class TtrpcTest : public ::testing::Test {
     });
     server_->register_method("test.Svc", "Boom",
                              [](const CallContext&, const std::string&) -> std::string { throw std::runtime_error("kaboom"); });
+    struct NotAnException {};
+    server_->register_method("test.Svc", "Odd",
+                             [](const CallContext&, const std::string&) -> std::string { throw NotAnException{}; });
     server_->register_method("test.Svc", "Block", [this](const CallContext&, const std::string&) {
       ++blocked_;
       gate_.wait();
@@ -191,6 +194,10 @@ TEST_F(TtrpcTest, StatusErrorsKeepCodeAndMessage) {
   EXPECT_EQ(msg, "container \"abc\" not found");
   EXPECT_EQ(call_code(*c, "test.Svc", "Boom", "", &msg), Code::Unknown);
   EXPECT_EQ(msg, "kaboom");
+  // Something that is no std::exception: the answer names its type, to look for.
+  EXPECT_EQ(call_code(*c, "test.Svc", "Odd", "", &msg), Code::Unknown);
+  EXPECT_NE(msg.find("non-standard exception of type "), std::string::npos) << msg;
+  EXPECT_NE(msg.find("NotAnException"), std::string::npos) << msg;
   EXPECT_EQ(c->call("test.Svc", "Echo", "still fine"), "still fine");
   // A multi-line report ends with "status", which containerd's appended class word completes.
   EXPECT_EQ(call_code(*c, "test.Svc", "Fail", "a\nrolled back: pid 7 CUDA-running again; the container keeps running\n", &msg),
