@@ -10,11 +10,15 @@
 #            resume; it keeps running), a refused checkpoint's error through CRI, then a restore by
 #            creating a container from the archive: CUDA restored and unlocked, work continues.
 #            1.7: CRI answers Unimplemented (printed).
-#   registry NV_IMAGE_STORE=1 NV_REGISTRY_FLOW=1: the image goes from the store through a registry
-#            (`image push --rewrite`, docker-registry on loopback) to a second store: a blob altered
-#            in the registry is refused at the restore, then the restore pulls it into that store.
+#   registry NV_IMAGE_STORE=1 NV_REGISTRY_FLOW=1: the image goes from node A's store through a
+#            registry (`image push --rewrite`, docker-registry on loopback) to node B: a second
+#            containerd with its own root, state and store (this script again, in a process of its
+#            own, A's container and store entries gone). A blob altered in the registry is refused
+#            at B's restore, then B's restore pulls the image into B's store.
 #            NV_REGISTRY_FLOW=image: Kubernetes' flow, the archive made a checkpoint image
-#            (`image push --kube`), pulled by crictl and named by the restored container's spec.
+#            (`image push --kube`), pulled by B's crictl and named by the restored container's spec.
+#            The pod and cdi cases run in the plain cri test of the same version only (not with
+#            NV_IMAGE_STORE or NV_REGISTRY_FLOW).
 # Usage: cri.sh 1.7|2.3
 set -euo pipefail
 source "$(dirname "$0")/lib/cri.sh"
@@ -24,19 +28,25 @@ VER=${1:?usage: cri.sh 1.7|2.3}
 FIX=${NVPROXY_FIXTURES_DIR:?NVPROXY_FIXTURES_DIR (build/test/fixtures) is not set}
 [[ -x $FIX/fake_cuda_app && -f $FIX/libcuda.so && -f $FIX/libnvidia-ml.so ]] || nv_fail "fixtures missing in $FIX"
 
+NODE=${NV_CRI_NODE:-A}
 # A fake GPU host for CDI (as gpu_layer.sh) and the fake CUDA driver (as checkpoint_gpu_fake.sh).
-F=$(mktemp -d /tmp/nvproxy-crigpu.XXXXXX)
-FAKE=$F  # lib/fake-cuda.sh's helpers read the fake driver's files under $FAKE
-nv_defer rm -rf "$F"
-mkdir -p "$F/dev" "$F/proc/gpus/0000:3b:00.0" "$F/driver/lib" "$F/cuda" "$F/bin"
-mknod "$F/dev/nvidia0" c 195 0
-mknod "$F/dev/nvidiactl" c 195 255
-printf 'Model: \t\t NVIDIA H200\nGPU UUID: \t GPU-11111111-2222-3333-4444-555555555555\nDevice Minor: \t 0\n' \
-  >"$F/proc/gpus/0000:3b:00.0/information"
-echo "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.0  Release Build" >"$F/proc/version"
-echo "fake libcuda 580.0" >"$F/driver/lib/libcuda.so.580.0"
-touch "$F/fakegpu0"
-cp "$FIX/fake_cuda_app" "$F/bin/"
+# Node B runs on the same machine: it has the same GPU (A's fake host), nothing else of A's.
+if [[ $NODE == B ]]; then
+  F=${NV_B_FAKE:?}
+else
+  F=$(mktemp -d /tmp/nvproxy-crigpu.XXXXXX)
+  nv_defer rm -rf "$F"
+  mkdir -p "$F/dev" "$F/proc/gpus/0000:3b:00.0" "$F/driver/lib" "$F/cuda" "$F/bin"
+  mknod "$F/dev/nvidia0" c 195 0
+  mknod "$F/dev/nvidiactl" c 195 255
+  printf 'Model: \t\t NVIDIA H200\nGPU UUID: \t GPU-11111111-2222-3333-4444-555555555555\nDevice Minor: \t 0\n' \
+    >"$F/proc/gpus/0000:3b:00.0/information"
+  echo "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.0  Release Build" >"$F/proc/version"
+  echo "fake libcuda 580.0" >"$F/driver/lib/libcuda.so.580.0"
+  touch "$F/fakegpu0"
+  cp "$FIX/fake_cuda_app" "$F/bin/"
+fi
+FAKE=$F # lib/fake-cuda.sh's helpers read the fake driver's files under $FAKE
 export NVPROXY_FAKE_CUDA_DIR=$F/cuda # read by the fake libcuda inside nvproxy-cuda-helper
 export NV_CRI_SHIM_EXTRA="gpu:
   dev_root: $F/dev
@@ -50,7 +60,14 @@ checkpoint:
   device_globs: [\"/dev/nvidia*\", \"/dev/fakegpu*\"]"
 # NV_IMAGE_STORE=1: the shim writes checkpoint images into its own store, and CRI's archive carries
 # the reference (issue 26).
-if [[ -n ${NV_IMAGE_STORE:-} ]]; then
+if [[ $NODE == B ]]; then
+  STORE=$(mktemp -d /var/tmp/nvproxy-cristore-b.XXXXXX)
+  nv_defer rm -rf "$STORE"
+  NV_CRI_SHIM_EXTRA+="
+  image_store: $STORE
+  registry_tls_verify: false
+  registry_timeout_s: 60"
+elif [[ -n ${NV_IMAGE_STORE:-} ]]; then
   STORE=$(mktemp -d /var/tmp/nvproxy-cristore.XXXXXX)
   nv_defer rm -rf "$STORE"
   NV_CRI_SHIM_EXTRA+="
@@ -87,76 +104,163 @@ mem_known() {
 }
 
 # ---------------------------------------------------------------------------------------------
-nv_log "pod: runp with handler $NV_CRI_HANDLER, two containers, one shim"
-POD=$(nv_cri_pod two)
-nv_assert_eq SANDBOX_READY "$(nv_crictl inspectp -o json "$POD" | jq -r .status.state)" "pod state"
-pause_pid=$(nv_crictl inspectp -o json "$POD" | jq -r .info.pid)
-shim=$(shim_of "$pause_pid")
-is_our_shim "$shim" || nv_fail "the pause container's parent $shim is not our shim: $(tr '\0' ' ' <"/proc/$shim/cmdline")"
-C1=$(nv_cri_ctr two "$POD" c1 '.command = ["sh", "-c", "trap \"echo got-term; exit 0\" TERM; echo hello-c1; while :; do sleep 0.1; done"]')
-C2=$(nv_cri_ctr two "$POD" c2 '.command = ["sh", "-c", "echo hello-c2; exec sleep 1000"]')
-nv_crictl start "$C1" "$C2" >/dev/null
-nv_assert_eq CONTAINER_RUNNING "$(nv_cri_state "$C1")" "c1 state"
-nv_assert_eq CONTAINER_RUNNING "$(nv_cri_state "$C2")" "c2 state"
-nv_assert_eq "$shim" "$(shim_of "$(nv_cri_pid "$C1")")" "c1 is served by the pod's shim"
-nv_assert_eq "$shim" "$(shim_of "$(nv_cri_pid "$C2")")" "c2 is served by the pod's shim"
-nv_assert_eq 1 "$(nv_shim_pids | wc -l)" "shims of this containerd"
+# pod: runp, two containers in one shim, exec, logs, stats, stop, rm.
+case_pod() {
+  nv_log "pod: runp with handler $NV_CRI_HANDLER, two containers, one shim"
+  POD=$(nv_cri_pod two)
+  nv_assert_eq SANDBOX_READY "$(nv_crictl inspectp -o json "$POD" | jq -r .status.state)" "pod state"
+  pause_pid=$(nv_crictl inspectp -o json "$POD" | jq -r .info.pid)
+  shim=$(shim_of "$pause_pid")
+  is_our_shim "$shim" || nv_fail "the pause container's parent $shim is not our shim: $(tr '\0' ' ' <"/proc/$shim/cmdline")"
+  C1=$(nv_cri_ctr two "$POD" c1 '.command = ["sh", "-c", "trap \"echo got-term; exit 0\" TERM; echo hello-c1; while :; do sleep 0.1; done"]')
+  C2=$(nv_cri_ctr two "$POD" c2 '.command = ["sh", "-c", "echo hello-c2; exec sleep 1000"]')
+  nv_crictl start "$C1" "$C2" >/dev/null
+  nv_assert_eq CONTAINER_RUNNING "$(nv_cri_state "$C1")" "c1 state"
+  nv_assert_eq CONTAINER_RUNNING "$(nv_cri_state "$C2")" "c2 state"
+  nv_assert_eq "$shim" "$(shim_of "$(nv_cri_pid "$C1")")" "c1 is served by the pod's shim"
+  nv_assert_eq "$shim" "$(shim_of "$(nv_cri_pid "$C2")")" "c2 is served by the pod's shim"
+  nv_assert_eq 1 "$(nv_shim_pids | wc -l)" "shims of this containerd"
 
-nv_log "exec, logs, stats"
-nv_assert_eq exec-ok "$(nv_crictl exec "$C1" echo exec-ok)" "crictl exec output"
-set +e
-err=$(nv_crictl exec "$C2" sh -c 'exit 3' 2>&1)
-rc=$?
-set -e
-((rc != 0)) || nv_fail "crictl exec of 'exit 3' succeeded"
-nv_assert_contains "$err" "command terminated with exit code 3" "crictl exec's exit code"
-nv_assert_eq "$(readlink "/proc/$(nv_cri_pid "$C2")/ns/pid")" "$(nv_crictl exec "$C2" readlink /proc/self/ns/pid)" \
-  "exec joins c2's PID namespace"
-nv_wait_for -t 10 logs_have "$C1" hello-c1 || nv_fail "crictl logs c1: $(nv_crictl logs "$C1" 2>&1)"
-nv_wait_for -t 10 logs_have "$C2" hello-c2 || nv_fail "crictl logs c2: $(nv_crictl logs "$C2" 2>&1)"
-nv_wait_for -t 30 mem_known "$C1" || nv_fail "crictl stats has no memory for c1: $(nv_crictl stats -o json --id "$C1")"
-nv_crictl stats --id "$C1" >&2
+  nv_log "exec, logs, stats"
+  nv_assert_eq exec-ok "$(nv_crictl exec "$C1" echo exec-ok)" "crictl exec output"
+  set +e
+  err=$(nv_crictl exec "$C2" sh -c 'exit 3' 2>&1)
+  rc=$?
+  set -e
+  ((rc != 0)) || nv_fail "crictl exec of 'exit 3' succeeded"
+  nv_assert_contains "$err" "command terminated with exit code 3" "crictl exec's exit code"
+  nv_assert_eq "$(readlink "/proc/$(nv_cri_pid "$C2")/ns/pid")" "$(nv_crictl exec "$C2" readlink /proc/self/ns/pid)" \
+    "exec joins c2's PID namespace"
+  nv_wait_for -t 10 logs_have "$C1" hello-c1 || nv_fail "crictl logs c1: $(nv_crictl logs "$C1" 2>&1)"
+  nv_wait_for -t 10 logs_have "$C2" hello-c2 || nv_fail "crictl logs c2: $(nv_crictl logs "$C2" 2>&1)"
+  nv_wait_for -t 30 mem_known "$C1" || nv_fail "crictl stats has no memory for c1: $(nv_crictl stats -o json --id "$C1")"
+  nv_crictl stats --id "$C1" >&2
 
-nv_log "stop delivers SIGTERM, rm; the other container keeps running"
-nv_crictl stop -t 20 "$C1" >/dev/null
-nv_assert_eq CONTAINER_EXITED "$(nv_cri_state "$C1")" "c1 after stop"
-nv_assert_eq 0 "$(nv_crictl inspect -o json "$C1" | jq -r .status.exitCode)" "c1's exit code (its TERM trap)"
-nv_wait_for -t 10 logs_have "$C1" got-term || nv_fail "c1 did not get SIGTERM: $(nv_crictl logs "$C1" 2>&1)"
-nv_crictl rm "$C1" >/dev/null
-if nv_crictl ps -a -q | grep -qx "$C1"; then nv_fail "c1 still listed after rm"; fi
-nv_assert_eq still "$(nv_crictl exec "$C2" echo still)" "c2 after c1's removal"
-nv_crictl stopp "$POD" >/dev/null
-nv_assert_eq CONTAINER_EXITED "$(nv_cri_state "$C2")" "c2 after stopp"
-nv_crictl rmp "$POD" >/dev/null
-nv_wait_for -t 20 no_shim_for "$POD" || nv_fail "the pod's shim still runs after rmp: $(nv_shim_pids)"
+  nv_log "stop delivers SIGTERM, rm; the other container keeps running"
+  nv_crictl stop -t 20 "$C1" >/dev/null
+  nv_assert_eq CONTAINER_EXITED "$(nv_cri_state "$C1")" "c1 after stop"
+  nv_assert_eq 0 "$(nv_crictl inspect -o json "$C1" | jq -r .status.exitCode)" "c1's exit code (its TERM trap)"
+  nv_wait_for -t 10 logs_have "$C1" got-term || nv_fail "c1 did not get SIGTERM: $(nv_crictl logs "$C1" 2>&1)"
+  nv_crictl rm "$C1" >/dev/null
+  if nv_crictl ps -a -q | grep -qx "$C1"; then nv_fail "c1 still listed after rm"; fi
+  nv_assert_eq still "$(nv_crictl exec "$C2" echo still)" "c2 after c1's removal"
+  nv_crictl stopp "$POD" >/dev/null
+  nv_assert_eq CONTAINER_EXITED "$(nv_cri_state "$C2")" "c2 after stopp"
+  nv_crictl rmp "$POD" >/dev/null
+  nv_wait_for -t 20 no_shim_for "$POD" || nv_fail "the pod's shim still runs after rmp: $(nv_shim_pids)"
+}
 
 # ---------------------------------------------------------------------------------------------
-nv_log "cdi: devices applied by CRI (annotation and CDI devices field), recognised by the GPU layer"
-POD=$(nv_cri_pod gpu)
-export SHOW='ls -l /dev/examplegpu0; cat /opt/example/libexample.so; echo EXAMPLE_GPU=$EXAMPLE_GPU; echo mounts=$(grep -c " /opt/example/libexample.so " /proc/self/mountinfo); echo end-of-gpu; exec sleep 1000'
-GA=$(nv_cri_ctr gpu "$POD" gann '.annotations = {"cdi.k8s.io/test": "example.com/gpu=gpu0"} | .command = ["sh", "-c", $ENV.SHOW]')
-GF=$(nv_cri_ctr gpu "$POD" gfield '.CDI_devices = [{name: "example.com/gpu=gpu0"}] | .command = ["sh", "-c", $ENV.SHOW]')
-nv_crictl start "$GA" "$GF" >/dev/null
-for c in "$GA" "$GF"; do
-  nv_wait_for -t 10 logs_have "$c" end-of-gpu || nv_fail "GPU container $c: $(nv_crictl logs "$c" 2>&1)"
-  out=$(nv_crictl logs "$c" 2>&1)
-  echo "$out" >&2
-  grep -Eq '^c.* 195, +0 .*/dev/examplegpu0$' <<<"$out" || nv_fail "CDI node /dev/examplegpu0 is not char 195, 0"
-  nv_assert_contains "$out" "fake libcuda 580.0" "CDI mount"
-  nv_assert_contains "$out" "EXAMPLE_GPU=gpu0" "CDI env"
-  nv_assert_contains "$out" "mounts=1" "the CDI mount is there once"
-  spec=$(nv_cri_bundle "$c")/config.json
-  nv_assert_eq 1 "$(jq '[.linux.devices[] | select(.path == "/dev/examplegpu0")] | length' "$spec")" "device entries in $spec"
-  nv_assert_eq 1 "$(jq '[.mounts[] | select(.destination == "/opt/example/libexample.so")] | length' "$spec")" "mount entries"
-  nv_assert_eq 1 "$(jq '[.process.env[] | select(startswith("EXAMPLE_GPU="))] | length' "$spec")" "env entries"
-  nv_assert_eq 1 "$(jq '[.linux.resources.devices[] | select(.major == 195 and .minor == 0)] | length' "$spec")" "cgroup rules"
-done
-# The annotation reaches the shim (container_annotations): its layer resolved the device and found
-# every edit already made; the device-field container carries no request for the shim.
-rec=$(jq -r '.annotations["nvproxy.containerd.io/gpu"] // empty' "$(nv_cri_bundle "$GA")/config.json")
-[[ -n $rec ]] || nv_fail "no GPU record in the annotation container's spec: the shim did not see cdi.k8s.io"
-nv_assert_eq '["example.com/gpu=gpu0"]' "$(jq -c .devices <<<"$rec")" "devices the shim resolved"
-nv_crictl rmp -f "$POD" >/dev/null
+# cdi: devices applied by CRI, recognised by the GPU layer.
+case_cdi() {
+  nv_log "cdi: devices applied by CRI (annotation and CDI devices field), recognised by the GPU layer"
+  POD=$(nv_cri_pod gpu)
+  export SHOW='ls -l /dev/examplegpu0; cat /opt/example/libexample.so; echo EXAMPLE_GPU=$EXAMPLE_GPU; echo mounts=$(grep -c " /opt/example/libexample.so " /proc/self/mountinfo); echo end-of-gpu; exec sleep 1000'
+  GA=$(nv_cri_ctr gpu "$POD" gann '.annotations = {"cdi.k8s.io/test": "example.com/gpu=gpu0"} | .command = ["sh", "-c", $ENV.SHOW]')
+  GF=$(nv_cri_ctr gpu "$POD" gfield '.CDI_devices = [{name: "example.com/gpu=gpu0"}] | .command = ["sh", "-c", $ENV.SHOW]')
+  nv_crictl start "$GA" "$GF" >/dev/null
+  for c in "$GA" "$GF"; do
+    nv_wait_for -t 10 logs_have "$c" end-of-gpu || nv_fail "GPU container $c: $(nv_crictl logs "$c" 2>&1)"
+    out=$(nv_crictl logs "$c" 2>&1)
+    echo "$out" >&2
+    grep -Eq '^c.* 195, +0 .*/dev/examplegpu0$' <<<"$out" || nv_fail "CDI node /dev/examplegpu0 is not char 195, 0"
+    nv_assert_contains "$out" "fake libcuda 580.0" "CDI mount"
+    nv_assert_contains "$out" "EXAMPLE_GPU=gpu0" "CDI env"
+    nv_assert_contains "$out" "mounts=1" "the CDI mount is there once"
+    spec=$(nv_cri_bundle "$c")/config.json
+    nv_assert_eq 1 "$(jq '[.linux.devices[] | select(.path == "/dev/examplegpu0")] | length' "$spec")" "device entries in $spec"
+    nv_assert_eq 1 "$(jq '[.mounts[] | select(.destination == "/opt/example/libexample.so")] | length' "$spec")" "mount entries"
+    nv_assert_eq 1 "$(jq '[.process.env[] | select(startswith("EXAMPLE_GPU="))] | length' "$spec")" "env entries"
+    nv_assert_eq 1 "$(jq '[.linux.resources.devices[] | select(.major == 195 and .minor == 0)] | length' "$spec")" "cgroup rules"
+  done
+  # The annotation reaches the shim (container_annotations): its layer resolved the device and found
+  # every edit already made; the device-field container carries no request for the shim.
+  rec=$(jq -r '.annotations["nvproxy.containerd.io/gpu"] // empty' "$(nv_cri_bundle "$GA")/config.json")
+  [[ -n $rec ]] || nv_fail "no GPU record in the annotation container's spec: the shim did not see cdi.k8s.io"
+  nv_assert_eq '["example.com/gpu=gpu0"]' "$(jq -c .devices <<<"$rec")" "devices the shim resolved"
+  nv_crictl rmp -f "$POD" >/dev/null
+}
+
+cuda_ready() { (($(find "$F/cuda" -name '*.ready' | wc -l) >= $1)); }
+CUDA_MOUNTS=$(jq -n --arg f "$F" '[
+  {container_path: "/dev/fakegpu0", host_path: ($f + "/fakegpu0")},
+  {container_path: "/fakecuda", host_path: ($f + "/cuda")},
+  {container_path: "/fake", host_path: ($f + "/bin"), readonly: true}]')
+export CUDA_MOUNTS
+
+# restore_and_check POD: the container created from $ARCHIVE (an archive, or a checkpoint image's
+# reference) in POD; CUDA comes back in every recorded process and the work goes on from $before.
+restore_and_check() {
+  local pod=$1
+  # As in checkpoint_gpu_fake.sh: the image holds the processes in the checkpointed CUDA state.
+  for c in "${cp[@]}"; do printf checkpointed >"$F/cuda/$c.state"; touch "$F/cuda/$c.closed"; done
+  : >"$log"
+  RS=$(nv_cri_ctr ck "$pod" cuda-restored '.image.image = $ENV.ARCHIVE | .mounts = ($ENV.CUDA_MOUNTS | fromjson)')
+  nv_crictl start "$RS" >/dev/null
+  nv_assert_eq CONTAINER_RUNNING "$(nv_cri_state "$RS")" "restored container"
+  nv_assert_eq true "$(nv_crictl inspect -o json "$RS" | jq -r '.status.annotations.restored')" "CRI marks it restored"
+  cat "$log" >&2
+  nv_assert_eq 2 "$(awk '$2=="restore" && $5==0' "$log" | wc -l)" "CUDA restores after the runtime restore"
+  nv_assert_eq 2 "$(awk '$2=="unlock" && $5==0' "$log" | wc -l)" "CUDA unlocks after the runtime restore"
+  for c in "${cp[@]}"; do
+    nv_assert_eq running "$(cat "$F/cuda/$c.state")" "CUDA state of $c after the restore"
+    nv_fake_advancing "$c" || nv_fail "process $c does not work after the restore"
+  done
+  after=$(nv_fake_counter "${cp[0]}")
+  ((after >= before)) || nv_fail "work did not continue from the checkpoint: before=$before after=$after"
+  nv_assert_contains "$(tr '\0' ' ' <"/proc/$(nv_cri_pid "$RS")/cmdline")" /fake/fake_cuda_app "the restored init"
+  nv_assert_eq "$(shim_of "$(nv_crictl inspectp -o json "$pod" | jq -r .info.pid)")" "$(shim_of "$(nv_cri_pid "$RS")")" \
+    "the restored container is served by the pod's shim"
+}
+
+# Node B: a containerd of its own (root, state, socket, store), the same GPU. It gets the archive
+# or the checkpoint image's name, the registry and what A read; A's store entries are gone.
+node_b() {
+  read -ra cp <<<"$NV_B_CUDA_PIDS"
+  before=$NV_B_BEFORE pinned=$NV_B_PINNED log=$F/cuda/calls.log
+  NV_REGISTRY=$NV_B_REGISTRY NV_REGISTRY_DIR=$NV_B_REGISTRY_DIR
+  if [[ $NV_REGISTRY_FLOW == image ]]; then
+    export ARCHIVE=$NV_B_IMAGE
+    nv_crictl pull "$ARCHIVE" >/dev/null || nv_fail "crictl pull $ARCHIVE on node B failed"
+    nv_log "node B: CRI pulled the checkpoint image: $(nv_crictl images | grep ckpt/cuda || true)"
+  else
+    export ARCHIVE=$NV_CRI_DIR/from-a.tar # the archive carried over to B
+    cp "$NV_B_ARCHIVE" "$ARCHIVE"
+  fi
+  nv_log "node B: containerd $NV_CONTAINERD_VERSION on $NV_SOCK, store $STORE"
+  POD=$(nv_cri_pod ck)
+
+  nv_log "node B: a blob altered in the registry: the restore is refused and B's store keeps nothing"
+  pages=$(skopeo inspect --raw --tls-verify=false "docker://$pinned" \
+    | jq -r '.layers[] | select(.annotations."org.opencontainers.image.title" | test("^pages-")) | .digest' | head -1)
+  blob=$(nv_registry_blob "$pages")
+  [[ -f $blob ]] || nv_fail "no blob $pages in the registry's storage"
+  cp "$blob" "$NV_CRI_DIR/pages.saved"
+  printf 'X' | dd of="$blob" bs=1 seek=64 conv=notrunc status=none
+  BAD=$(nv_cri_ctr ck "$POD" cuda-bad '.image.image = $ENV.ARCHIVE | .mounts = ($ENV.CUDA_MOUNTS | fromjson)')
+  if err=$(nv_crictl start "$BAD" 2>&1); then nv_fail "a restore from an altered blob started"; fi
+  nv_assert_contains "$err" "Digest did not match" "the refused restore's error"
+  nv_crictl rm -f "$BAD" >/dev/null 2>&1 || true
+  [[ -z $(find "$STORE" -name '*.img') ]] || nv_fail "B's store kept a half-pulled image: $(find "$STORE")"
+  cp "$NV_CRI_DIR/pages.saved" "$blob"
+
+  nv_log "node B: restore by CreateContainer; the image lands in B's store, CUDA comes back, the work goes on"
+  restore_and_check "$POD"
+  nv_assert_eq 1 "$(find "$STORE/registry" -name .complete | wc -l)" "pulled images in B's store"
+  [[ -n $(find "$STORE/registry" -name inventory.img) ]] || nv_fail "CRIU's image is not in B's store"
+  nv_assert_eq 0 "$(find "$NV_B_STORE_A" -name '*.img' | wc -l)" "files left in A's store"
+  echo "PASS node B ($NV_RUNTIME, containerd $NV_CONTAINERD_VERSION)"
+}
+
+if [[ $NODE == B ]]; then
+  node_b
+  exit 0
+fi
+# The store and registry variants share these with the plain test of their version: not again.
+if [[ -z ${NV_IMAGE_STORE:-} && -z ${NV_REGISTRY_FLOW:-} ]]; then
+  case_pod
+  case_cdi
+fi
 
 # ---------------------------------------------------------------------------------------------
 if [[ $VER == 1.* ]]; then
@@ -176,12 +280,6 @@ if [[ $VER == 1.* ]]; then
   exit 0
 fi
 
-cuda_ready() { (($(find "$F/cuda" -name '*.ready' | wc -l) >= $1)); }
-CUDA_MOUNTS=$(jq -n --arg f "$F" '[
-  {container_path: "/dev/fakegpu0", host_path: ($f + "/fakegpu0")},
-  {container_path: "/fakecuda", host_path: ($f + "/cuda")},
-  {container_path: "/fake", host_path: ($f + "/bin"), readonly: true}]')
-export CUDA_MOUNTS
 
 nv_log "ckpt: a device holder without CUDA is refused through CRI, the container keeps running"
 POD=$(nv_cri_pod ck)
@@ -249,8 +347,7 @@ done
 
 if [[ -n ${NV_REGISTRY_FLOW:-} ]]; then
   # Node A pushes the image from its store to a registry and the archive gets the registry's
-  # reference instead of the store's; node B (a store of its own, A's entries gone) restores
-  # from that archive: the record is checked, the blobs land in B's store, CRIU restores.
+  # reference instead of the store's; node B restores from that archive (node_b below).
   nv_registry_start
   SHIM=$NVPROXY_SHIM_DIR/containerd-shim-nvproxy-v1
   # skopeo's deadline in seconds, not the default hour: a hung transfer fails the test quickly.
@@ -291,58 +388,21 @@ if [[ -n ${NV_REGISTRY_FLOW:-} ]]; then
     tar -C "$X" -cf "$ARCHIVE" .
     nv_log "archive for node B: $(du -k "$ARCHIVE" | cut -f1) KiB"
   fi
-  # Node B: a store of its own; nothing of A's store is left.
-  STORE_B=$(mktemp -d /var/tmp/nvproxy-cristore-b.XXXXXX)
-  nv_defer rm -rf "$STORE_B"
+  # A's container and store entries gone; node B is this script again with a containerd of its own.
+  nv_crictl stop -t 0 "$K" >/dev/null
+  nv_crictl rm "$K" >/dev/null
   rm -rf "${STORE:?}"/*
-  sed -i "s|image_store: $STORE|image_store: $STORE_B\n  registry_tls_verify: false\n  registry_timeout_s: 60|" "$NV_CRI_SHIM_CONFIG"
-  grep -q "image_store: $STORE_B" "$NV_CRI_SHIM_CONFIG" || nv_fail "node B's shim config: $(cat "$NV_CRI_SHIM_CONFIG")"
-  if [[ $NV_REGISTRY_FLOW == image ]]; then
-    nv_crictl pull "$IMG" >/dev/null || nv_fail "crictl pull $IMG failed"
-    nv_log "CRI pulled the checkpoint image: $(nv_crictl images | grep ckpt/cuda || true)"
-  fi
-
-  nv_log "ckpt: a blob altered in the registry: the restore is refused and B's store keeps nothing"
-  pages=$(skopeo inspect --raw --tls-verify=false "docker://$pinned" \
-    | jq -r '.layers[] | select(.annotations."org.opencontainers.image.title" | test("^pages-")) | .digest' | head -1)
-  blob=$(nv_registry_blob "$pages")
-  [[ -f $blob ]] || nv_fail "no blob $pages in the registry's storage"
-  cp "$blob" "$NV_DIR/pages.saved"
-  printf 'X' | dd of="$blob" bs=1 seek=64 conv=notrunc status=none
-  BAD=$(nv_cri_ctr ck "$POD" cuda-bad '.image.image = $ENV.ARCHIVE | .mounts = ($ENV.CUDA_MOUNTS | fromjson)')
-  if err=$(nv_crictl start "$BAD" 2>&1); then nv_fail "a restore from an altered blob started"; fi
-  nv_assert_contains "$err" "Digest did not match" "the refused restore's error"
-  nv_crictl rm -f "$BAD" >/dev/null 2>&1 || true
-  [[ -z $(find "$STORE_B" -name '*.img') ]] || nv_fail "B's store kept a half-pulled image: $(find "$STORE_B")"
-  cp "$NV_DIR/pages.saved" "$blob"
+  nv_log "node B: a second containerd $VER, restoring from ${IMG:-$ARCHIVE}"
+  env -u NV_DIR -u NV_SOCK -u NV_STATE_DIR -u NV_NAMESPACE NV_CRI_NODE=B NV_B_FAKE="$F" NV_B_CUDA_PIDS="${cp[*]}" \
+    NV_B_BEFORE="$before" NV_B_PINNED="$pinned" NV_B_REGISTRY="$NV_REGISTRY" NV_B_REGISTRY_DIR="$NV_REGISTRY_DIR" \
+    NV_B_IMAGE="${IMG:-}" NV_B_ARCHIVE="$ARCHIVE" NV_B_STORE_A="$STORE" bash "$0" "$VER" || nv_fail "node B failed"
+  echo "PASS cri ($NV_RUNTIME, containerd $NV_CONTAINERD_VERSION, node A to node B through $NV_REGISTRY)"
+  exit 0
 fi
 
 nv_log "ckpt: restore by CreateContainer from the archive; CUDA comes back and the work continues"
 nv_crictl stop -t 0 "$K" >/dev/null
 nv_crictl rm "$K" >/dev/null
-# As in checkpoint_gpu_fake.sh: the image holds the processes in the checkpointed CUDA state.
-for c in "${cp[@]}"; do printf checkpointed >"$F/cuda/$c.state"; touch "$F/cuda/$c.closed"; done
-: >"$log"
-RS=$(nv_cri_ctr ck "$POD" cuda-restored '.image.image = $ENV.ARCHIVE | .mounts = ($ENV.CUDA_MOUNTS | fromjson)')
-nv_crictl start "$RS" >/dev/null
-nv_assert_eq CONTAINER_RUNNING "$(nv_cri_state "$RS")" "restored container"
-nv_assert_eq true "$(nv_crictl inspect -o json "$RS" | jq -r '.status.annotations.restored')" "CRI marks it restored"
-cat "$log" >&2
-nv_assert_eq 2 "$(awk '$2=="restore" && $5==0' "$log" | wc -l)" "CUDA restores after the runtime restore"
-nv_assert_eq 2 "$(awk '$2=="unlock" && $5==0' "$log" | wc -l)" "CUDA unlocks after the runtime restore"
-for c in "${cp[@]}"; do
-  nv_assert_eq running "$(cat "$F/cuda/$c.state")" "CUDA state of $c after the restore"
-  nv_fake_advancing "$c" || nv_fail "process $c does not work after the restore"
-done
-after=$(nv_fake_counter "${cp[0]}")
-((after >= before)) || nv_fail "work did not continue from the checkpoint: before=$before after=$after"
-nv_assert_contains "$(tr '\0' ' ' <"/proc/$(nv_cri_pid "$RS")/cmdline")" /fake/fake_cuda_app "the restored init"
-nv_assert_eq "$(shim_of "$(nv_crictl inspectp -o json "$POD" | jq -r .info.pid)")" "$(shim_of "$(nv_cri_pid "$RS")")" \
-  "the restored container is served by the pod's shim"
-if [[ -n ${NV_REGISTRY_FLOW:-} ]]; then
-  entries=$(find "$STORE_B/registry" -name .complete | wc -l)
-  nv_assert_eq 1 "$entries" "pulled images in B's store"
-  [[ -n $(find "$STORE_B/registry" -name inventory.img) ]] || nv_fail "CRIU's image is not in B's store"
-  nv_assert_eq 0 "$(find "$STORE" -name '*.img' | wc -l)" "files of A's store used by B"
-fi
+log=$F/cuda/calls.log
+restore_and_check "$POD"
 echo "PASS cri ($NV_RUNTIME, containerd $NV_CONTAINERD_VERSION)"
