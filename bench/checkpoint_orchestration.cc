@@ -12,7 +12,7 @@
 // is what the shim adds (scan, classify, thread start/join, verify rescan, coordination).
 //
 // Per N (default 1, 8, 64):
-//   parallel    Orchestrator::checkpoint with parallelism 0 (the default), keep_running: lock all,
+//   parallel    Orchestrator::checkpoint_around with parallelism 0 (the default), keep_running: lock all,
 //               checkpoint all, verify, a no-op snapshot, restore+unlock all.
 //   sequential  the same with checkpoint.parallelism = 1.
 //   per-pid     no orchestrator, no helper: for each pid one after another lock, checkpoint, restore,
@@ -223,7 +223,7 @@ Run orchestrate(FakeGpu& gpu, const std::vector<pid_t>& pids, unsigned paralleli
   Orchestrator o(cfg, {.lister = &lister, .scanner = &scanner, .toggler = in_process ? &direct : cuda.toggler.get()}, log);
   gpu.clear_calls();
   long long t0 = now_ns();
-  auto out = o.checkpoint({.container_id = "bench", .keep_running = true}, [] {});
+  auto out = o.checkpoint_around({.container_id = "bench", .keep_running = true}, [] {});
   long long t1 = now_ns();
   if (out.toggled.size() != pids.size())
     throw std::runtime_error("toggled " + std::to_string(out.toggled.size()) + " of " + std::to_string(pids.size()));

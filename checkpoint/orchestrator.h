@@ -137,9 +137,11 @@ class Orchestrator {
   // Error(DeadlineExceeded): "snapshot (runc checkpoint) did not finish within N ms; <what was done
   // about it>; CUDA restored in pids ...", and the diagnostic JSON gets a "deadline" object
   // (phase, command, timeout_ms, killed_pgid, aftermath).
-  CheckpointOutcome checkpoint(const CheckpointRequest& req, const ReleasingSnapshotFn& snapshot);
-  CheckpointOutcome checkpoint(const CheckpointRequest& req, const SnapshotFn& snapshot) {
-    return checkpoint(req, ReleasingSnapshotFn([&](const ReleasePlan&) { snapshot(); }));
+  // Named for what it does around the runtime's own checkpoint (`snapshot`): CUDA is locked and
+  // checkpointed in every process before it and resumed after it.
+  CheckpointOutcome checkpoint_around(const CheckpointRequest& req, const ReleasingSnapshotFn& snapshot);
+  CheckpointOutcome checkpoint_around(const CheckpointRequest& req, const SnapshotFn& snapshot) {
+    return checkpoint_around(req, ReleasingSnapshotFn([&](const ReleasePlan&) { snapshot(); }));
   }
 
   // After the runtime's restore: lists the pids again (host pids change), restores and unlocks

@@ -1,4 +1,4 @@
-// Orchestrator::checkpoint: the checkpoint as named phases (orchestrator.h):
+// Orchestrator::checkpoint_around: the checkpoint as named phases (orchestrator.h):
 //
 //   scan -> classify -> decide (runtime, blockers, preflight, tree, space) -> lock all -> hold ->
 //   checkpoint all -> verify -> snapshot -> resume
@@ -230,7 +230,7 @@ std::vector<pid_t> pids_of(const std::map<pid_t, V>& m) {
 constexpr int kAttemptsWithNewcomers = 4;
 constexpr auto kNotCudaRescanAfter = std::chrono::milliseconds(200);
 
-CheckpointOutcome Orchestrator::checkpoint(const CheckpointRequest& req, const ReleasingSnapshotFn& snapshot) {
+CheckpointOutcome Orchestrator::checkpoint_around(const CheckpointRequest& req, const ReleasingSnapshotFn& snapshot) {
   NotCudaSeen seen{.rescan_until = Clock::now() + kNotCudaRescanFor};
   for (int attempt = 1;;) {
     try {

@@ -150,7 +150,7 @@ void CheckpointSession::checkpoint(const SnapshotRequest& sr) {
   ThawGuard thaw(rt_, t_.id, sr.paused && has_holders, log_);
 
   CheckpointRequest req = request(sr.leave_running, sr.image_path, has_holders, facts.facts);
-  CheckpointOutcome outcome = tools_.orchestrator().checkpoint(req, [&](const ReleasePlan& release) {
+  CheckpointOutcome outcome = tools_.orchestrator().checkpoint_around(req, [&](const ReleasePlan& release) {
     try {
       rt_.snapshot(tools_.release_before_snapshot(release));
     } catch (const DeadlineError& e) {

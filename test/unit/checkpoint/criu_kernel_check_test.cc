@@ -163,7 +163,7 @@ TEST(CriuKernel, OrchestratorRefusesBeforeAnyToggle) {
   auto diag = gpu.dir() / "checkpoint-diagnostic.json";
   int snapshots = 0;
   try {
-    o.checkpoint({.container_id = "web", .diagnostic_path = diag}, [&] { ++snapshots; });
+    o.checkpoint_around({.container_id = "web", .diagnostic_path = diag}, [&] { ++snapshots; });
     FAIL() << "not refused";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), Code::FailedPrecondition);
@@ -185,6 +185,6 @@ TEST(CriuKernel, OrchestratorRefusesBeforeAnyToggle) {
 
   // CUDA toggling off: refused all the same, before the snapshot.
   Orchestrator none(cfg, {.lister = &lister, .scanner = &scanner, .probe = &probe, .snapshot_check = &check}, log);
-  EXPECT_THROW(none.checkpoint({.container_id = "web"}, [&] { ++snapshots; }), Error);
+  EXPECT_THROW(none.checkpoint_around({.container_id = "web"}, [&] { ++snapshots; }), Error);
   EXPECT_EQ(snapshots, 0);
 }

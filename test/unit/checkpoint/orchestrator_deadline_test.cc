@@ -29,7 +29,7 @@ class OrchestratorDeadlineTest : public ::testing::Test {
   Error checkpoint_error(const SnapshotFn& snap, bool use_toggler = true) {
     Orchestrator o(cfg, {.lister = &lister, .scanner = &scanner, .toggler = use_toggler ? &toggler : nullptr}, log);
     try {
-      o.checkpoint({.container_id = "c1", .keep_running = true, .diagnostic_path = diag_path}, snap);
+      o.checkpoint_around({.container_id = "c1", .keep_running = true, .diagnostic_path = diag_path}, snap);
     } catch (const Error& e) {
       return e;
     }

@@ -69,7 +69,7 @@ class OrchestratorTest : public ::testing::Test {
   Error checkpoint_error(const SnapshotFn& snap, bool keep_running = true) {
     auto o = make();
     try {
-      o.checkpoint(req(keep_running), snap);
+      o.checkpoint_around(req(keep_running), snap);
     } catch (const Error& e) {
       return e;
     }
@@ -89,7 +89,7 @@ class OrchestratorTest : public ::testing::Test {
   // Runs a checkpoint expected to be refused; returns its message (nothing snapshotted).
   std::string refusal(Orchestrator& o) {
     try {
-      o.checkpoint(req(), counting_snapshot());
+      o.checkpoint_around(req(), counting_snapshot());
     } catch (const Error& e) {
       EXPECT_EQ(snapshots, 0);
       return e.what();
@@ -114,7 +114,7 @@ TEST_F(OrchestratorTest, LocksAllThenCheckpointsAllThenSnapshotsAndResumes) {
   pids = {a, child, b};
   gpu.delay_ms(30);
   auto o = make();
-  auto out = o.checkpoint(req(), [&] {
+  auto out = o.checkpoint_around(req(), [&] {
     ++snapshots;
     // What the runtime sees: every CUDA process checkpointed, no device open anywhere.
     for (pid_t p : pids) EXPECT_EQ(gpu.state(p), "checkpointed") << p;
@@ -168,7 +168,7 @@ TEST_F(OrchestratorTest, ParallelCheckpointsOverlap) {
   for (int i = 0; i < 3; ++i) pids.push_back(gpu.start_app());
   gpu.delay_ms(300);
   auto o = make();
-  auto out = o.checkpoint(req(false), counting_snapshot());
+  auto out = o.checkpoint_around(req(false), counting_snapshot());
   auto ck = gpu.calls("checkpoint");
   ASSERT_EQ(ck.size(), 3u);
   long long max_start = 0, min_end = LLONG_MAX;
@@ -187,7 +187,7 @@ TEST_F(OrchestratorTest, SequentialModeCheckpointsOneAfterAnother) {
   gpu.delay_ms(60);
   cfg.parallelism = 1;
   auto o = make();
-  o.checkpoint(req(), counting_snapshot());
+  o.checkpoint_around(req(), counting_snapshot());
   auto ck = gpu.calls("checkpoint");
   ASSERT_EQ(ck.size(), 3u);
   std::sort(ck.begin(), ck.end(), [](auto& x, auto& y) { return x.start < y.start; });
@@ -283,7 +283,7 @@ TEST_F(OrchestratorTest, SnapshotFailureRollsBackAndKeepsItsCode) {
 TEST_F(OrchestratorTest, RestoreOntoOtherGpusRestoresEveryProcessWithTheMap) {
   pid_t a = gpu.start_app(), b = gpu.start_app();
   pids = {a, b};
-  make().checkpoint(req(false), counting_snapshot());
+  make().checkpoint_around(req(false), counting_snapshot());
   const DeviceMap map{{"GPU-00000000-0000-0000-0000-000000000000", "GPU-00000000-0000-0000-0000-000000000001"}};
   auto out = make().restore_after_runtime_restore("c1", diag_path, {}, map);
   EXPECT_EQ(out.resumed.size(), 2u);
@@ -296,7 +296,7 @@ TEST_F(OrchestratorTest, RestoreOntoOtherGpusRestoresEveryProcessWithTheMap) {
 TEST_F(OrchestratorTest, RestoreAfterRuntimeRestoreRelistsAndResumesCheckpointedOnes) {
   pid_t a = gpu.start_app(), b = gpu.start_app();
   pids = {a, b};
-  make().checkpoint(req(false), counting_snapshot());
+  make().checkpoint_around(req(false), counting_snapshot());
   ASSERT_EQ(gpu.state(a), "checkpointed");
   EXPECT_TRUE(holders().empty());
   // After the runtime's restore the lister answers the new pid set (here: one more, non-CUDA).
@@ -334,7 +334,7 @@ TEST_F(OrchestratorTest, OverrideCheckpointsAMultiGpuProcessWithAWarning) {
   pids = {multi};
   gpu.nvml(std::to_string(multi) + " 0\n" + std::to_string(multi) + " 1\n");
   cfg.allow_unrestorable = true;
-  auto out = make().checkpoint(req(), counting_snapshot());
+  auto out = make().checkpoint_around(req(), counting_snapshot());
   EXPECT_EQ(snapshots, 1);
   EXPECT_EQ(out.toggled, std::vector<pid_t>{multi});
   ASSERT_EQ(out.warnings.size(), 1u);
@@ -349,7 +349,7 @@ TEST_F(OrchestratorTest, PreflightWithoutNvmlRefusesUnlessOverridden) {
   EXPECT_TRUE(has(msg, "/nonexistent/libnvidia-ml.so.1")) << msg;
   EXPECT_TRUE(gpu.calls("lock").empty());
   cfg.allow_unrestorable = true;
-  auto out = make().checkpoint(req(), counting_snapshot());
+  auto out = make().checkpoint_around(req(), counting_snapshot());
   EXPECT_EQ(out.warnings.size(), 1u);
   EXPECT_EQ(snapshots, 1);
 }
@@ -401,7 +401,7 @@ TEST_F(OrchestratorTest, LockTimeoutNamesTheSettingAndUnlocksTheOthers) {
 
 TEST_F(OrchestratorTest, NoHoldersMeansJustTheSnapshot) {
   pids = {::getpid()};
-  auto out = make().checkpoint(req(), counting_snapshot());
+  auto out = make().checkpoint_around(req(), counting_snapshot());
   EXPECT_EQ(snapshots, 1);
   EXPECT_TRUE(out.toggled.empty());
   EXPECT_TRUE(gpu.calls().empty()) << "the driver is not even asked";
@@ -409,7 +409,7 @@ TEST_F(OrchestratorTest, NoHoldersMeansJustTheSnapshot) {
 
 TEST_F(OrchestratorTest, CudaNoneLeavesEverythingToTheRuntime) {
   pids = {gpu.start_app({"--no-cuda"})};
-  make(nullptr, false).checkpoint(req(), counting_snapshot());
+  make(nullptr, false).checkpoint_around(req(), counting_snapshot());
   EXPECT_EQ(snapshots, 1);
   EXPECT_TRUE(gpu.calls().empty());
 }
@@ -419,7 +419,7 @@ TEST_F(OrchestratorTest, UnusableDriverLibraryIsAClearRefusal) {
   DriverApiToggler missing("/nonexistent/libcuda.so.1");
   auto o = make(&missing);
   try {
-    o.checkpoint(req(), counting_snapshot());
+    o.checkpoint_around(req(), counting_snapshot());
     FAIL();
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), Code::FailedPrecondition);
@@ -464,7 +464,7 @@ TEST_F(OrchestratorTest, PreflightRefusesNcclRanksWithNothingToggled) {
   auto o = make_with([&](OrchestratorTools& ot) { ot.comm = &comm; });
   std::string msg;
   try {
-    o.checkpoint(req(), counting_snapshot());
+    o.checkpoint_around(req(), counting_snapshot());
     ADD_FAILURE() << "checkpoint of NCCL ranks succeeded";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), Code::FailedPrecondition);
@@ -488,7 +488,7 @@ TEST_F(OrchestratorTest, TcpLinkOnOneGpuIsNotACollective) {
   comm.findings[a] = {.evidence = {"tcp-peer x"}, .tcp_peers = {b}};
   comm.findings[b] = {.evidence = {"tcp-peer y"}, .tcp_peers = {a}};
   auto o = make_with([&](OrchestratorTools& ot) { ot.comm = &comm; });
-  auto out = o.checkpoint(req(), counting_snapshot());
+  auto out = o.checkpoint_around(req(), counting_snapshot());
   EXPECT_EQ(snapshots, 1);
   EXPECT_EQ(out.toggled.size(), 2u);
   EXPECT_TRUE(out.warnings.empty());
@@ -505,7 +505,7 @@ TEST_F(OrchestratorTest, OverrideCheckpointsNcclRanksWithAWarning) {
                        .remote_tcp = {"10.0.0.2:29500"}};
   cfg.allow_unrestorable = true;
   auto o = make_with([&](OrchestratorTools& ot) { ot.comm = &comm; });
-  auto out = o.checkpoint(req(), counting_snapshot());
+  auto out = o.checkpoint_around(req(), counting_snapshot());
   EXPECT_EQ(snapshots, 1);
   ASSERT_EQ(out.warnings.size(), 1u);
   EXPECT_TRUE(has(out.warnings[0], P(r0) + " looks like a rank of a collective (NCCL)")) << out.warnings[0];
@@ -520,7 +520,7 @@ TEST_F(OrchestratorTest, TheOnlyRankOfItsGroupIsCheckpointedAsAPlainCudaProcess)
   FakeComm comm;
   comm.findings[r0] = {.evidence = {"nccl-unix @/tmp/nccl-socket-0-ab"}, .nccl = true};
   auto o = make_with([&](OrchestratorTools& ot) { ot.comm = &comm; });
-  auto out = o.checkpoint(req(), counting_snapshot());
+  auto out = o.checkpoint_around(req(), counting_snapshot());
   EXPECT_EQ(snapshots, 1);
   EXPECT_EQ(out.toggled, std::vector<pid_t>{r0});
   EXPECT_TRUE(out.warnings.empty());
@@ -535,7 +535,7 @@ TEST_F(OrchestratorTest, UnusableDriverRefusalCarriesTheTableAndTheJson) {
   DriverApiToggler missing("/nonexistent/libcuda.so.1");
   auto o = make(&missing);
   try {
-    o.checkpoint(req(), counting_snapshot());
+    o.checkpoint_around(req(), counting_snapshot());
     FAIL();
   } catch (const Error& e) {
     std::string m = e.what();
@@ -573,7 +573,7 @@ TEST_F(OrchestratorTest, CudaProcessOutsideTheInitTreeIsRefusedUnlessAllowed) {
   auto r = req();
   r.init_pid = init;
   try {
-    make().checkpoint(r, counting_snapshot());
+    make().checkpoint_around(r, counting_snapshot());
     FAIL() << "an exec'd CUDA process did not refuse the checkpoint";
   } catch (const Error& e) {
     std::string m = e.what();
@@ -598,7 +598,7 @@ TEST_F(OrchestratorTest, CudaProcessOutsideTheInitTreeIsRefusedUnlessAllowed) {
   EXPECT_TRUE(has(row->hint, "runs beside the init")) << row->hint;
 
   cfg.allow_lost_cuda_processes = true;
-  auto out = make().checkpoint(r, counting_snapshot());
+  auto out = make().checkpoint_around(r, counting_snapshot());
   EXPECT_EQ(snapshots, 1);
   EXPECT_EQ(out.lost, std::vector<pid_t>{exec});
   EXPECT_EQ(out.toggled.size(), 3u);
@@ -612,7 +612,7 @@ TEST_F(OrchestratorTest, CudaProcessOutsideTheInitTreeIsRefusedUnlessAllowed) {
 TEST_F(OrchestratorTest, RestoreFailsWhileARecordedCudaProcessIsMissing) {
   pid_t a = gpu.start_app(), b = gpu.start_app();
   pids = {a, b};
-  make().checkpoint(req(false), counting_snapshot());
+  make().checkpoint_around(req(false), counting_snapshot());
   ASSERT_EQ(gpu.state(a), "checkpointed");
   pids = {a};  // b did not come back with the runtime's restore
   std::vector<ExpectedProcess> expected{{a, "fake_cuda_app"}, {b, "fake_cuda_app"}};
@@ -662,7 +662,7 @@ TEST_F(OrchestratorTest, AnImageOverTheDirtyThresholdIsWarnedAboutNotRefused) {
   r.image_path = "/img";
   r.device_bytes[a] = 11 * GiB;
   auto o = make_with([&](OrchestratorTools& ot) { ot.space = &space; });
-  o.checkpoint(r, counting_snapshot());
+  o.checkpoint_around(r, counting_snapshot());
   EXPECT_EQ(snapshots, 1);
   auto j = diag_json();
   EXPECT_EQ(j["space"]["dirty_threshold_bytes"], 10 * GiB);
@@ -671,11 +671,11 @@ TEST_F(OrchestratorTest, AnImageOverTheDirtyThresholdIsWarnedAboutNotRefused) {
   EXPECT_TRUE(has(w, "vm.dirty_bytes")) << w;
   // Under it, or in memory (tmpfs has no writeback): no warning.
   r.device_bytes[a] = 8 * GiB;
-  o.checkpoint(r, counting_snapshot());
+  o.checkpoint_around(r, counting_snapshot());
   EXPECT_FALSE(has(diag_json()["warnings"].dump(), "dirty-page threshold")) << diag_json()["warnings"];
   r.device_bytes[a] = 11 * GiB;
   r.image_path = "/dev/shm/img";
-  o.checkpoint(r, counting_snapshot());
+  o.checkpoint_around(r, counting_snapshot());
   EXPECT_FALSE(has(diag_json()["warnings"].dump(), "dirty-page threshold")) << diag_json()["warnings"];
   EXPECT_EQ(snapshots, 3);
 }
@@ -696,7 +696,7 @@ TEST_F(OrchestratorTest, CheckpointThatCannotFitIsRefusedWithTheNumbers) {
   r.device_bytes[a] = 49 * GiB;
   auto o = make_with([&](OrchestratorTools& ot) { ot.space = &space; });
   try {
-    o.checkpoint(r, counting_snapshot());
+    o.checkpoint_around(r, counting_snapshot());
     FAIL() << "52 GiB twice fit in 60 GiB";
   } catch (const Error& e) {
     std::string m = e.what();
@@ -722,13 +722,13 @@ TEST_F(OrchestratorTest, CheckpointThatCannotFitIsRefusedWithTheNumbers) {
   // Without containerd's copy (a path of the user's) it fits.
   r.image_path = "/img";
   r.content_store.clear();
-  o.checkpoint(r, counting_snapshot());
+  o.checkpoint_around(r, counting_snapshot());
   EXPECT_EQ(snapshots, 1);
   // One filesystem each: each must hold one copy.
   space.fs["/img"].available = 10 * GiB;
   r.content_store = "/var/lib/containerd";
   try {
-    o.checkpoint(r, counting_snapshot());
+    o.checkpoint_around(r, counting_snapshot());
     FAIL();
   } catch (const Error& e) {
     EXPECT_TRUE(has(e.what(), "only 10.0 GiB free at /img")) << e.what();
@@ -740,7 +740,7 @@ TEST_F(OrchestratorTest, CheckpointThatCannotFitIsRefusedWithTheNumbers) {
   r.image_path = "/store/ns/c1/20261202T000000Z-1";
   r.content_store.clear();
   auto stored = make_with([&](OrchestratorTools& ot) { ot.space = &space; });
-  stored.checkpoint(r, counting_snapshot());
+  stored.checkpoint_around(r, counting_snapshot());
   EXPECT_EQ(snapshots, 2);
   EXPECT_EQ(diag_json()["space"]["path"], "image store");
   EXPECT_EQ(diag_json()["space"]["copies"], 1);
@@ -750,7 +750,7 @@ TEST_F(OrchestratorTest, CheckpointThatCannotFitIsRefusedWithTheNumbers) {
   // checkpoint.check_space: false turns it off.
   cfg.check_space = false;
   auto off = make_with([&](OrchestratorTools& ot) { ot.space = &space; });
-  off.checkpoint(r, counting_snapshot());
+  off.checkpoint_around(r, counting_snapshot());
   EXPECT_EQ(snapshots, 3);
 }
 
@@ -802,7 +802,7 @@ TEST_F(OrchestratorTest, CudaIpcAndManagedMemoryAreRefusedBeforeAnyToggle) {
   maps.ipc[exporter] = maps.ipc[importer] = "/dev/shm/cuda.shm.0.1.1";
   Orchestrator o(cfg, {.lister = &lister, .scanner = &maps, .toggler = &toggler}, log);
   try {
-    o.checkpoint(req(), counting_snapshot());
+    o.checkpoint_around(req(), counting_snapshot());
     FAIL() << "CUDA IPC was not refused";
   } catch (const Error& e) {
     std::string m = e.what();
@@ -817,7 +817,7 @@ TEST_F(OrchestratorTest, CudaIpcAndManagedMemoryAreRefusedBeforeAnyToggle) {
   maps.ipc.clear();
   maps.managed[plain] = 1ULL << 30;
   try {
-    o.checkpoint(req(), counting_snapshot());
+    o.checkpoint_around(req(), counting_snapshot());
     FAIL() << "managed memory was not refused";
   } catch (const Error& e) {
     std::string m = e.what();
@@ -832,7 +832,7 @@ TEST_F(OrchestratorTest, CudaIpcAndManagedMemoryAreRefusedBeforeAnyToggle) {
   maps.ipc[importer] = "/dev/shm/cuda.shm.0.1.1";
   cfg.allow_unrestorable = true;
   Orchestrator forced(cfg, {.lister = &lister, .scanner = &maps, .toggler = &toggler}, log);
-  auto out = forced.checkpoint(req(), counting_snapshot());
+  auto out = forced.checkpoint_around(req(), counting_snapshot());
   EXPECT_EQ(snapshots, 1);
   std::string all;
   for (const auto& w : out.warnings) all += w + "\n";
@@ -883,7 +883,7 @@ TEST_F(OrchestratorTest, APidThatEndedAfterTheScanIsNeverToggledAndLeftOut) {
   ASSERT_TRUE(logfd);
   log.set_fd(logfd.get());
   auto o = make_with([&](OrchestratorTools& ot) { ot.holds = &holds; });
-  CheckpointOutcome out = o.checkpoint(req(), counting_snapshot());
+  CheckpointOutcome out = o.checkpoint_around(req(), counting_snapshot());
   log.set_fd(-1);
   std::string logged(8192, '\0');
   logged.resize(static_cast<std::size_t>(std::max<ssize_t>(0, ::pread(logfd.get(), logged.data(), logged.size(), 0))));
@@ -942,7 +942,7 @@ TEST_F(OrchestratorTest, AWorkerWhoseLockFindsCudaTornDownIsLeftOutOnceItEnds) {
   t.ending = b;
   PidfdHolds holds;  // what tells under runc that a process has ended
   auto o = make_with([&](OrchestratorTools& ot) { ot.holds = &holds; }, &t);
-  CheckpointOutcome out = o.checkpoint(req(), counting_snapshot());
+  CheckpointOutcome out = o.checkpoint_around(req(), counting_snapshot());
   EXPECT_EQ(out.toggled, std::vector<pid_t>{a});
   EXPECT_EQ(snapshots, 1);
   EXPECT_EQ(gpu.state(a), "running");
@@ -976,7 +976,7 @@ TEST_F(OrchestratorTest, ForkedWorkersHoldTheirParentsOpenFilesAnOpenerItsOwn) {
   pids = {app, opener, w1, w2};
   auto o = make_with([&](OrchestratorTools& ot) { ot.files = &files; });
   try {
-    o.checkpoint(req(), counting_snapshot());
+    o.checkpoint_around(req(), counting_snapshot());
     FAIL() << "forked holders did not refuse the checkpoint";
   } catch (const Error& e) {
     std::string m = e.what();
@@ -1012,13 +1012,13 @@ TEST_F(OrchestratorTest, ForkedWorkersWithOnlyInheritedFilesAreReleasedFromTheIm
   pids = {app, kids[0], kids[1]};
   auto o = make_releasing();
   ReleasePlan seen;
-  auto out = o.checkpoint(req(), ReleasingSnapshotFn([&](const ReleasePlan& plan) {
-                            ++snapshots;
-                            seen = plan;
-                            // The workers still hold the device: CRIU leaves their copies out.
-                            EXPECT_EQ(holders().size(), 2u);
-                            EXPECT_EQ(gpu.state(app), "checkpointed");
-                          }));
+  auto out = o.checkpoint_around(req(), ReleasingSnapshotFn([&](const ReleasePlan& plan) {
+                                   ++snapshots;
+                                   seen = plan;
+                                   // The workers still hold the device: CRIU leaves their copies out.
+                                   EXPECT_EQ(holders().size(), 2u);
+                                   EXPECT_EQ(gpu.state(app), "checkpointed");
+                                 }));
   EXPECT_EQ(snapshots, 1);
   EXPECT_EQ(out.toggled, std::vector<pid_t>{app});
   ASSERT_EQ(seen.processes.size(), 2u);
@@ -1089,10 +1089,10 @@ TEST_F(OrchestratorTest, InPlaceReleaseNeedsNoCharacterDeviceAndNamesThePaths) {
     ot.release_way = ReleaseWay::InPlace;
   });
   ReleasePlan seen;
-  auto out = o.checkpoint(req(), ReleasingSnapshotFn([&](const ReleasePlan& plan) {
-                            ++snapshots;
-                            seen = plan;
-                          }));
+  auto out = o.checkpoint_around(req(), ReleasingSnapshotFn([&](const ReleasePlan& plan) {
+                                   ++snapshots;
+                                   seen = plan;
+                                 }));
   EXPECT_EQ(snapshots, 1);
   EXPECT_EQ(out.toggled, std::vector<pid_t>{app});
   ASSERT_EQ(seen.processes.size(), 2u);
@@ -1264,7 +1264,7 @@ TEST_F(OrchestratorTest, AWorkerStartedDuringTheLockIsTakenInWhileTheRestIsHeld)
   const pid_t& worker = t.worker;
   RecordingHold hold;
   auto o = make_with([&](OrchestratorTools& ot) { ot.hold = &hold; }, &t);
-  CheckpointOutcome out = o.checkpoint(req(), counting_snapshot());
+  CheckpointOutcome out = o.checkpoint_around(req(), counting_snapshot());
   ASSERT_GT(worker, 0);
   EXPECT_EQ(out.toggled, (std::vector<pid_t>{a, worker}));
   EXPECT_EQ(snapshots, 1);
@@ -1320,7 +1320,7 @@ char proc_state(pid_t pid) {
 TEST_F(OrchestratorTest, ARestoreLeftStoppedIsHeldForItsCudaRestoreThenLetGo) {
   pid_t a = gpu.start_app();
   pids = {a};
-  make().checkpoint(req(false), counting_snapshot());
+  make().checkpoint_around(req(false), counting_snapshot());
   ASSERT_EQ(gpu.state(a), "checkpointed");
   ASSERT_EQ(::kill(a, SIGSTOP), 0);
   ASSERT_TRUE(wait_until([&] { return proc_state(a) == 'T'; }));
@@ -1333,7 +1333,7 @@ TEST_F(OrchestratorTest, ARestoreLeftStoppedIsHeldForItsCudaRestoreThenLetGo) {
   EXPECT_TRUE(wait_until([&] { return proc_state(a) != 'T'; })) << "pid " << a << " left stopped";
 
   // Without a hold (or when it fails) the processes are continued, not left stopped.
-  make().checkpoint(req(false), counting_snapshot());
+  make().checkpoint_around(req(false), counting_snapshot());
   ASSERT_EQ(::kill(a, SIGSTOP), 0);
   ASSERT_TRUE(wait_until([&] { return proc_state(a) == 'T'; }));
   make().restore_after_runtime_restore("c1", diag_path, {}, {}, {}, true);
@@ -1361,7 +1361,7 @@ TEST_F(OrchestratorTest, AJaxProcessIsRefusedWhereNothingHoldsItStill) {
 
   RecordingHold hold;
   auto held = make_with([&](OrchestratorTools& ot) { ot.hold = &hold; });
-  auto out = held.checkpoint(req(), counting_snapshot());
+  auto out = held.checkpoint_around(req(), counting_snapshot());
   EXPECT_EQ(out.toggled, std::vector<pid_t>{a});
 }
 
@@ -1402,7 +1402,7 @@ TEST_F(OrchestratorTest, WithoutAHoldAWorkerThatEndsDuringItsCheckpointIsLeftOut
   ASSERT_TRUE(logfd);
   log.set_fd(logfd.get());
   auto o = make_with([&](OrchestratorTools& ot) { ot.lister = &sandbox_list; }, &t);
-  CheckpointOutcome out = o.checkpoint(req(), counting_snapshot());
+  CheckpointOutcome out = o.checkpoint_around(req(), counting_snapshot());
   log.set_fd(-1);
   std::string logged(8192, '\0');
   logged.resize(static_cast<std::size_t>(std::max<ssize_t>(0, ::pread(logfd.get(), logged.data(), logged.size(), 0))));
@@ -1445,7 +1445,7 @@ TEST_F(OrchestratorTest, WithoutAHoldAHolderWithoutCudaThatEndedIsLeftOutNotRefu
     std::erase(listed, pid);
   };
   auto o = make_with([&](OrchestratorTools& ot) { ot.lister = &sandbox_list; }, &t);
-  CheckpointOutcome out = o.checkpoint(req(), counting_snapshot());
+  CheckpointOutcome out = o.checkpoint_around(req(), counting_snapshot());
   EXPECT_EQ(out.toggled, std::vector<pid_t>{a});
   EXPECT_EQ(snapshots, 1);
 
@@ -1468,7 +1468,7 @@ TEST_F(OrchestratorTest, WithoutAHoldAWorkerThatFailsAndStaysIsAFailure) {
   t.end = [](pid_t) {};
   auto o = make(&t);
   try {
-    o.checkpoint(req(), counting_snapshot());
+    o.checkpoint_around(req(), counting_snapshot());
     ADD_FAILURE() << "the checkpoint succeeded";
   } catch (const Error& e) {
     EXPECT_TRUE(has(e.what(), "CUDA checkpoint failed in 1 process")) << e.what();
@@ -1490,7 +1490,7 @@ TEST_F(OrchestratorTest, WithoutAHoldAWorkerStartedDuringTheCheckpointIsTakenInB
   const pid_t& worker = t.worker;
   auto o = make(&t);
   std::vector<std::string> states_at_snapshot;
-  CheckpointOutcome out = o.checkpoint(req(), [&] {
+  CheckpointOutcome out = o.checkpoint_around(req(), [&] {
     ++snapshots;
     states_at_snapshot = {gpu.state(a), gpu.state(worker)};
   });
@@ -1537,7 +1537,7 @@ TEST_F(OrchestratorTest, WithoutAHoldANewcomerThatEndsAtItsLockIsLeftOut) {
     std::erase(pids, pid);
   };
   auto o = make(&t);
-  CheckpointOutcome out = o.checkpoint(req(), counting_snapshot());
+  CheckpointOutcome out = o.checkpoint_around(req(), counting_snapshot());
   ASSERT_GT(t.worker, 0);
   EXPECT_EQ(out.toggled, std::vector<pid_t>{a});
   EXPECT_EQ(snapshots, 1);
@@ -1553,7 +1553,7 @@ TEST_F(OrchestratorTest, WithoutAHoldASnapshotFailedByAWorkerStartedAfterTheVeri
   pids = {a};
   pid_t worker = 0;
   auto o = make();
-  CheckpointOutcome out = o.checkpoint(req(), [&] {
+  CheckpointOutcome out = o.checkpoint_around(req(), [&] {
     if (++snapshots > 1) return;
     worker = gpu.start_app();
     pids.push_back(worker);
@@ -1600,7 +1600,7 @@ TEST_F(OrchestratorTest, AProcessListedAtTheScanThatOpensTheGpuLaterIsTakenIn) {
       ot.scanner = &late;
       if (held) ot.hold = &hold;
     });
-    CheckpointOutcome out = o.checkpoint(req(), counting_snapshot());
+    CheckpointOutcome out = o.checkpoint_around(req(), counting_snapshot());
     EXPECT_EQ(out.toggled, (std::vector<pid_t>{a, worker}));
     EXPECT_EQ(snapshots, 1);
     EXPECT_EQ(gpu.state(worker), "running");

@@ -158,7 +158,7 @@ TEST_F(SandboxTools, KitRefusesANonCudaHolderBeforeAnyToggle) {
   Seams k(*this, {app, holder});
   bool snapshot = false;
   try {
-    k.orch.checkpoint({.container_id = "c1"}, [&] { snapshot = true; });
+    k.orch.checkpoint_around({.container_id = "c1"}, [&] { snapshot = true; });
     FAIL() << "checkpoint with a non-CUDA holder went ahead";
   } catch (const Error& e) {
     std::string m = e.what();
@@ -176,7 +176,7 @@ TEST_F(SandboxTools, KitCheckpointsAndRestoresThroughTheAgent) {
   pid_t child = gpu.children(app).at(0);
   Seams k(*this, {app, child});
   bool snapshot = false;
-  auto out = k.orch.checkpoint({.container_id = "c1", .keep_running = false}, [&] {
+  auto out = k.orch.checkpoint_around({.container_id = "c1", .keep_running = false}, [&] {
     snapshot = true;
     EXPECT_EQ(gpu.state(app), "checkpointed");
     EXPECT_EQ(gpu.state(child), "checkpointed");

@@ -68,7 +68,7 @@ class CheckpointFaults : public ::testing::Test {
     Verdict v;
     auto o = make();
     try {
-      auto out = o.checkpoint({.container_id = "c1", .keep_running = keep_running, .diagnostic_path = diag_path}, snap);
+      auto out = o.checkpoint_around({.container_id = "c1", .keep_running = keep_running, .diagnostic_path = diag_path}, snap);
       if (keep_running) v.running = out.toggled;
     } catch (const Error& e) {
       v.threw = true;
