@@ -9,6 +9,7 @@
 # Usage: checkpoint_deadline.sh [1.6|1.7|2]   (NV_RUNTIME=runc|runsc)
 set -euo pipefail
 source "$(dirname "$0")/lib/shim-env.sh"
+source "$(dirname "$0")/lib/fake-cuda.sh"
 FIX=${NVPROXY_FIXTURES_DIR:?NVPROXY_FIXTURES_DIR (build/test/fixtures) is not set}
 [[ -x $FIX/fake_cuda_app && -f $FIX/libcuda.so && -f $FIX/libnvidia-ml.so ]] || nv_fail "fixtures missing in $FIX"
 WRAPPER=$NV_REPO_DIR/test/fixtures/hang_runtime/hang-checkpoint-runtime.sh
@@ -51,8 +52,6 @@ MOUNTS=(--mount "type=bind,src=$FAKE/fakegpu0,dst=/dev/fakegpu0,options=rbind:rw
   --mount "type=bind,src=$FAKE/cuda,dst=/fakecuda,options=rbind:rw"
   --mount "type=bind,src=$FAKE/bin,dst=/fake,options=rbind:ro")
 state_of() { cat "$FAKE/cuda/$1.state"; }
-counter_of() { cat "$FAKE/cuda/$1" 2>/dev/null || echo 0; }
-counter_above() { (($(counter_of "$1") > $2)); }
 cuda_cpids() { ls "$FAKE/cuda" | sed -n 's/^\([0-9]*\)\.cuda$/\1/p' | sort -n; }
 gone() { [[ ! -e /proc/$1 ]]; }
 runtime_status() { "$NV_HANG_REAL_RUNTIME" --root "$ROOT" state "$1" | jq -r .status; }
@@ -66,15 +65,15 @@ if [[ $NV_RUNTIME == runc ]]; then
   mapfile -t cp < <(cuda_cpids)
   nv_assert_eq 2 "${#cp[@]}" "CUDA processes in the container"
   counters=()
-  for c in "${cp[@]}"; do counters+=("$c.counter"); done
+  for c in "${cp[@]}"; do counters+=("$c"); done
 else
   # runsc: CUDA is not toggled inside the sandbox (refused for GPU containers), so a plain worker.
   # It replaces its counter by a rename: `echo >file` truncates first, and a read in between got
   # nothing (CI: "((: 7 > : syntax error")).
   nv_ctr run -d --runtime $NV_RT "${MOUNTS[@]}" "$NV_IMAGE" $ID sh -c 'i=0; while :; do i=$((i+1)); echo $i >/fakecuda/work.new; mv /fakecuda/work.new /fakecuda/work.counter; sleep 0.05; done'
-  nv_wait_for -t 20 counter_above work.counter 0 || nv_fail "the worker does not count"
+  nv_wait_for -t 20 nv_fake_counted_past work 0 || nv_fail "the worker does not count"
   cp=()
-  counters=(work.counter)
+  counters=(work)
 fi
 
 nv_log "checkpoint with a runtime that hangs in checkpoint (snapshot_timeout_ms=$TIMEOUT_MS)"
@@ -114,8 +113,8 @@ jq -e --argjson t "$TIMEOUT_MS" '.deadline.phase == "snapshot" and .deadline.tim
 nv_assert_eq RUNNING "$(nv_task_status $ID)" "container state after the failed checkpoint"
 nv_assert_eq running "$(runtime_status $ID)" "the runtime's state (not paused/frozen)"
 for f in "${counters[@]}"; do
-  a=$(counter_of "$f")
-  nv_wait_for -t 10 counter_above "$f" "$a" || nv_fail "no progress in $f after the failed checkpoint (stuck at $a)"
+  a=$(nv_fake_counter "$f")
+  nv_wait_for -t 10 nv_fake_counted_past "$f" "$a" || nv_fail "no progress in $f.counter after the failed checkpoint (stuck at $a)"
 done
 for c in "${cp[@]}"; do nv_assert_eq running "$(state_of "$c")" "CUDA state of $c after the rollback"; done
 nv_assert_eq ok "$(nv_ctr task exec --exec-id after $ID echo ok)" "the container still works"

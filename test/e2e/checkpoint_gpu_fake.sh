@@ -20,7 +20,6 @@ nv_start_with_shim --containerd "${1:-1.6}"
 
 MOUNTS=("${NV_FAKE_MOUNTS[@]}")
 bundle() { echo "$NV_STATE_DIR/io.containerd.runtime.v2.task/$NV_NAMESPACE/$1"; }
-task_status() { nv_ctr task ls | awk -v id="$1" '$1==id{print $3}'; }
 
 nv_log "case refuse: a child holds the device without CUDA"
 nv_ctr run -d --runtime $NV_RT "${MOUNTS[@]}" "$NV_IMAGE" refuse sh -c 'sleep 1000 3</dev/fakegpu0 & exec sleep 1000'
@@ -39,7 +38,7 @@ nv_assert_contains "$err" "no CUDA" "error says the holder is not a CUDA process
 diag=$(bundle refuse)/checkpoint-diagnostic.json
 [[ -s $diag ]] || nv_fail "no $diag"
 jq -e --argjson p "$child" '.processes[] | select(.pid == $p)' "$diag" >/dev/null || nv_fail "diagnostic JSON lacks pid $child: $(cat "$diag")"
-nv_assert_eq RUNNING "$(task_status refuse)" "container state after the refused checkpoint"
+nv_assert_eq RUNNING "$(nv_task_status refuse)" "container state after the refused checkpoint"
 nv_assert_eq ok "$(nv_ctr task exec --exec-id after refuse echo ok)" "container works after the refusal"
 nv_ctr task kill -s KILL refuse
 
@@ -64,7 +63,7 @@ for c in "${cp[@]}"; do
   nv_assert_eq running "$(nv_fake_state "$c")" "CUDA state of $c after a leave-running checkpoint"
   nv_fake_advancing "$c" || nv_fail "process $c does not work after the checkpoint"
 done
-nv_assert_eq RUNNING "$(task_status cuda)" "container state after checkpoint"
+nv_assert_eq RUNNING "$(nv_task_status cuda)" "container state after checkpoint"
 # The driver was loaded by nvproxy-cuda-helper, never by the (static) shim, and the helper is gone.
 shim=$(awk '/^PPid:/{print $2}' "/proc/$(nv_ctr task ls | awk '$1=="cuda"{print $2}')/status")
 [[ $(readlink "/proc/$shim/exe") == */containerd-shim-nvproxy-v1 ]] || nv_fail "pid $shim is not our shim"
@@ -82,7 +81,7 @@ nv_ctr c rm cuda
 for c in "${cp[@]}"; do printf checkpointed >"$FAKE/cuda/$c.state"; touch "$FAKE/cuda/$c.closed"; done
 : >"$log"
 nv_ctr c restore --live --rw cuda cudaref </dev/null
-nv_assert_eq RUNNING "$(task_status cuda)" "restored container state"
+nv_assert_eq RUNNING "$(nv_task_status cuda)" "restored container state"
 nv_assert_eq 2 "$(awk '$2=="restore" && $5==0' "$log" | wc -l)" "CUDA restores after the runtime restore"
 nv_assert_eq 2 "$(awk '$2=="unlock" && $5==0' "$log" | wc -l)" "CUDA unlocks after the runtime restore"
 for c in "${cp[@]}"; do
@@ -114,7 +113,7 @@ for c in $(nv_fake_cuda_pids); do
   nv_assert_eq running "$(nv_fake_state "$c")" "CUDA state of $c after the refusal"
   nv_fake_advancing "$c" || nv_fail "process $c stopped working after the refusal"
 done
-nv_assert_eq RUNNING "$(task_status mixed)" "container state after the refusal"
+nv_assert_eq RUNNING "$(nv_task_status mixed)" "container state after the refusal"
 nv_ctr task kill -s KILL mixed
 nv_wait_for -t 10 bash -c "[[ \$(ctr -a $NV_SOCK -n $NV_NAMESPACE task ls | awk '\$1==\"mixed\"{print \$3}') == STOPPED ]]"
 
@@ -135,5 +134,5 @@ bundle=$NV_STATE_DIR/io.containerd.runtime.v2.task/$NV_NAMESPACE/workers
 nv_assert_eq "$app $app" "$(jq -r '[.processes[].inherited.from] | map(tostring) | join(" ")' "$bundle/checkpoint-diagnostic.json")" \
   "checkpoint-diagnostic.json: each worker inherited from the app"
 if grep -qE ' (lock|checkpoint) ' "$FAKE/cuda/calls.log" 2>/dev/null; then nv_fail "processes were toggled: $(cat "$FAKE/cuda/calls.log")"; fi
-nv_assert_eq RUNNING "$(task_status workers)" "container state after the refusal"
+nv_assert_eq RUNNING "$(nv_task_status workers)" "container state after the refusal"
 echo "PASS checkpoint_gpu_fake ($NV_RUNTIME, containerd $NV_CONTAINERD_VERSION)"

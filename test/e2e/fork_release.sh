@@ -39,7 +39,6 @@ MOUNTS=(--device "$DEV"
   --mount "type=bind,src=$FAKE/cuda,dst=/fakecuda,options=rbind:rw"
   --mount "type=bind,src=$FAKE/bin,dst=/fake,options=rbind:ro")
 bundle() { echo "$NV_STATE_DIR/io.containerd.runtime.v2.task/$NV_NAMESPACE/$1"; }
-task_status() { nv_ctr task ls | awk -v id="$1" '$1==id{print $3}'; }
 # The host pid of container pid $2 in container $1 (the last NSpid field is the container's).
 host_pid() {
   local p
@@ -105,7 +104,7 @@ nv_assert_eq "$(printf '%s\n' "${workers[@]}" | sort -n | tr '\n' ' ')" \
   "$(jq -r '.released.processes[].pid' "$diag" | while read -r h; do awk '/^NSpid:/{print $NF}' "/proc/$h/status"; done | sort -n | tr '\n' ' ')" \
   "released processes (container pids) in the report"
 nv_assert_eq 1 "$(awk '$2=="checkpoint" && $5==0 {print $1}' "$FAKE/cuda/calls.log" | sort -u | wc -l | tr -d ' ')" "processes CUDA-checkpointed"
-nv_assert_eq RUNNING "$(task_status rel)" "container after a leave-running checkpoint"
+nv_assert_eq RUNNING "$(nv_task_status rel)" "container after a leave-running checkpoint"
 for w in "${workers[@]}"; do
   hp=$(host_pid rel "$w")
   nv_assert_eq "$DEV" "$(readlink "/proc/$hp/fd/${wfd[$w]}")" "worker $w keeps its device fd in the running container"
@@ -116,7 +115,7 @@ printf checkpointed >"$FAKE/cuda/$parent.state"
 touch "$FAKE/cuda/$parent.closed"
 : >"$FAKE/cuda/calls.log"
 nv_ctr c restore --live --rw rel relref </dev/null
-nv_assert_eq RUNNING "$(task_status rel)" "restored container"
+nv_assert_eq RUNNING "$(nv_task_status rel)" "restored container"
 nv_assert_eq running "$(cat "$FAKE/cuda/$parent.state")" "the parent's CUDA state after the restore"
 nv_wait_for -t 10 nv_fake_counted_past "$parent" "$before" || nv_fail "the parent does not work on after the restore"
 for w in "${workers[@]}"; do
@@ -139,7 +138,7 @@ expect_refusal off
 nv_assert_contains "$REFUSAL" "checkpoint.release_inherited is off" "the refusal says the release is off"
 nv_assert_contains "$REFUSAL" "forked from CUDA process" "the refusal names the workers as forked"
 if grep -qE ' (lock|checkpoint) ' "$FAKE/cuda/calls.log" 2>/dev/null; then nv_fail "CUDA was toggled before the refusal"; fi
-nv_assert_eq RUNNING "$(task_status off)" "container after the refusal"
+nv_assert_eq RUNNING "$(nv_task_status off)" "container after the refusal"
 stop_task off
 nv_ctr c rm off
 config_extra true
@@ -152,7 +151,7 @@ nv_assert_eq 2 "${#cp[@]}" "CUDA processes (parent and forked child)"
 expect_refusal forkcuda
 nv_assert_contains "$REFUSAL" "beside a CUDA context of its own" "the refusal names the forked CUDA child"
 if grep -qE ' (lock|checkpoint) ' "$FAKE/cuda/calls.log" 2>/dev/null; then nv_fail "CUDA was toggled before the refusal"; fi
-nv_assert_eq RUNNING "$(task_status forkcuda)" "container after the refusal"
+nv_assert_eq RUNNING "$(nv_task_status forkcuda)" "container after the refusal"
 stop_task forkcuda
 nv_ctr c rm forkcuda
 echo "PASS fork_release (containerd $NV_CONTAINERD_VERSION)"
