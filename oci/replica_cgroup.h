@@ -26,7 +26,7 @@ std::optional<std::string> replica_cgroups_path(std::string_view path, std::stri
 // nullopt where runc does it itself or the path is not one to give.
 std::optional<std::string> criu_cgroup_root_line(std::string_view cgroups_path, bool cgroup_v2, bool runc_before_1_2);
 
-// Applies it to spec["linux"]["cgroupsPath"]; returns the sentence for the log, nullopt when the
+// Applies replica_cgroups_path to spec["linux"]["cgroupsPath"]; returns the sentence for the log, nullopt when the
 // spec is left as it is.
 std::optional<std::string> give_replica_its_cgroup(nlohmann::json& spec, const std::string& from, const std::string& to);
 
