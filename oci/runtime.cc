@@ -37,6 +37,11 @@ std::optional<CriuInfo> Runtime::criu() {
   return probe_->criu(cfg_.criu_path);
 }
 
+bool Runtime::criu_skips_zero_pages() {
+  auto c = criu();
+  return c && c->skip_zero_pages;
+}
+
 namespace {
 
 // CRIU's decisive lines of `log` and what to do about them, appended to a runtime's error.
@@ -330,7 +335,11 @@ void Runtime::checkpoint(const std::string& id, const CheckpointFlags& f) {
                                               (kind_ == RuntimeKind::Runsc ? std::string("by runsc")
                                                : f.work_path.empty()       ? std::string("without a CRIU work directory")
                                                                            : std::string("without the shim's CRIU plugin")));
-  std::vector<std::string> env = criu_env(id, "checkpoint", f.work_path, f.release_devices.empty() ? "" : cfg_.criu_plugin_dir);
+  std::vector<std::string> extra;
+  const bool skip_zero = f.exclude_zero_pages && kind_ != RuntimeKind::Runsc && criu_skips_zero_pages();
+  if (skip_zero) extra.emplace_back("skip-zero-pages");
+  std::vector<std::string> env =
+      criu_env(id, "checkpoint", f.work_path, f.release_devices.empty() ? "" : cfg_.criu_plugin_dir, extra);
   if (!f.release_devices.empty()) {
     env.push_back(std::string(NVPROXY_RELEASE_ENV) + "=" + f.release_devices);
     log_.info("checkpoint of \"" + id + "\": CRIU leaves the inherited device files of forked children out of the image " +
@@ -356,6 +365,13 @@ void Runtime::checkpoint(const std::string& id, const CheckpointFlags& f) {
     if (f.work_path.empty() || e.code() == Code::DeadlineExceeded || kind_ == RuntimeKind::Runsc) throw;
     throw with_criu_log(e, std::filesystem::path(f.work_path) / "dump.log");
   }
+  if (!skip_zero || f.work_path.empty()) return;
+  if (auto bytes = criu_zero_pages_left_out(std::filesystem::path(f.work_path) / "dump.log"))
+    log_.info("checkpoint of \"" + id + "\": CRIU left " + std::to_string(*bytes >> 20) +
+              " MiB of zero pages out of the image (--skip-zero-pages)");
+  else
+    log_.warn("checkpoint of \"" + id + "\": CRIU was told --skip-zero-pages but its log (" + f.work_path +
+              "/dump.log) counts no zero pages");
 }
 
 namespace {

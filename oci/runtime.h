@@ -134,6 +134,9 @@ class Runtime {
   // The CRIU this runtime's checkpoint and restore run (criu_path, else "criu" in PATH) and its
   // version; runsc: nullopt (it has no CRIU).
   std::optional<CriuInfo> criu();
+  // runc/crun whose CRIU takes --skip-zero-pages: with CheckpointFlags::exclude_zero_pages the
+  // dump leaves zero pages out itself (no punch pass afterwards).
+  bool criu_skips_zero_pages();
 
   // Runs `create`; the container's init inherits opts.stdio and stays behind (detached).
   virtual void create(const std::string& id, const CreateOptions& opts);

@@ -1,8 +1,11 @@
 #include "oci/runtime_features.h"
 
 #include <cctype>
+#include <cstdlib>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <string_view>
 
 namespace nvproxy::oci {
 
@@ -58,6 +61,28 @@ RuntimeFeatures parse_runtime_features(RuntimeKind kind, const std::string& vers
     }
   }
   return f;
+}
+
+bool criu_help_lists_skip_zero_pages(const std::string& help) {
+  // An option's own line, not a word of another's description.
+  std::istringstream in(help);
+  for (std::string line; std::getline(in, line);)
+    if (trim(line).rfind("--skip-zero-pages", 0) == 0) return true;
+  return false;
+}
+
+std::optional<std::uint64_t> criu_zero_pages_left_out(const std::filesystem::path& dump_log) {
+  std::ifstream in(dump_log);
+  std::optional<std::uint64_t> bytes;
+  static constexpr std::string_view kKey = "Zero pages left out: ";
+  for (std::string line; std::getline(in, line);) {
+    auto at = line.find(kKey);
+    if (at == std::string::npos) continue;
+    auto kib = line.find('(', at);
+    if (kib == std::string::npos) continue;
+    bytes = bytes.value_or(0) + std::strtoull(line.c_str() + kib + 1, nullptr, 10) * 1024;
+  }
+  return bytes;
 }
 
 CriuInfo parse_criu_version(const std::string& out) {

@@ -5,6 +5,8 @@
 // from 1.2 on CRIU is found through PATH.
 #pragma once
 
+#include <cstdint>
+#include <filesystem>
 #include <optional>
 #include <string>
 
@@ -41,8 +43,16 @@ struct CriuInfo {
   std::string version;             // "4.2.1"; empty: unknown
   std::optional<Version> numbers;  // of version
   std::string error;               // why unknown
+  // It takes --skip-zero-pages: the CRIU that scripts/build-criu.sh builds, with the project's
+  // patch (scripts/criu-skip-zero-pages.patch), leaves zero pages of private memory out of the image.
+  bool skip_zero_pages = false;
 };
 // From `criu --version` ("Version: 4.2.1\nGitID: ...").
 CriuInfo parse_criu_version(const std::string& out);
+// Whether `criu --help` lists --skip-zero-pages.
+bool criu_help_lists_skip_zero_pages(const std::string& help);
+// The zero pages CRIU left out of an image, summed from its dump log's "Zero pages left out: N (K
+// KiB)" lines (one per process); nullopt when the log has none (an unpatched CRIU, or no log).
+std::optional<std::uint64_t> criu_zero_pages_left_out(const std::filesystem::path& dump_log);
 
 }  // namespace nvproxy::oci

@@ -26,8 +26,9 @@ struct CheckpointFlags {
   // Devices ("195:0,195:255") whose fds and mappings in forked children CRIU leaves out of the image
   // with the shim's plugin (checkpoint/release.h); empty: none, the plugin is not loaded.
   std::string release_devices;
-  // runsc: leave committed zero pages out of the image (--exclude-committed-zero-pages). CRIU has
-  // no such switch: the shim punches them out of its page files afterwards (checkpoint/zero_pages.h).
+  // Leave zero pages out of the image: runsc's --exclude-committed-zero-pages; runc/crun: CRIU's
+  // --skip-zero-pages where the CRIU has it (the project's patch; Runtime::criu_skips_zero_pages),
+  // else the shim punches them out of the page files afterwards (checkpoint/zero_pages.h).
   bool exclude_zero_pages = false;
 };
 

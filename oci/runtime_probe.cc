@@ -62,10 +62,18 @@ CriuInfo RuntimeProbe::criu(const std::string& criu_path) {
     } catch (const Error& e) {
       c.error = e.what();
     }
+    if (c.error.empty()) {
+      try {
+        c.skip_zero_pages = criu_help_lists_skip_zero_pages(output_of({binary, "--help"}));
+      } catch (const Error& e) {
+        log_.warn("CRIU " + binary + ": --help failed (" + e.what() + "); zero pages are punched after its dump");
+      }
+    }
   }
   c.binary = binary.empty() ? "criu" : binary;
   if (c.error.empty())
-    log_.info("CRIU " + c.binary + ": version " + c.version);
+    log_.info("CRIU " + c.binary + ": version " + c.version +
+              (c.skip_zero_pages ? ", leaves zero pages out (--skip-zero-pages)" : ""));
   else
     log_.warn("CRIU " + c.binary + ": version unknown (" + c.error + ")");
   return criu_[criu_path] = c;

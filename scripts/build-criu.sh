@@ -1,16 +1,17 @@
 #!/bin/bash
 # Why: Debian 12's CRIU 3.17 fails on recent kernels ("Unexpected rt vDSO area bounds") and newer
 # Debian criu binaries need a newer glibc, so checkpoint e2e tests need a CRIU built here. The
-# version is pinned to 4.2.1: CRIU 4.1.1 (Debian 13's) hangs in every dump on AMD EPYC machines
+# version is pinned to 4.2.1, with the project's patch for --skip-zero-pages
+# (scripts/criu-skip-zero-pages.patch: zero pages of private memory stay out of the image). CRIU 4.1.1 (Debian 13's) hangs in every dump on AMD EPYC machines
 # with AVX-512 (kernel 6.18), with containerd's own runc shim too, while 4.2.1 built the same way
 # checkpoints the same container in half a second. This takes the upstream tarball that Debian
 # unstable's source index names for criu=$CRIU_DEB_VERSION (a deb-src sid line in a PRIVATE apt
 # setup on the machine's own Debian mirror; the system's apt config is untouched), checks it
 # against the pinned SHA256, builds `make criu` against Debian 12's build deps and installs the
-# binary to /usr/local/sbin/criu. Skips all of it when that binary is already 4.2.1; any other
-# version there (4.1.1 from earlier runs of this script) is replaced. No fallback to another
+# binary to /usr/local/sbin/criu. Skips all of it when that binary is already 4.2.1 with the
+# patch; any other build there (4.1.1, or 4.2.1 without the patch, from earlier runs) is replaced. No fallback to another
 # version: if unstable's index cannot be read or no longer has 4.2.1-1, it stops and says so.
-# Usage: bash scripts/build-criu.sh [--check]   (--check: exit 0 if 4.2.1 is installed, silently)
+# Usage: bash scripts/build-criu.sh [--check]   (--check: exit 0 if the patched 4.2.1 is installed, silently)
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -27,9 +28,10 @@ CRIU_VERSION=4.2.1
 CRIU_DEB_VERSION=4.2.1-1
 CRIU_ORIG=criu_4.2.1.orig.tar.xz
 CRIU_ORIG_SHA256=29ec0ee09e296479fe7048c80980e8ef1d0684d0b0204c2b101dfea19f6725b9
+CRIU_PATCH=$HERE/criu-skip-zero-pages.patch
 BUILD_DEPS=(build-essential pkg-config libbsd-dev libcap-dev libgnutls28-dev libnet1-dev
   libnftables-dev libnl-3-dev libprotobuf-c-dev libprotobuf-dev protobuf-c-compiler
-  protobuf-compiler python3-protobuf uuid-dev libaio-dev)
+  protobuf-compiler python3-protobuf uuid-dev libaio-dev patch)
 
 # Prints the installed version (e.g. 4.2.1), or nothing.
 installed_version() {
@@ -37,7 +39,10 @@ installed_version() {
   "$CRIU_BIN" --version 2>/dev/null | awk '/^Version:/ {print $2}'
 }
 
-is_current() { [[ $(installed_version) == "$CRIU_VERSION" ]]; }
+# The patch's option shows in CRIU's help: a 4.2.1 without it is rebuilt.
+has_patch() { "$CRIU_BIN" --help 2>&1 | grep -q -- '--skip-zero-pages'; }
+
+is_current() { [[ $(installed_version) == "$CRIU_VERSION" ]] && has_patch; }
 
 # Installs the Debian 12 packages in "$@" that are missing (apt-get update only if some are).
 install_missing() {
@@ -129,6 +134,8 @@ build() {
   rm -rf "$src"
   mkdir -p "$src"
   tar -C "$src" --strip-components=1 -xf "$CRIU_WORK/$CRIU_ORIG"
+  echo "build-criu: applying $(basename "$CRIU_PATCH")"
+  patch -s -p1 -d "$src" <"$CRIU_PATCH"
   echo "build-criu: make -j$(nproc) criu in $src (log: $CRIU_WORK/build.log)"
   if ! make -C "$src" -j"$(nproc)" criu >"$CRIU_WORK/build.log" 2>&1; then
     tail -n 30 "$CRIU_WORK/build.log" >&2
@@ -138,7 +145,7 @@ build() {
   install -D -m 0755 "$src/criu/criu" "$CRIU_BIN"
   install -D -m 0644 "$src/criu/include/criu-plugin.h" "$CRIU_HEADER"
   is_current || {
-    echo "build-criu: $CRIU_BIN reports '$(installed_version)', not $CRIU_VERSION" >&2
+    echo "build-criu: $CRIU_BIN reports '$(installed_version)'$(has_patch || echo ' without --skip-zero-pages'), not the patched $CRIU_VERSION" >&2
     return 1
   }
 }
@@ -168,7 +175,7 @@ main() {
   is_current && return 0 # built meanwhile by another run
   local t0=$SECONDS old
   old=$(installed_version)
-  [[ -z $old ]] || echo "build-criu: replacing $CRIU_BIN $old with CRIU $CRIU_VERSION"
+  [[ -z $old ]] || echo "build-criu: replacing $CRIU_BIN $old$(has_patch || echo ' (no --skip-zero-pages)') with CRIU $CRIU_VERSION and its patch"
   install_missing "${BUILD_DEPS[@]}"
   fetch_orig
   build

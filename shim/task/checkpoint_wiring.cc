@@ -107,7 +107,8 @@ SessionWiring::SessionWiring(const SessionSubject& s, const oci::CheckpointFlags
   checkpoint::SessionTarget t{.id = s.id,
                               .bundle = s.bundle,
                               .content_store = s.content_store,
-                              .punch_zero_pages = s.cfg.skip_zero_pages && s.runtime.kind() != oci::RuntimeKind::Runsc};
+                              .punch_zero_pages = s.cfg.skip_zero_pages && s.runtime.kind() != oci::RuntimeKind::Runsc &&
+                                                  !s.runtime.criu_skips_zero_pages()};
   if (restoring) t.requested_gpus = requested_gpus(s.bundle);
   session_ = std::make_unique<checkpoint::CheckpointSession>(std::move(t), *rt_, *tools_, log);
 }

@@ -8,8 +8,9 @@
 #   - `image pack` makes a self-contained copy of a referred image; once an entry is gone its
 #     restore is refused with the reason, and nothing runs;
 #   - containerd 2.x: `ctr task checkpoint --image-path DIR` leaves only the reference in DIR;
-#   - zero pages (issue 36): 64 MiB of present zero pages are punched out of the entry's page files
-#     (runc) or left out by runsc, and the restored process reads every page as it was.
+#   - zero pages (issue 36): 64 MiB of present zero pages are left out of the image by CRIU
+#     (--skip-zero-pages, the patched CRIU of scripts/build-criu.sh) or by runsc, or punched out of
+#     the entry's page files (an unpatched CRIU), and the restored process reads every page as it was.
 # Usage: image_store.sh [1.6|1.7|2.3]   (NV_RUNTIME=runc|runsc)
 set -euo pipefail
 source "$(dirname "$0")/lib/shim-env.sh"
@@ -106,7 +107,12 @@ entry=$(find "$STORE/$NV_NAMESPACE/zp" -mindepth 1 -maxdepth 1 -type d | sort | 
 apparent=$(pages_bytes "$entry")
 on_disk=$(find "$entry" \( -name 'pages-*.img' -o -name 'checkpoint.img' \) -printf '%b\n' | awk '{s+=$1*512} END {print s+0}')
 nv_log "zero pages: page files of $apparent bytes hold $on_disk bytes on disk"
-if [[ ${NV_RUNTIME:-runc} != runsc ]]; then
+if [[ ${NV_RUNTIME:-runc} != runsc ]] && criu --help 2>&1 | grep -q -- '^ *--skip-zero-pages'; then
+  ((apparent < 40 * 1048576)) || nv_fail "CRIU wrote $apparent bytes of page files: the 64 MiB of zero pages were dumped"
+  grep -q "MiB of zero pages out of the image (--skip-zero-pages)" "$NV_DIR/containerd.log" ||
+    nv_fail "the shim does not log what CRIU left out"
+  ! grep -q "MiB of zero pages punched out of" "$NV_DIR/containerd.log" || nv_fail "punched after CRIU left the zeros out"
+elif [[ ${NV_RUNTIME:-runc} != runsc ]]; then
   ((apparent > 64 * 1048576)) || nv_fail "the page files hold $apparent bytes, not the 72 MiB of memory"
   ((on_disk < 24 * 1048576)) || nv_fail "$on_disk bytes of page files on disk: the 64 MiB of zero pages were kept"
   grep -q "MiB of zero pages punched out of" "$NV_DIR/containerd.log" || nv_fail "the punch is not logged"

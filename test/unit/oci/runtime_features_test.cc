@@ -101,3 +101,25 @@ TEST(Version, FirstDottedNumber) {
   EXPECT_FALSE(parse_version("none"));
   EXPECT_LT((Version{4, 1, 1}), (Version{4, 2, 0}));
 }
+
+// The project's CRIU (scripts/build-criu.sh with its patch) lists the option; upstream's does not
+// (the same help without the patch's three lines).
+TEST(CriuHelp, TellsThePatchedCriu) {
+  EXPECT_TRUE(criu_help_lists_skip_zero_pages(data("criu-4.2.1-patched.help")));
+  EXPECT_FALSE(criu_help_lists_skip_zero_pages(data("criu-4.2.1.help")));
+  // Named in another option's description only: not the option.
+  EXPECT_FALSE(criu_help_lists_skip_zero_pages("  --auto-dedup   like --skip-zero-pages, for parents\n"));
+}
+
+TEST(CriuDumpLog, ZeroPagesLeftOutAreSummedOverProcesses) {
+  auto dir = std::filesystem::path(::testing::TempDir()) / "criu-dump-log";
+  std::filesystem::create_directories(dir);
+  write_file_atomic(dir / "dump.log",
+                    "(00.077152) Pagemap generated: 0 pages (0 lazy) 0 holes 0 zero\n"
+                    "(00.118783) Zero pages left out: 65535 (262140 KiB)\n"
+                    "(00.218783) Zero pages left out: 3 (12 KiB)\n");
+  EXPECT_EQ(criu_zero_pages_left_out(dir / "dump.log"), std::optional<std::uint64_t>((262140 + 12) * 1024ULL));
+  write_file_atomic(dir / "plain.log", "(00.077152) Pagemap generated: 5 pages (0 lazy) 0 holes\n");
+  EXPECT_EQ(criu_zero_pages_left_out(dir / "plain.log"), std::nullopt);
+  EXPECT_EQ(criu_zero_pages_left_out(dir / "missing.log"), std::nullopt);
+}
