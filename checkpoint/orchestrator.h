@@ -56,6 +56,9 @@ struct CheckpointRequest {
   std::filesystem::path image_path;
   std::filesystem::path content_store;
   std::map<pid_t, std::uint64_t> device_bytes;  // CUDA processes' device memory, asked before any toggle
+  // The runtime's dump leaves zero pages out (CRIU with --skip-zero-pages, runsc's option): an image
+  // that does not fit as allocated is counted again, as written, once device memory is staged.
+  bool zero_pages_left_out = false;
 };
 
 // A CUDA process the checkpoint recorded, looked for after the runtime's restore.
@@ -195,6 +198,9 @@ class Orchestrator {
     std::vector<pid_t> lost;                            // CUDA, outside the init's tree, checkpointed anyway
     nlohmann::json details = nlohmann::json::object();  // the diagnostic's "criu", "not_restored", "space"
     Preflight preflight;                                // what it found about GPUs (inspect shows it)
+    // The image does not fit as allocated, but the dump leaves zero pages out: counted again after
+    // the CUDA checkpoint (space_as_written), this being the reason as allocated.
+    std::string space_as_allocated;
   };
   // c == nullptr: no device holders, or CUDA toggling is off: only the runtime's check applies.
   Decision decide(const CheckpointRequest& req, const std::vector<pid_t>& pids, const Classified* c,
@@ -204,6 +210,11 @@ class Orchestrator {
   std::optional<Refusal> blocker_refusal(const Classified& c) const;
   std::optional<Refusal> outside_tree(const CheckpointRequest& req, const std::vector<pid_t>& pids, const Classified& c,
                                       Decision& d);
+  // After the CUDA checkpoint, with device memory staged: what the dump will write, zero pages
+  // left out; a refusal (the caller rolls CUDA back) when even that does not fit.
+  std::optional<Refusal> space_as_written(const CheckpointRequest& req, const std::vector<pid_t>& pids, const Classified& c,
+                                          const std::string& as_allocated, nlohmann::json& details,
+                                          std::vector<PhaseTiming>& phases);
   std::optional<Refusal> space_refusal(const CheckpointRequest& req, const std::vector<pid_t>& pids, const Classified& c,
                                        Decision& d, std::vector<PhaseTiming>& phases);
   Preflight preflight(const Classified& c);

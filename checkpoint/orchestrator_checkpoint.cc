@@ -347,6 +347,9 @@ CheckpointOutcome Orchestrator::checkpoint_once(const CheckpointRequest& req, co
       take_in_newcomers(a, h, *c, t, held, std::move(fresh), may_retry);
     checkpoint_all(a, *c, t, may_retry);
     verify(a, pids, *c, t, may_retry);
+    if (!d.space_as_allocated.empty())
+      if (auto r = space_as_written(req, pids, *c, d.space_as_allocated, a.diag.details, a.out.phases))
+        throw t.rollback(std::move(r->processes), Code::FailedPrecondition, "refused", r->reason, true);
     take_snapshot(a, snapshot, *c, h, t, may_retry);
   } catch (const Newcomers&) {
     t.undo_for_retry();

@@ -137,9 +137,65 @@ std::optional<Orchestrator::Refusal> Orchestrator::space_refusal(const Checkpoin
   }
   d.details["space"] = v.json;
   if (!v.slow.empty()) d.warnings.push_back(v.slow);
+  if (!v.fits && req.zero_pages_left_out) {
+    d.space_as_allocated = v.reason;
+    d.details["space"]["counted_as_written"] = "after the CUDA checkpoint";
+    sp.done("does not fit as allocated; counted again as written once device memory is staged");
+    return std::nullopt;
+  }
   sp.done(v.fits ? "fits" : "does not fit");
   if (v.fits) return std::nullopt;
   return Refusal{v.reason, std::move(rows), "space"};
+}
+
+std::optional<Orchestrator::Refusal> Orchestrator::space_as_written(const CheckpointRequest& req, const std::vector<pid_t>& pids,
+                                                                    const Classified& c, const std::string& as_allocated,
+                                                                    nlohmann::json& details, std::vector<PhaseTiming>& phases) {
+  Phase sp(phases, log_, req.container_id, "space_as_written");
+  // Device memory is host memory now: each process's share is its memory less its zero pages.
+  SpaceNeed need;
+  std::uint64_t allocated = 0, zeros = 0;
+  std::vector<ProcessReport> rows;
+  std::vector<std::string> uncounted;
+  for (pid_t p : pids) {
+    std::uint64_t mem = space_->process_bytes(p), zero = 0;
+    try {
+      zero = std::min(mem, space_->zero_bytes(p));
+    } catch (const std::exception& e) {
+      uncounted.push_back(e.what());
+    }
+    allocated += mem;
+    zeros += zero;
+    need.process_bytes += mem - zero;
+    auto holder = c.holders.find(p);
+    if (holder == c.holders.end()) continue;
+    ProcessReport r = report_for(p, holder->second);
+    r.cuda_state = "checkpointed";
+    r.hint = "pid " + std::to_string(p) + " (" + r.name + "): memory with device memory staged " + format_bytes(mem) +
+             ", of it zero pages " + format_bytes(zero);
+    rows.push_back(std::move(r));
+  }
+  SpaceVerdict v;
+  try {
+    const std::string store = cfg_.image_store;
+    bool in_store = !store.empty() && req.image_path.string().rfind(store + "/", 0) == 0;
+    v = check_space(need, req.image_path, req.content_store, *space_, in_store ? "image store" : "");
+  } catch (const Error& e) {
+    sp.done("cannot tell");
+    return Refusal{as_allocated + "; counted again as written, the free space could not be read: " + e.what(), std::move(rows),
+                   "space"};
+  }
+  details["space"]["as_written"] = v.json;
+  details["space"]["as_written"]["staged_bytes"] = allocated;
+  details["space"]["as_written"]["zero_bytes"] = zeros;
+  if (!uncounted.empty()) details["space"]["as_written"]["uncounted"] = uncounted;
+  std::string counted = format_bytes(need.process_bytes) + " to write of " + format_bytes(allocated) + " staged (" +
+                        format_bytes(zeros) + " of zero pages left out)";
+  sp.done((v.fits ? "fits: " : "does not fit: ") + counted);
+  if (v.fits) return std::nullopt;
+  return Refusal{"the checkpoint image does not fit even without its zero pages: " + counted + "; " + v.reason +
+                     "; as allocated: " + as_allocated,
+                 std::move(rows), "space"};
 }
 
 Orchestrator::Preflight Orchestrator::preflight(const Classified& c) {

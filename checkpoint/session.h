@@ -32,6 +32,9 @@ struct SessionTarget {
   // The runtime writes CRIU page files (runc, crun) and checkpoint.skip_zero_pages is on: their zero
   // pages are punched out after the snapshot (zero_pages.h).
   bool punch_zero_pages = false;
+  // The runtime's dump itself leaves zero pages out (CRIU with --skip-zero-pages): the space check
+  // may count what will be written (CheckpointRequest::zero_pages_left_out).
+  bool zero_pages_left_out = false;
 };
 
 struct SnapshotRequest {

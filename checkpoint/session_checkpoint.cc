@@ -113,6 +113,7 @@ CheckpointRequest CheckpointSession::request(bool leave_running, const std::file
   if (tools_.host_view() && cuda_holders && tools_.toggles_cuda()) {
     req.init_pid = init_pid_of(rt_, t_.id, log_);
     req.image_path = image;
+    req.zero_pages_left_out = t_.zero_pages_left_out;
     if (containerd_copies_image(req.image_path)) req.content_store = t_.content_store;
     if (facts)
       for (const auto& [pid, uses] : facts->processes)

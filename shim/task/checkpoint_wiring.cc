@@ -104,11 +104,14 @@ std::vector<std::string> requested_gpus(const std::filesystem::path& bundle) {
 SessionWiring::SessionWiring(const SessionSubject& s, const oci::CheckpointFlags* flags, bool restoring, ProcessRunner& runner,
                              Logger& log)
     : rt_(std::make_unique<RuntimeVerbs>(s, flags)), tools_(assembly_for(s, *rt_, runner, log)) {
+  // runc/crun: CRIU leaves zero pages out where it has --skip-zero-pages, else they are punched after.
+  const bool criu_files = s.cfg.skip_zero_pages && s.runtime.kind() != oci::RuntimeKind::Runsc;
+  const bool criu_skips = criu_files && s.runtime.criu_skips_zero_pages();
   checkpoint::SessionTarget t{.id = s.id,
                               .bundle = s.bundle,
                               .content_store = s.content_store,
-                              .punch_zero_pages = s.cfg.skip_zero_pages && s.runtime.kind() != oci::RuntimeKind::Runsc &&
-                                                  !s.runtime.criu_skips_zero_pages()};
+                              .punch_zero_pages = criu_files && !criu_skips,
+                              .zero_pages_left_out = criu_skips};
   if (restoring) t.requested_gpus = requested_gpus(s.bundle);
   session_ = std::make_unique<checkpoint::CheckpointSession>(std::move(t), *rt_, *tools_, log);
 }

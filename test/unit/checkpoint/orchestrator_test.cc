@@ -15,6 +15,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <utility>
 
@@ -641,9 +642,23 @@ struct FakeSpace final : SpaceProbe {
     if (it == fs.end()) throw Error(Code::NotFound, "no filesystem for " + dir.string());
     return it->second;
   }
-  std::uint64_t process_bytes(pid_t) override { return per_process; }
+  std::uint64_t process_bytes(pid_t) override { return per_process + (is_staged() ? staged : 0); }
   std::uint64_t dirty = 0;
   std::uint64_t dirty_threshold() override { return dirty; }
+  // Issue 36: once the driver has staged device memory, a process's memory is what it was plus
+  // `staged`, of which `zeros` are zero pages (nullopt: they cannot be counted).
+  const FakeGpu* gpu = nullptr;
+  std::uint64_t staged = 0;
+  std::optional<std::uint64_t> zeros;
+  int zero_asks = 0;
+  bool asked_before_staging = false;
+  std::uint64_t zero_bytes(pid_t) override {
+    ++zero_asks;
+    if (!is_staged()) asked_before_staging = true;
+    if (!zeros) throw Error(Code::PermissionDenied, "the pagemap shows no page frames");
+    return *zeros;
+  }
+  [[nodiscard]] bool is_staged() const { return gpu && gpu->calls("checkpoint").size() > gpu->calls("restore").size(); }
 };
 constexpr std::uint64_t GiB = 1ULL << 30;
 }  // namespace
@@ -1605,4 +1620,63 @@ TEST_F(OrchestratorTest, AProcessListedAtTheScanThatOpensTheGpuLaterIsTakenIn) {
     EXPECT_EQ(snapshots, 1);
     EXPECT_EQ(gpu.state(worker), "running");
   }
+}
+
+// Issue 36, item 3: where the dump leaves zero pages out, an image that does not fit as allocated is
+// counted again once the driver has staged device memory (a 20 GiB pool nothing wrote), and only
+// what will be written must fit; when even that does not fit, CUDA is rolled back and the snapshot
+// never runs.
+TEST_F(OrchestratorTest, AnImageThatFitsWithoutItsZeroPagesIsCountedAgainAfterStaging) {
+  pid_t a = gpu.start_app();
+  pids = {a};
+  FakeSpace space;
+  space.gpu = &gpu;
+  space.per_process = 1 * GiB;
+  space.staged = 21 * GiB;
+  space.zeros = 20 * GiB;
+  space.fs["/img"] = {.available = 10 * GiB, .device = 8, .at = "/img"};
+  auto r = req();
+  r.image_path = "/img";
+  r.device_bytes[a] = 21 * GiB;
+  auto o = make_with([&](OrchestratorTools& ot) { ot.space = &space; });
+  // A dump that writes its zero pages: refused before any toggle, as before.
+  EXPECT_THROW(o.checkpoint_around(r, counting_snapshot()), Error);
+  EXPECT_TRUE(gpu.calls("lock").empty());
+  EXPECT_EQ(space.zero_asks, 0);
+
+  r.zero_pages_left_out = true;
+  o.checkpoint_around(r, counting_snapshot());
+  EXPECT_EQ(snapshots, 1);
+  EXPECT_FALSE(space.asked_before_staging) << "zero pages are counted once device memory is host memory";
+  auto j = diag_json();
+  EXPECT_EQ(j["space"]["counted_as_written"], "after the CUDA checkpoint");
+  EXPECT_EQ(j["space"]["as_written"]["staged_bytes"], 22 * GiB);
+  EXPECT_EQ(j["space"]["as_written"]["zero_bytes"], 20 * GiB);
+  EXPECT_EQ(j["space"]["as_written"]["image_bytes"], 2 * GiB);
+
+  // 15 GiB to write in 10 GiB: refused after the CUDA checkpoint, every process restored.
+  space.zeros = 7 * GiB;
+  auto restores = gpu.calls("restore").size();
+  try {
+    o.checkpoint_around(r, counting_snapshot());
+    FAIL() << "15 GiB fit in 10 GiB";
+  } catch (const Error& e) {
+    std::string m = e.what();
+    EXPECT_TRUE(has(m,
+                    "refused: the checkpoint image does not fit even without its zero pages: 15.0 GiB to write of "
+                    "22.0 GiB staged (7.0 GiB of zero pages left out)"))
+        << m;
+    EXPECT_TRUE(has(m, "only 10.0 GiB are free there")) << m;
+    EXPECT_TRUE(has(m, "CUDA restored in pids " + std::to_string(a))) << m;
+    EXPECT_TRUE(has(m, P(a) + " (fake_cuda_app): memory with device memory staged 22.0 GiB, of it zero pages 7.0 GiB")) << m;
+  }
+  EXPECT_EQ(snapshots, 1);
+  EXPECT_EQ(gpu.calls("restore").size(), restores + 1);
+  EXPECT_EQ(diag_json()["verdict"], "refused");
+
+  // Zero pages that cannot be counted count as data.
+  space.zeros.reset();
+  EXPECT_THROW(o.checkpoint_around(r, counting_snapshot()), Error);
+  EXPECT_EQ(snapshots, 1);
+  EXPECT_TRUE(has(diag_json()["space"]["as_written"]["uncounted"].dump(), "no page frames")) << diag_json()["space"];
 }
