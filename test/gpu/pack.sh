@@ -6,7 +6,8 @@
 #   .carry/kit/kit.tar.xz                   containerd 1.7, ctr, runc, CRIU + libs (the workplace's gpu-kit tool)
 #   .carry/gpu-image.tar                    the skeleton image (test/gpu/make-gpu-image.sh)
 #   .carry/runsc.tar.xz                     the current runsc (the shared deps'), for RUNTIME=runsc
-#   (nvproxy-sandbox-agent, bench/gpu_hold and the CRIU release plugin go to .carry/bin as well)
+#   (nvproxy-sandbox-agent, bench/gpu_hold, the fake_cuda_app fixture and the CRIU release plugin go to
+#   .carry/bin as well)
 # Usage: test/gpu/pack.sh [--no-kit]   (builds the shim target first)
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
@@ -20,6 +21,8 @@ for b in containerd-shim-nvproxy-v1 nvproxy-cuda-helper nvproxy-sandbox-agent; d
 done
 # bench/gpu_hold for run-large-memory.sh; the CRIU release plugin, where the shim looks for it.
 install -m 0755 "$repo/build/bench/gpu_hold" "$c/bin/gpu_hold"
+# The static fake_cuda_app (without CUDA) for bench/criu_zero_pages.sh.
+install -m 0755 "$repo/build/test/fixtures/fake_cuda_app" "$c/bin/fake_cuda_app"
 install -D -m 0644 "$repo/build/shim/criu-plugins/nvproxy_criu_release.so" "$c/bin/criu-plugins/nvproxy_criu_release.so"
 if [[ ${1:-} != --no-kit || ! -s $c/kit/kit.tar.xz ]]; then
   [[ -s $c/kit/kit.tar.xz ]] || bash "$repo/../shared/tools/gpu-kit.sh" "$c/kit"
