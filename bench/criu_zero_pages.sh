@@ -14,7 +14,7 @@ CRIU=${CRIU:-criu}
 APP=${APP:-$HERE/build/test/fixtures/fake_cuda_app}
 DIR=${DIR:-/dev/shm}
 [[ -x $APP ]] || { echo "no fake_cuda_app at $APP (build the fixtures or set APP)" >&2; exit 1; }
-"$CRIU" --help 2>&1 | grep -q -- '^ *--skip-zero-pages' || { echo "$CRIU has no --skip-zero-pages" >&2; exit 1; }
+"$CRIU" --help 2>&1 | grep -q -- '^ *--skip-zero-pages' || { echo "$CRIU has no --skip-zero-pages (scripts/build-criu.sh builds it)" >&2; exit 77; }
 W=$(mktemp -d "$DIR/nvproxy-zp-bench.XXXXXX")
 trap 'pkill -KILL -f "fake_cuda_app --no-cuda --device /dev/null --dir $W/app" 2>/dev/null; rm -rf "$W"' EXIT
 now() { date +%s.%N; }

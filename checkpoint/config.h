@@ -45,8 +45,9 @@ struct CheckpointConfig {
   // crun with checkpoint.cuda: driver-api. false: the processes run while their CUDA state is
   // checkpointed, as before 0.6.0 (JAX's die then).
   bool hold_still = true;
-  // Zero pages out of the image (zero_pages.h): punched out of CRIU's page files after the snapshot
-  // (runc, crun), left out by runsc itself (--exclude-committed-zero-pages). false: every page is kept.
+  // Zero pages out of the image: left out by CRIU where it has --skip-zero-pages (the project's
+  // patch), else punched out of its page files after the snapshot (zero_pages.h); left out by runsc
+  // itself (--exclude-committed-zero-pages). false: every page is kept.
   bool skip_zero_pages = true;
   std::string criu_plugin_dir;  // where nvproxy_criu_release.so is; empty: default_criu_plugin_dir()
   // The shim's own image store (image_store.h): the runtime writes images there and the directory
