@@ -210,6 +210,8 @@ class Orchestrator {
   std::optional<Refusal> blocker_refusal(const Classified& c) const;
   std::optional<Refusal> outside_tree(const CheckpointRequest& req, const std::vector<pid_t>& pids, const Classified& c,
                                       Decision& d);
+  // check_space() for this request's image path (the shim's store or not); throws Error.
+  SpaceVerdict space_verdict(const CheckpointRequest& req, const SpaceNeed& need);
   // After the CUDA checkpoint, with device memory staged: what the dump will write, zero pages
   // left out; a refusal (the caller rolls CUDA back) when even that does not fit.
   std::optional<Refusal> space_as_written(const CheckpointRequest& req, const std::vector<pid_t>& pids, const Classified& c,

@@ -101,6 +101,13 @@ std::optional<Orchestrator::Refusal> Orchestrator::outside_tree(const Checkpoint
   return std::nullopt;
 }
 
+SpaceVerdict Orchestrator::space_verdict(const CheckpointRequest& req, const SpaceNeed& need) {
+  // Under the shim's store (image_store.h) the image is written once; containerd keeps a reference.
+  const std::string& store = cfg_.image_store;
+  bool in_store = !store.empty() && req.image_path.string().rfind(store + "/", 0) == 0;
+  return check_space(need, req.image_path, req.content_store, *space_, in_store ? "image store" : "");
+}
+
 // Does the image fit? Asked before any toggle, with the numbers.
 std::optional<Orchestrator::Refusal> Orchestrator::space_refusal(const CheckpointRequest& req, const std::vector<pid_t>& pids,
                                                                  const Classified& c, Decision& d,
@@ -127,10 +134,7 @@ std::optional<Orchestrator::Refusal> Orchestrator::space_refusal(const Checkpoin
   }
   SpaceVerdict v;
   try {
-    // Under the shim's store (image_store.h) the image is written once; containerd keeps a reference.
-    const std::string store = cfg_.image_store;
-    bool in_store = !store.empty() && req.image_path.string().rfind(store + "/", 0) == 0;
-    v = check_space(need, req.image_path, req.content_store, *space_, in_store ? "image store" : "");
+    v = space_verdict(req, need);
   } catch (const Error& e) {
     v.json = {{"error", e.what()}};
     d.warnings.push_back(std::string("cannot tell whether the checkpoint fits: ") + e.what());
@@ -177,9 +181,7 @@ std::optional<Orchestrator::Refusal> Orchestrator::space_as_written(const Checkp
   }
   SpaceVerdict v;
   try {
-    const std::string store = cfg_.image_store;
-    bool in_store = !store.empty() && req.image_path.string().rfind(store + "/", 0) == 0;
-    v = check_space(need, req.image_path, req.content_store, *space_, in_store ? "image store" : "");
+    v = space_verdict(req, need);
   } catch (const Error& e) {
     sp.done("cannot tell");
     return Refusal{as_allocated + "; counted again as written, the free space could not be read: " + e.what(), std::move(rows),
