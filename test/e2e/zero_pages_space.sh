@@ -5,7 +5,10 @@
 #   fits     as allocated (about 105 MiB) the image does not fit, but CRIU leaves zero pages out
 #            (--skip-zero-pages): counted again after the CUDA checkpoint it fits, the checkpoint is
 #            taken, and the restored process reads every page as it was;
-#   refused  64 MiB of data: refused after that count, CUDA rolled back, the container running on.
+#   refused  64 MiB of data: refused after that count, CUDA rolled back, the container running on;
+#   full     the same with checkpoint.check_space off: CRIU runs out of space in the store, and the
+#            failed dump is rolled back the same way (its partial image removed), the container
+#            running on.
 # Usage: zero_pages_space.sh [1.6|1.7|2.3]
 set -euo pipefail
 source "$(dirname "$0")/lib/shim-env.sh"
@@ -75,5 +78,28 @@ nv_assert_eq running "$(cat "$FAKE/cuda/$P.state")" "the fake driver's CUDA stat
 nv_assert_eq RUNNING "$(nv_task_status zb)" "container state after the refusal"
 r0=$(rounds)
 nv_wait_for -t 30 rounds_past "$r0" || nv_fail "the app does not go on after the refusal"
-nv_stop_rm zb
+
+nv_log "case full: no space check, CRIU runs out of space while it dumps"
+# The shim reads its configuration when it starts, for each container.
+echo "  check_space: false" >>"$NVPROXY_SHIM_CONFIG"
+rm -f "$FAKE"/cuda/*
+nv_ctr run -d --runtime $NV_RT "${MOUNTS[@]}" "$NV_IMAGE" zf \
+  /fake/fake_cuda_app --dir /fakecuda --device /dev/fakegpu0 --map --hold-mib 64 --zero-mib 8
+nv_wait_for -t 30 app_pid || nv_fail "the fake app did not register with the fake driver"
+nv_wait_for -t 30 rounds_past 0 || nv_fail "the fake app never checked its memory"
+set +e
+err=$(nv_ctr c checkpoint --task --rw zf zfref 2>&1)
+rc=$?
+set -e
+((rc != 0)) || nv_fail "64 MiB of data were dumped into 48 MiB"
+echo "$err" >&2
+nv_assert_contains "$err" "No space left on device" "the failure quotes CRIU's own error"
+used=$(df -B1 --output=used "$STORE" | tail -1)
+((used < 4 * 1048576)) || nv_fail "the failed dump's $used bytes are still in the store"
+nv_assert_eq running "$(cat "$FAKE/cuda/$P.state")" "the fake driver's CUDA state after the failed dump"
+nv_assert_eq RUNNING "$(nv_task_status zf)" "container state after the failed dump"
+r0=$(rounds)
+nv_wait_for -t 30 rounds_past "$r0" || nv_fail "the app does not go on after the failed dump"
+[[ ! -e $FAKE/cuda/$P.corrupt ]] || nv_fail "the app's memory changed at $(cat "$FAKE/cuda/$P.corrupt")"
+nv_stop_rm zf
 echo "PASS zero_pages_space (containerd $NV_CONTAINERD_VERSION)"
