@@ -18,6 +18,11 @@ DIR=${DIR:-/dev/shm}
 W=$(mktemp -d "$DIR/nvproxy-zp-bench.XXXXXX")
 trap 'pkill -KILL -f "fake_cuda_app --no-cuda --device /dev/null --dir $W/app" 2>/dev/null; rm -rf "$W"' EXIT
 now() { date +%s.%N; }
+close_inherited_fds() {
+  local fd
+  for fd in $(ls "/proc/$BASHPID/fd"); do ((fd > 2)) && eval "exec $fd>&-"; done
+  return 0
+}
 dt() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.2f", b-a}'; }
 stat_us() { awk -v k="$1" -F': ' '$1==k{print $2+0}' "$W/stats"; }
 rows=()
@@ -25,7 +30,10 @@ one() {  # MODE(skip|keep)
   local opt=() pid t0 t1 dump rs img
   [[ $1 == skip ]] && opt=(--skip-zero-pages)
   rm -rf "$W/app" "$W/img"; mkdir -p "$W/app" "$W/img"
-  setsid "$APP" --no-cuda --device /dev/null --dir "$W/app" --hold-mib "$DATA" --zero-mib "$ZERO" </dev/null >/dev/null 2>&1 &
+  # Only its own fds: one inherited from the caller (CTest's log) changes size before the restore,
+  # and CRIU refuses to restore a file whose size changed.
+  (close_inherited_fds; exec setsid "$APP" --no-cuda --device /dev/null --dir "$W/app" --hold-mib "$DATA" --zero-mib "$ZERO") \
+    </dev/null >/dev/null 2>&1 &
   pid=$!
   disown "$pid"
   for _ in $(seq 1200); do [[ -e $W/app/$pid.ready ]] && break; sleep 0.1; done

@@ -16,7 +16,14 @@ W=$(mktemp -d /tmp/nvproxy-criu-zero.XXXXXX)
 nv_defer rm -rf "$W"
 PAGES=4096 # 16 MiB: a quarter is 1024 pages
 mkdir -p "$W/run" "$W/img"
-setsid "$APP" "$W/run" $PAGES </dev/null >"$W/app.log" 2>&1 &
+# Only its own fds: one inherited from CTest (its log) changes size before the restore, and CRIU
+# refuses to restore a file whose size changed.
+close_inherited_fds() {
+  local fd
+  for fd in $(ls "/proc/$BASHPID/fd"); do ((fd > 2)) && eval "exec $fd>&-"; done
+  return 0
+}
+(close_inherited_fds; exec setsid "$APP" "$W/run" $PAGES) </dev/null >"$W/app.log" 2>&1 &
 disown
 ready() { [[ -s $W/run/parent.pid && -s $W/run/child.pid ]]; }
 nv_wait_for -t 20 ready || nv_fail "the tree did not start: $(cat "$W/app.log")"
