@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <fstream>
 #include <mutex>
@@ -90,10 +91,16 @@ ZeroCount count_zero_pages(pid_t pid, const ZeroCountOptions& opts) {
   if (!pagemap || !mem) throw sys_error("zero pages of pid " + std::to_string(pid) + ": cannot open its pagemap or mem");
 
   std::atomic<std::uint64_t> present{0}, zero{0};
+  std::atomic<bool> complete{true};
+  const auto until = std::chrono::steady_clock::now() + opts.time_limit;
   std::mutex mu;
   std::string error;
   unsigned threads = opts.threads ? opts.threads : std::clamp(std::thread::hardware_concurrency(), 1U, 8U);
   for_each_parallel(windows, threads, [&](const Range& w) {
+    if (std::chrono::steady_clock::now() >= until) {
+      complete = false;
+      return;
+    }
     const std::uint64_t pages = (w.end - w.start) / kPage;
     std::vector<std::uint64_t> entries(pages);
     std::vector<unsigned char> buf(pages * kPage);
@@ -124,7 +131,7 @@ ZeroCount count_zero_pages(pid_t pid, const ZeroCountOptions& opts) {
     zero += zeros * kPage;
   });
   if (!error.empty()) throw Error(Code::Internal, "zero pages of pid " + std::to_string(pid) + ": " + error);
-  return {.present = present.load(), .zero = zero.load()};
+  return {.present = present.load(), .zero = zero.load(), .complete = complete.load()};
 }
 
 }  // namespace nvproxy::checkpoint

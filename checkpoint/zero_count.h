@@ -7,6 +7,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 
@@ -15,11 +16,17 @@ namespace nvproxy::checkpoint {
 struct ZeroCount {
   std::uint64_t present = 0;  // bytes of present pages in the private anonymous mappings looked at
   std::uint64_t zero = 0;     // of them, bytes of pages that hold only zeros
+  // false: the time was up before every window was read; `zero` is then what was found (a lower
+  // bound: what is left counts as data).
+  bool complete = true;
 };
 
 struct ZeroCountOptions {
   std::filesystem::path proc = "/proc";
   unsigned threads = 0;  // 0: the machine's cores, at most 8
+  // The count runs while CUDA is checkpointed: bounded. A mapping reserved huge and barely used
+  // (a sanitizer's shadow spans terabytes) is read window by window until then.
+  std::chrono::milliseconds time_limit{30000};
 };
 
 // Reads PID's maps, its pagemap (which pages are present, and which are the kernel's shared zero
