@@ -8,6 +8,8 @@
 # Usage: criu_zero_pages.sh
 set -euo pipefail
 source "$(dirname "$0")/lib/harness.sh"
+# No containerd here (nv_harness_start is not called): the deferred cleanups run at exit all the same.
+trap 'set +e; for ((i = ${#_NV_DEFERRED[@]} - 1; i >= 0; i--)); do eval "${_NV_DEFERRED[i]}"; done' EXIT
 CRIU=$(command -v criu || true)
 [[ -x $CRIU ]] || nv_skip "no CRIU installed (scripts/build-criu.sh)"
 "$CRIU" --help 2>&1 | grep -q -- '^ *--skip-zero-pages' || nv_skip "this CRIU has no --skip-zero-pages (scripts/build-criu.sh builds it)"
