@@ -28,13 +28,33 @@ diag() { echo "$NV_STATE_DIR/io.containerd.runtime.v2.task/$NV_NAMESPACE/$1/chec
 # The app's files in the fake driver's directory: $P.* (P: its pid as the fake driver names it).
 rounds() { cat "$FAKE/cuda/$P.checked" 2>/dev/null || echo 0; }
 app_pid() { P=$(nv_fake_cuda_pids | head -1); [[ -n $P ]]; }
+start_app() {  # NAME DATA_MIB ZERO_MIB: the fake CUDA app, registered and checking its memory
+  rm -f "$FAKE"/cuda/*
+  nv_ctr run -d --runtime $NV_RT "${MOUNTS[@]}" "$NV_IMAGE" "$1" \
+    /fake/fake_cuda_app --dir /fakecuda --device /dev/fakegpu0 --map --hold-mib "$2" --zero-mib "$3"
+  nv_wait_for -t 30 app_pid || nv_fail "the fake app did not register with the fake driver"
+  nv_wait_for -t 30 rounds_past 0 || nv_fail "the fake app never checked its memory: $(ls "$FAKE/cuda")"
+}
+checkpoint_fails() {  # NAME WHY: the checkpoint must fail (WHY: the message if it does not); its output in err
+  local rc
+  set +e
+  err=$(nv_ctr c checkpoint --task --rw "$1" "${1}ref" 2>&1)
+  rc=$?
+  set -e
+  ((rc != 0)) || nv_fail "$2"
+}
+runs_on() {  # NAME AFTER: CUDA back, the task running, the app's work going on, its memory intact
+  nv_assert_eq running "$(cat "$FAKE/cuda/$P.state")" "the fake driver's CUDA state after $2"
+  nv_assert_eq RUNNING "$(nv_task_status "$1")" "container state after $2"
+  local r0
+  r0=$(rounds)
+  nv_wait_for -t 30 rounds_past "$r0" || nv_fail "the app does not go on after $2"
+  [[ ! -e $FAKE/cuda/$P.corrupt ]] || nv_fail "the app's memory changed at $(cat "$FAKE/cuda/$P.corrupt")"
+}
 rounds_past() { (($(rounds) > $1)); }
 
 nv_log "case fits: 8 MiB of data and 96 MiB of zero pages into 48 MiB"
-nv_ctr run -d --runtime $NV_RT "${MOUNTS[@]}" "$NV_IMAGE" zs \
-  /fake/fake_cuda_app --dir /fakecuda --device /dev/fakegpu0 --map --hold-mib 8 --zero-mib 96
-nv_wait_for -t 30 app_pid || nv_fail "the fake app did not register with the fake driver"
-nv_wait_for -t 30 rounds_past 0 || nv_fail "the fake app never checked its memory: $(ls "$FAKE/cuda")"
+start_app zs 8 96
 nv_ctr c checkpoint --task --rw zs zsref || nv_fail "the checkpoint that fits without its zero pages failed"
 d=$(diag zs)
 jq -e '.space.counted_as_written == "after the CUDA checkpoint"' "$d" >/dev/null ||
@@ -61,45 +81,23 @@ nv_ctr image rm zsref >/dev/null 2>&1 || true
 "$NVPROXY_SHIM_DIR/containerd-shim-nvproxy-v1" image prune --older-than 0 --store "$STORE"
 
 nv_log "case refused: 64 MiB of data do not fit, even without the zero pages"
-rm -f "$FAKE"/cuda/*
-nv_ctr run -d --runtime $NV_RT "${MOUNTS[@]}" "$NV_IMAGE" zb \
-  /fake/fake_cuda_app --dir /fakecuda --device /dev/fakegpu0 --map --hold-mib 64 --zero-mib 8
-nv_wait_for -t 30 app_pid || nv_fail "the fake app did not register with the fake driver"
-nv_wait_for -t 30 rounds_past 0 || nv_fail "the fake app never checked its memory"
-set +e
-err=$(nv_ctr c checkpoint --task --rw zb zbref 2>&1)
-rc=$?
-set -e
-((rc != 0)) || nv_fail "64 MiB of data were checkpointed into 48 MiB"
+start_app zb 64 8
+checkpoint_fails zb "64 MiB of data were checkpointed into 48 MiB"
 nv_assert_contains "$err" "does not fit even without its zero pages" "the refusal says what was counted"
 nv_assert_contains "$err" "CUDA restored in pids" "the refusal says CUDA was rolled back"
 nv_assert_eq refused "$(jq -r .verdict "$(diag zb)")" "the diagnostic's verdict"
-nv_assert_eq running "$(cat "$FAKE/cuda/$P.state")" "the fake driver's CUDA state after the refusal"
-nv_assert_eq RUNNING "$(nv_task_status zb)" "container state after the refusal"
-r0=$(rounds)
-nv_wait_for -t 30 rounds_past "$r0" || nv_fail "the app does not go on after the refusal"
+runs_on zb "the refusal"
+nv_stop_rm zb
 
 nv_log "case full: no space check, CRIU runs out of space while it dumps"
 # The shim reads its configuration when it starts, for each container.
 echo "  check_space: false" >>"$NVPROXY_SHIM_CONFIG"
-rm -f "$FAKE"/cuda/*
-nv_ctr run -d --runtime $NV_RT "${MOUNTS[@]}" "$NV_IMAGE" zf \
-  /fake/fake_cuda_app --dir /fakecuda --device /dev/fakegpu0 --map --hold-mib 64 --zero-mib 8
-nv_wait_for -t 30 app_pid || nv_fail "the fake app did not register with the fake driver"
-nv_wait_for -t 30 rounds_past 0 || nv_fail "the fake app never checked its memory"
-set +e
-err=$(nv_ctr c checkpoint --task --rw zf zfref 2>&1)
-rc=$?
-set -e
-((rc != 0)) || nv_fail "64 MiB of data were dumped into 48 MiB"
+start_app zf 64 8
+checkpoint_fails zf "64 MiB of data were dumped into 48 MiB"
 echo "$err" >&2
 nv_assert_contains "$err" "No space left on device" "the failure quotes CRIU's own error"
 used=$(df -B1 --output=used "$STORE" | tail -1)
 ((used < 4 * 1048576)) || nv_fail "the failed dump's $used bytes are still in the store"
-nv_assert_eq running "$(cat "$FAKE/cuda/$P.state")" "the fake driver's CUDA state after the failed dump"
-nv_assert_eq RUNNING "$(nv_task_status zf)" "container state after the failed dump"
-r0=$(rounds)
-nv_wait_for -t 30 rounds_past "$r0" || nv_fail "the app does not go on after the failed dump"
-[[ ! -e $FAKE/cuda/$P.corrupt ]] || nv_fail "the app's memory changed at $(cat "$FAKE/cuda/$P.corrupt")"
+runs_on zf "the failed dump"
 nv_stop_rm zf
 echo "PASS zero_pages_space (containerd $NV_CONTAINERD_VERSION)"
