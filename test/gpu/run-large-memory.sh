@@ -25,6 +25,7 @@ rm -rf "$W" /var/tmp/nvgpu23 /var/tmp/nvgpu16 /var/tmp/nvgpu25 /var/tmp/nvgpu-ru
 # STORE: the image store (e.g. a tmpfs, to tell the disk from CRIU); DROP=no keeps the page cache
 # before the restore (the image read from memory).
 STORE=${STORE:-$W/store}; DROP=${DROP:-yes}
+# HOLD_ENV: VAR=VALUE words set for gpu_hold (e.g. GLIBC_TUNABLES=glibc.malloc.hugetlb=1).
 rm -rf "$STORE"; mkdir -p "$STORE"
 cp "$PACK/bin/gpu_hold" "$W/tools/"
 CFG=$W/shim.yaml
@@ -76,7 +77,7 @@ run_one() {  # PATH GIB PROCS (pool|pool-keep: PROCS is the never-written pool's
     pool-keep) write_cfg "$STORE" false; pool=$procs; procs=1 ;;
     *) write_cfg "" ;;
   esac
-  cmd=""; for i in $(seq "$procs"); do cmd+="GPU_HOLD_POOL_GIB=${pool:-0} /tools/gpu_hold hold $g /out/ready$i >/out/log$i 2>&1 & "; done
+  cmd=""; for i in $(seq "$procs"); do cmd+="GPU_HOLD_POOL_GIB=${pool:-0} ${HOLD_ENV:-} /tools/gpu_hold hold $g /out/ready$i >/out/log$i 2>&1 & "; done
   mkdir -p "$W/h/$id"
   CTR run -d --snapshotter native --runtime io.containerd.nvproxy.v1 --net-host "${BINDS[@]}" \
     --mount "type=bind,src=$W/tools,dst=/tools,options=rbind:ro" --mount "type=bind,src=$W/h/$id,dst=/out,options=rbind:rw" \
