@@ -141,6 +141,7 @@ std::optional<Orchestrator::Refusal> Orchestrator::space_refusal(const Checkpoin
   }
   d.details["space"] = v.json;
   if (!v.slow.empty()) d.warnings.push_back(v.slow);
+  if (!v.small_pages.empty()) d.warnings.push_back(v.small_pages);
   if (!v.fits && req.zero_pages_left_out) {
     d.space_as_allocated = v.reason;
     d.details["space"]["counted_as_written"] = "after the CUDA checkpoint";

@@ -23,7 +23,15 @@
 // 12 GiB checkpoints at once 1.5x the rate of one under the default ratio, 2.5x with the threshold
 // above their images). The check says so, as a warning, when the image alone exceeds it.
 //
-// Header-only: the probe reads statvfs(3), statfs(2) and /proc; tests hand in their own.
+// The driver's checkpoint stages device memory in the process's anonymous memory, and its restore
+// reads it back from there (pages the dump left out as zeros are faulted in then). With transparent
+// huge pages "always" the kernel backs that memory with 2 MiB pages; under "madvise" (Debian's and
+// Ubuntu's default) with 4 KiB ones. Measured on an H200 (1 GiB written + a 20 GiB pool): the
+// driver's checkpoint 8.6-8.8 s against 11.8-12.0 s, the restore 3.7 s against 7.4-8.6 s. A host
+// setting, not the shim's to change: the check names it, as a warning, when much device memory is
+// staged.
+//
+// Header-only: the probe reads statvfs(3), statfs(2), /proc and /sys; tests hand in their own.
 #pragma once
 
 #include <linux/magic.h>
@@ -63,6 +71,8 @@ class SpaceProbe {
   virtual std::uint64_t process_bytes(pid_t pid) = 0;
   // The kernel's dirty-page threshold now, in bytes (0: unknown).
   virtual std::uint64_t dirty_threshold() { return 0; }
+  // The host's transparent huge page mode ("always", "madvise", "never"); empty when unknown.
+  virtual std::string huge_pages() { return ""; }
   // Bytes of the process's memory that hold only zeros and that a dump leaving zero pages out does
   // not write (zero_count.h). Asked with its device memory staged in host memory, the process
   // stopped. Throws Error when it cannot be told.
@@ -71,9 +81,19 @@ class SpaceProbe {
   }
 };
 
+// The bracketed word of /sys/kernel/mm/transparent_hugepage/enabled ("always [madvise] never");
+// empty when there is none.
+inline std::string selected_word(const std::string& text) {
+  auto open = text.find('[');
+  auto close = open == std::string::npos ? open : text.find(']', open);
+  if (close == std::string::npos) return "";
+  return text.substr(open + 1, close - open - 1);
+}
+
 class HostSpaceProbe final : public SpaceProbe {
  public:
-  explicit HostSpaceProbe(std::filesystem::path proc_root = "/proc") : proc_(std::move(proc_root)) {}
+  explicit HostSpaceProbe(std::filesystem::path proc_root = "/proc", std::filesystem::path sys_root = "/sys")
+      : proc_(std::move(proc_root)), sys_(std::move(sys_root)) {}
 
   FsSpace space(const std::filesystem::path& dir) override {
     std::filesystem::path p = dir.empty() ? std::filesystem::current_path() : std::filesystem::absolute(dir);
@@ -103,6 +123,13 @@ class HostSpaceProbe final : public SpaceProbe {
 
   std::uint64_t zero_bytes(pid_t pid) override { return count_zero_pages(pid, {.proc = proc_}).zero; }
 
+  std::string huge_pages() override {
+    std::ifstream in(sys_ / "kernel/mm/transparent_hugepage/enabled");
+    std::string text;
+    std::getline(in, text);
+    return selected_word(text);
+  }
+
   std::uint64_t process_bytes(pid_t pid) override {
     std::ifstream in(proc_ / std::to_string(pid) / "status");
     std::uint64_t total = 0;
@@ -116,7 +143,7 @@ class HostSpaceProbe final : public SpaceProbe {
   }
 
  private:
-  std::filesystem::path proc_;
+  std::filesystem::path proc_, sys_;
 };
 
 // containerd's temporary image directory: it copies what the runtime wrote there into its content
@@ -134,11 +161,15 @@ struct SpaceNeed {
   [[nodiscard]] std::uint64_t image() const { return process_bytes + device_bytes; }
 };
 
+// Device memory from which the staging's page size is worth a warning.
+inline constexpr std::uint64_t kStagingHintBytes = std::uint64_t{4} << 30;
+
 struct SpaceVerdict {
   bool fits = true;
-  std::string reason;   // when it does not: the numbers
-  std::string slow;     // when it fits but the dump will run at the disk's rate: why (a warning)
-  nlohmann::json json;  // the diagnostic's "space" object, either way
+  std::string reason;       // when it does not: the numbers
+  std::string slow;         // when it fits but the dump will run at the disk's rate: why (a warning)
+  std::string small_pages;  // much device memory to be staged in 4 KiB pages: the host setting (a warning)
+  nlohmann::json json;      // the diagnostic's "space" object, either way
 };
 
 // `content_store`: containerd's root when it copies the image (empty: no copy).
@@ -168,6 +199,14 @@ inline SpaceVerdict check_space(const SpaceNeed& need, const std::filesystem::pa
                format_bytes(dirty) + ", nr_dirty_threshold in /proc/vmstat): the dump's writes beyond it wait on " +
                "writeback at the disk's rate; set vm.dirty_bytes above the images written at once to let the page " +
                "cache take them";
+  }
+  if (std::string thp = probe.huge_pages(); !thp.empty()) {
+    v.json["transparent_hugepage"] = thp;
+    if (thp != "always" && need.device_bytes >= kStagingHintBytes)
+      v.small_pages = "the driver stages " + format_bytes(need.device_bytes) +
+                      " of device memory in the processes' memory in 4 KiB pages: transparent huge pages are \"" + thp +
+                      "\" on this host (/sys/kernel/mm/transparent_hugepage/enabled); with \"always\" the "
+                      "driver's checkpoint and restore of it run faster (1.35x and 2x on an H200)";
   }
   auto short_of = [&](std::uint64_t needed, const FsSpace& fs) { return needed > fs.available; };
   if (content_store.empty()) {

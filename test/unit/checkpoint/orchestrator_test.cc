@@ -645,6 +645,8 @@ struct FakeSpace final : SpaceProbe {
   std::uint64_t process_bytes(pid_t) override { return per_process + (is_staged() ? staged : 0); }
   std::uint64_t dirty = 0;
   std::uint64_t dirty_threshold() override { return dirty; }
+  std::string thp;
+  std::string huge_pages() override { return thp; }
   // Issue 36: once the driver has staged device memory, a process's memory is what it was plus
   // `staged`, of which `zeros` are zero pages (nullopt: they cannot be counted).
   const FakeGpu* gpu = nullptr;
@@ -693,6 +695,43 @@ TEST_F(OrchestratorTest, AnImageOverTheDirtyThresholdIsWarnedAboutNotRefused) {
   o.checkpoint_around(r, counting_snapshot());
   EXPECT_FALSE(has(diag_json()["warnings"].dump(), "dirty-page threshold")) << diag_json()["warnings"];
   EXPECT_EQ(snapshots, 3);
+}
+
+// The driver stages device memory in 4 KiB pages unless transparent huge pages are "always": a
+// warning names the setting when much device memory is staged; the checkpoint goes ahead.
+TEST_F(OrchestratorTest, MuchDeviceMemoryInSmallPagesIsWarnedAbout) {
+  pid_t a = gpu.start_app();
+  pids = {a};
+  FakeSpace space;
+  space.per_process = 1 * GiB;
+  space.thp = "madvise";
+  space.fs["/img"] = {.available = 60 * GiB, .device = 8, .at = "/img"};
+  auto r = req();
+  r.image_path = "/img";
+  r.device_bytes[a] = 21 * GiB;
+  auto o = make_with([&](OrchestratorTools& ot) { ot.space = &space; });
+  o.checkpoint_around(r, counting_snapshot());
+  EXPECT_EQ(snapshots, 1);
+  auto j = diag_json();
+  EXPECT_EQ(j["space"]["transparent_hugepage"], "madvise");
+  std::string w = j["warnings"].dump();
+  EXPECT_TRUE(has(w, "the driver stages 21.0 GiB of device memory")) << w;
+  EXPECT_TRUE(has(w, "transparent huge pages are \\\"madvise\\\" on this host")) << w;
+  // "always", or little device memory, or an unknown mode: no warning.
+  space.thp = "always";
+  o.checkpoint_around(r, counting_snapshot());
+  EXPECT_FALSE(has(diag_json()["warnings"].dump(), "transparent huge pages")) << diag_json()["warnings"];
+  space.thp = "never";
+  r.device_bytes[a] = 3 * GiB;
+  o.checkpoint_around(r, counting_snapshot());
+  EXPECT_FALSE(has(diag_json()["warnings"].dump(), "transparent huge pages")) << diag_json()["warnings"];
+  EXPECT_EQ(diag_json()["space"]["transparent_hugepage"], "never");
+  space.thp.clear();
+  r.device_bytes[a] = 21 * GiB;
+  o.checkpoint_around(r, counting_snapshot());
+  EXPECT_FALSE(has(diag_json()["warnings"].dump(), "transparent huge pages")) << diag_json()["warnings"];
+  EXPECT_FALSE(diag_json()["space"].contains("transparent_hugepage"));
+  EXPECT_EQ(snapshots, 4);
 }
 
 // Issue 16, item 5: the image must fit before anything is toggled; twice when containerd copies it
@@ -788,6 +827,18 @@ TEST(SpaceCheck, ContainerdTempDirAndHostProbe) {
   EXPECT_EQ(HostSpaceProbe(dir).dirty_threshold(), 300u * static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE)));
   spit(dir / "vmstat", "nr_dirty 12\n");
   EXPECT_EQ(HostSpaceProbe(dir).dirty_threshold(), 0u) << "unknown";
+  // The transparent huge page mode: the bracketed word.
+  EXPECT_EQ(HostSpaceProbe(dir, dir).huge_pages(), "") << "no such file";
+  fs::create_directories(dir / "kernel/mm/transparent_hugepage");
+  spit(dir / "kernel/mm/transparent_hugepage/enabled", "always [madvise] never\n");
+  EXPECT_EQ(HostSpaceProbe(dir, dir).huge_pages(), "madvise");
+  spit(dir / "kernel/mm/transparent_hugepage/enabled", "[always] madvise never\n");
+  EXPECT_EQ(HostSpaceProbe(dir, dir).huge_pages(), "always");
+  EXPECT_EQ(selected_word("always madvise never"), "");
+  EXPECT_EQ(selected_word("always [madvise never"), "");
+  if (fs::exists("/sys/kernel/mm/transparent_hugepage/enabled")) {
+    EXPECT_NE(probe.huge_pages(), "") << "this host's";
+  }
   fs::remove_all(dir);
 }
 
