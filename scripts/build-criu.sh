@@ -16,7 +16,7 @@ set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source-path=SCRIPTDIR
-source "$HERE/fetch-trixie.sh" # for nv_trixie_mirror
+source "$HERE/debian-orig.sh" # nv_install_missing, nv_fetch_orig
 
 CRIU_BIN=${CRIU_BIN:-/usr/local/sbin/criu}
 # CRIU's plugin header, for the shim's CRIU plugin (checkpoint/criu_plugin/criu_release_plugin.c), as CRIU's own
@@ -44,76 +44,9 @@ has_patch() { "$CRIU_BIN" --help 2>&1 | grep -q -- '--skip-zero-pages'; }
 
 is_current() { [[ $(installed_version) == "$CRIU_VERSION" ]] && has_patch; }
 
-# Installs the Debian 12 packages in "$@" that are missing (apt-get update only if some are).
-install_missing() {
-  local p missing=()
-  for p in "$@"; do
-    [[ $(dpkg-query -W -f='${db:Status-Abbrev}' "$p" 2>/dev/null) == "ii " ]] || missing+=("$p")
-  done
-  ((${#missing[@]})) || return 0
-  export DEBIAN_FRONTEND=noninteractive
-  echo "build-criu: installing build deps: ${missing[*]}"
-  local log=$CRIU_WORK/apt.log
-  if ! { apt-get -q -o DPkg::Lock::Timeout=900 update \
-    && apt-get -q -y -o DPkg::Lock::Timeout=900 -o Dpkg::Use-Pty=0 install --no-install-recommends \
-      "${missing[@]}"; } </dev/null >"$log" 2>&1; then
-    tail -n 20 "$log" >&2
-    echo "build-criu: installing build deps failed (log: $log)" >&2
-    return 1
-  fi
-}
-
-orig_ok() { echo "$CRIU_ORIG_SHA256  $CRIU_WORK/$CRIU_ORIG" | sha256sum --quiet -c - >/dev/null 2>&1; }
-
-# Sets ORIG_URI from unstable's source index: the private list holds one deb-src line for sid on
-# the machine's own mirror; apt checks the index's signature, this checks the pinned name and hash.
-find_orig() {
-  local mirror opts log line d name sha
-  mirror=$(nv_trixie_mirror) || return 1
-  mkdir -p "$CRIU_APT"/{lists/partial,cache/archives/partial}
-  printf 'deb-src %s sid main\n' "$mirror" >"$CRIU_APT/sources.list"
-  opts=(-o "Dir::Etc::SourceList=$CRIU_APT/sources.list" -o Dir::Etc::SourceParts=/dev/null
-    -o "Dir::State::Lists=$CRIU_APT/lists" -o "Dir::Cache=$CRIU_APT/cache"
-    -o APT::Sandbox::User=root -o Acquire::Languages=none -o APT::Update::Error-Mode=any)
-  log=$CRIU_WORK/apt-sid.log
-  if ! apt-get "${opts[@]}" -qq update </dev/null >"$log" 2>&1; then
-    sed 's/^/  /' "$log" >&2
-    echo "build-criu: cannot read Debian unstable's source index (deb-src $mirror sid main);" \
-      "CRIU $CRIU_VERSION comes only from there (no fallback to another version)" >&2
-    return 1
-  fi
-  # apt leaves out files that already sit in the current directory: ask from an empty one.
-  d=$(mktemp -d)
-  line=$(cd "$d" && apt-get "${opts[@]}" -qq source --print-uris "criu=$CRIU_DEB_VERSION" 2>"$log" \
-    | grep -F "' $CRIU_ORIG " | head -n1) || true
-  rmdir "$d"
-  if [[ -z $line ]]; then
-    sed 's/^/  /' "$log" >&2
-    echo "build-criu: Debian unstable's source index has no criu $CRIU_DEB_VERSION ($CRIU_ORIG)" \
-      "any more; update the pin (CRIU_VERSION, CRIU_DEB_VERSION, CRIU_ORIG, CRIU_ORIG_SHA256)" \
-      "after checking the new version" >&2
-    return 1
-  fi
-  read -r ORIG_URI name _ sha <<<"$line"
-  ORIG_URI=${ORIG_URI//\'/}
-  if [[ $name != "$CRIU_ORIG" || $sha != "SHA256:$CRIU_ORIG_SHA256" ]]; then
-    echo "build-criu: unstable's index names $name $sha, not the pinned" \
-      "$CRIU_ORIG SHA256:$CRIU_ORIG_SHA256" >&2
-    return 1
-  fi
-}
-
+install_missing() { nv_install_missing build-criu "$CRIU_WORK/apt.log" "$@"; }
 fetch_orig() {
-  if [[ -s $CRIU_WORK/$CRIU_ORIG ]] && orig_ok; then
-    echo "build-criu: source $CRIU_WORK/$CRIU_ORIG (SHA256 as pinned, already here)"
-    return 0
-  fi
-  rm -f "$CRIU_WORK/$CRIU_ORIG"
-  find_orig
-  echo "build-criu: fetching $ORIG_URI (SHA256:$CRIU_ORIG_SHA256)"
-  /usr/lib/apt/apt-helper -o APT::Sandbox::User=root download-file "$ORIG_URI" \
-    "$CRIU_WORK/$CRIU_ORIG" "SHA256:$CRIU_ORIG_SHA256" >/dev/null
-  orig_ok || { echo "build-criu: $CRIU_WORK/$CRIU_ORIG does not match the pinned SHA256" >&2; return 1; }
+  nv_fetch_orig build-criu sid criu "$CRIU_DEB_VERSION" "$CRIU_ORIG" "$CRIU_ORIG_SHA256" "$CRIU_WORK" "$CRIU_APT"
 }
 
 # The plugin header alone, from the pinned tarball (a CRIU built before this script installed it).

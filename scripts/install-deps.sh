@@ -2,7 +2,8 @@
 # Why: one command brings a fresh Debian 12 machine to the point where the shim builds and every
 # test tier runs: Debian 12 build and test packages, Debian 13's containerd 1.7 / runsc / docker 26
 # (scripts/fetch-trixie.sh), Debian unstable's containerd 2 (scripts/fetch-containerd2.sh; its tests
-# skip without it) and CRIU >= 4 (scripts/build-criu.sh). Idempotent; `apt-get update`
+# skip without it), CRIU >= 4 (scripts/build-criu.sh) and a crun with CRIU (scripts/build-crun.sh;
+# its tests skip without it). Idempotent; `apt-get update`
 # runs only when a package is missing; prints one line when everything is already there.
 # Safe without a terminal (CI=true, no stdin). Usage: sudo scripts/install-deps.sh
 set -euo pipefail
@@ -58,7 +59,7 @@ main() {
   # 2.3's prebuilt tarballs), the containerd 2.3 tests skip and say why.
   "$HERE/fetch-shared-deps.sh" || echo "install-deps: no prebuilt deps (containerd 2.3); its tests will be skipped" >&2
   if [[ -z $(missing_pkgs "${all[@]}") ]] && "$HERE/fetch-trixie.sh" --check \
-    && "$HERE/fetch-containerd2.sh" --check && "$HERE/build-criu.sh" --check; then
+    && "$HERE/fetch-containerd2.sh" --check && "$HERE/build-criu.sh" --check && "$HERE/build-crun.sh" --check; then
     echo "install-deps: all dependencies already installed"
     return 0
   fi
@@ -67,6 +68,8 @@ main() {
   # Not fatal: unstable moves on; the containerd 2 tests then skip and say why.
   "$HERE/fetch-containerd2.sh" || echo "install-deps: containerd 2 unavailable; its e2e tests will be skipped" >&2
   "$HERE/build-criu.sh"
+  # Not fatal: the crun checkpoint tests then skip and say why (Debian 12's crun has no checkpoint).
+  "$HERE/build-crun.sh" || echo "install-deps: no crun with CRIU; its checkpoint tests will be skipped" >&2
   echo "install-deps: done"
 }
 
