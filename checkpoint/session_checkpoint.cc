@@ -139,6 +139,9 @@ Inspection CheckpointSession::inspect(const std::filesystem::path& image) {
 
 void CheckpointSession::checkpoint(const SnapshotRequest& sr) {
   const std::string who = "checkpoint of \"" + t_.id + "\"" + tools_.label();
+  // A runtime that has no checkpoint at all fails only after every toggle and back: refused first.
+  if (std::string why = rt_.cannot_checkpoint(); !why.empty())
+    throw Error(Code::FailedPrecondition, who + " refused: " + why + "; nothing was toggled, the container runs on");
   FactsBeforeToggle facts;
   // Seen from the host, the holders are known before anything is thawed: a paused container
   // without GPU holders stays paused. A sandbox answers nothing while paused.

@@ -55,6 +55,9 @@ class SessionRuntime {
     std::string name, version;
   };
   virtual Identity identity() = 0;
+  // Why the runtime cannot checkpoint at all, as it says itself (crun built without CRIU); empty
+  // when it can or does not say.
+  virtual std::string cannot_checkpoint() { return ""; }
 };
 
 }  // namespace nvproxy::checkpoint

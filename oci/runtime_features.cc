@@ -63,6 +63,14 @@ RuntimeFeatures parse_runtime_features(RuntimeKind kind, const std::string& vers
   return f;
 }
 
+std::string checkpoint_unsupported(const RuntimeFeatures& f, const std::string& binary) {
+  if (f.checkpoint.value_or(true)) return "";
+  std::string who = std::string(runtime_kind_name(f.kind)) + (f.version.empty() ? "" : " " + f.version) + " (" + binary + ")";
+  if (f.kind == RuntimeKind::Crun)
+    return who + " is built without CRIU (`crun --version` lists no +CRIU) and has no checkpoint command";
+  return who + " says checkpoint is not enabled (org.opencontainers.runc.checkpoint.enabled in `runc features`)";
+}
+
 bool criu_help_lists_skip_zero_pages(const std::string& help) {
   // An option's own line, not a word of another's description.
   std::istringstream in(help);

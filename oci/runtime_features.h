@@ -37,6 +37,10 @@ struct RuntimeFeatures {
 // `runc checkpoint --help`.
 RuntimeFeatures parse_runtime_features(RuntimeKind kind, const std::string& version_out, const std::string& features_out,
                                        const std::string& checkpoint_help = "");
+// Why the runtime at `binary` cannot checkpoint at all, as it says itself (crun built without CRIU,
+// as Debian 12's is; a runc whose features say checkpoint is not enabled); empty when it can or
+// does not say.
+std::string checkpoint_unsupported(const RuntimeFeatures& f, const std::string& binary);
 
 struct CriuInfo {
   std::string binary;              // the program that would run (criu_path, or "criu" found in PATH)

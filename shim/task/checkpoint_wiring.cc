@@ -47,6 +47,7 @@ class RuntimeVerbs final : public checkpoint::SessionRuntime {
     return std::string(oci::runtime_kind_name(rt_.kind())) + " delete --force";
   }
   Identity identity() override { return {oci::runtime_kind_name(rt_.kind()), rt_.features().version}; }
+  std::string cannot_checkpoint() override { return oci::checkpoint_unsupported(rt_.features(), rt_.config().binary); }
   std::optional<Criu> criu() override {
     auto info = rt_.criu();
     if (!info) return std::nullopt;

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Issue 3 acceptance: pause/resume, metrics, Update of the memory limit (through our own ttrpc
 # client: ctr has no `task update`), containerd restart with running tasks, kill -9 of the shim,
-# and pod grouping (containers with one io.kubernetes.cri.sandbox-id share a shim).
+# and pod grouping (containers with one io.kubernetes.cri.sandbox-id share a shim). Under a crun
+# without CRIU, a checkpoint is refused up front.
 # Usage: operations.sh [1.6|1.7]
 set -euo pipefail
 source "$(dirname "$0")/lib/shim-env.sh"
@@ -21,6 +22,20 @@ nv_ctr task pause ops
 nv_assert_eq PAUSED "$(nv_task_status ops)" "state after pause"
 nv_ctr task resume ops
 nv_assert_eq RUNNING "$(nv_task_status ops)" "state after resume"
+
+# Debian 12's crun has no checkpoint command (built without CRIU): refused before anything else,
+# with the reason, and the task runs on.
+crun_bin=$(awk '$1=="binary:"{print $2; exit}' "$NVPROXY_SHIM_CONFIG")
+if [[ $NV_RUNTIME == crun ]] && ! "$crun_bin" --version | grep -q -- '+CRIU'; then
+  nv_log "checkpoint under a crun without CRIU ($crun_bin)"
+  set +e
+  err=$(nv_ctr c checkpoint --task ops opsref 2>&1)
+  rc=$?
+  set -e
+  ((rc != 0)) || nv_fail "a crun without CRIU checkpointed"
+  [[ $err == *"refused: crun "*" is built without CRIU"* ]] || nv_fail "the refusal does not say why: $err"
+  nv_assert_eq RUNNING "$(nv_task_status ops)" "state after the refused checkpoint"
+fi
 
 nv_log "metrics"
 m=$(nv_ctr task metrics ops)

@@ -54,7 +54,9 @@ class FakeRuntime final : public SessionRuntime {
     return criu_version.empty() ? std::nullopt : std::optional<Criu>(Criu{.version = criu_version});
   }
   Identity identity() override { return who; }
+  std::string cannot_checkpoint() override { return unsupported; }
   Identity who{"runc", "1.1.5"};
+  std::string unsupported;
   std::string criu_version;
   std::string taken_from;
 };
@@ -134,6 +136,25 @@ TEST_F(SessionTest, ThawsAPausedContainerForTheTogglesRecordsTheImageAndPausesIt
   EXPECT_EQ(rec->gpu->driver_version, "580.159.04");
   ASSERT_EQ(rec->gpu->processes.size(), 2u);
   EXPECT_EQ(nlohmann::json::parse(slurp(bundle / kDiagnosticFile))["verdict"], "done");
+}
+
+// Debian 12's crun has no checkpoint command: refused before any toggle, with the runtime's reason.
+TEST_F(SessionTest, ARuntimeWithoutCheckpointIsRefusedBeforeAnyToggle) {
+  pid_t a = gpu.start_app();
+  rt.pids = {a};
+  rt.unsupported = "crun 1.8.1 (/usr/bin/crun) is built without CRIU";
+  FakeTools tools(cfg, rt, log, true);
+  try {
+    session(tools).checkpoint({.leave_running = true, .paused = false, .image_path = image});
+    FAIL() << "the checkpoint was not refused";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Code::FailedPrecondition);
+    EXPECT_TRUE(has(e.what(), "checkpoint of \"c1\" refused: crun 1.8.1 (/usr/bin/crun) is built without CRIU")) << e.what();
+    EXPECT_TRUE(has(e.what(), "nothing was toggled")) << e.what();
+  }
+  EXPECT_TRUE(rt.verbs.empty());
+  EXPECT_TRUE(gpu.calls("lock").empty());
+  EXPECT_EQ(gpu.state(a), "running");
 }
 
 TEST_F(SessionTest, APausedContainerWithoutGpuHoldersStaysPaused) {

@@ -67,6 +67,15 @@ TEST(RuntimeFeatures, CrunSaysWhetherItHasCriu) {
   EXPECT_EQ(f.checkpoint, std::optional<bool>(false)) << "Debian 12's crun is built without CRIU";
   auto with = parse_runtime_features(RuntimeKind::Crun, "crun version 1.19\n+SYSTEMD +SELINUX +CRIU +YAJL\n", "");
   EXPECT_EQ(with.checkpoint, std::optional<bool>(true));
+  // What a checkpoint is refused with before anything is toggled.
+  EXPECT_EQ(checkpoint_unsupported(f, "/usr/bin/crun"),
+            "crun 1.8.1 (/usr/bin/crun) is built without CRIU (`crun --version` lists no +CRIU) and has no checkpoint command");
+  EXPECT_EQ(checkpoint_unsupported(with, "/usr/local/lib/nvproxy-crun/crun"), "");
+  EXPECT_EQ(checkpoint_unsupported(RuntimeFeatures{.kind = RuntimeKind::Runc}, "runc"), "") << "not told: not refused";
+  RuntimeFeatures runc_off{.kind = RuntimeKind::Runc, .version = "1.4.3", .checkpoint = false};
+  EXPECT_EQ(checkpoint_unsupported(runc_off, "/usr/sbin/runc"),
+            "runc 1.4.3 (/usr/sbin/runc) says checkpoint is not enabled (org.opencontainers.runc.checkpoint.enabled in `runc "
+            "features`)");
 }
 
 TEST(RuntimeFeatures, RunscIsADatedRelease) {
