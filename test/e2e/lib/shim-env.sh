@@ -6,6 +6,8 @@
 #   NV_SHIM_EXTRA    extra YAML appended to the config (e.g. a checkpoint: section)
 #   NV_RUNTIME_EXTRA extra YAML lines of the runtime: section (e.g. "  criu_path: /x/criu")
 #   NV_RUNC_BIN      the runc to run (default: runc in PATH)
+#   NV_CRUN          criu: the crun built with CRIU (scripts/build-crun.sh; Debian 12's has no
+#                    checkpoint) instead of Debian's
 source "$(dirname "${BASH_SOURCE[0]}")/harness.sh"
 
 NV_RUNTIME=${NV_RUNTIME:-runc}
@@ -19,7 +21,13 @@ nv_shim_config_write() {
       bin=${NV_RUNC_BIN:-$(command -v runc)}
       [[ -x $bin ]] || nv_skip "runc $bin not on this machine (scripts/fetch-shared-deps.sh)"
       ;;
-    crun) bin=$(command -v crun) ;;
+    crun)
+      bin=$(command -v crun)
+      if [[ ${NV_CRUN:-} == criu ]]; then
+        bin=/usr/local/lib/nvproxy-crun/crun
+        [[ -x $bin ]] || nv_skip "no crun with CRIU at $bin (scripts/build-crun.sh)"
+      fi
+      ;;
     runsc)
       [[ -r /opt/nvproxy-deps/trixie/env.sh ]] && source /opt/nvproxy-deps/trixie/env.sh
       # NV_RUNSC=current: the current runsc from the shared deps (skipped when not unpacked).
