@@ -6,6 +6,7 @@
 #   .carry/kit/kit.tar.xz                   containerd 1.7, ctr, runc, CRIU + libs (the workplace's gpu-kit tool)
 #   .carry/gpu-image.tar                    the skeleton image (test/gpu/make-gpu-image.sh)
 #   .carry/runsc.tar.xz                     the current runsc (the shared deps'), for RUNTIME=runsc
+#   .carry/crun/                            crun 1.21 with CRIU (scripts/build-crun.sh), when built here
 #   (nvproxy-sandbox-agent, bench/gpu_hold, the fake_cuda_app fixture and the CRIU release plugin go to
 #   .carry/bin as well)
 # Usage: test/gpu/pack.sh [--no-kit]   (builds the shim target first)
@@ -26,6 +27,14 @@ install -m 0755 "$repo/build/test/fixtures/fake_cuda_app" "$c/bin/fake_cuda_app"
 install -D -m 0644 "$repo/build/shim/criu-plugins/nvproxy_criu_release.so" "$c/bin/criu-plugins/nvproxy_criu_release.so"
 if [[ ${1:-} != --no-kit || ! -s $c/kit/kit.tar.xz ]]; then
   [[ -s $c/kit/kit.tar.xz ]] || bash "$repo/../shared/tools/gpu-kit.sh" "$c/kit"
+fi
+# crun with CRIU (scripts/build-crun.sh), when built here, with the libraries the GPU machine lacks
+# (crun's yajl, libcriu's protobuf-c): test/gpu/lib/crun.sh installs them there.
+rm -rf "$c/crun"
+if [[ -x /usr/local/lib/nvproxy-crun/crun ]]; then
+  mkdir -p "$c/crun"
+  cp /usr/local/lib/nvproxy-crun/{crun,libcriu.so.2} "$(readlink -f /lib/x86_64-linux-gnu/libyajl.so.2)" \
+    "$(readlink -f /lib/x86_64-linux-gnu/libprotobuf-c.so.1)" "$c/crun/"
 fi
 # The current runsc (the shared deps' tarball) for RUNTIME=runsc in run-fork-shapes.sh.
 cp "$(ls "$repo"/../shared/deps/runsc-*-linux-amd64.tar.xz | head -1)" "$c/runsc.tar.xz"

@@ -29,9 +29,15 @@ STORE=${STORE:-$W/store}; DROP=${DROP:-yes}
 rm -rf "$STORE"; mkdir -p "$STORE"
 cp "$PACK/bin/gpu_hold" "$W/tools/"
 CFG=$W/shim.yaml
+# RUNTIME=crun: the carried crun with CRIU (test/gpu/lib/crun.sh) instead of the kit's runc.
+RUNTIME_BIN=/opt/kit/root/usr/sbin/runc
+if [[ ${RUNTIME:-runc} == crun ]]; then
+  source "$REPO/test/gpu/lib/crun.sh"
+  RUNTIME_BIN=$(crun_install) || exit 1
+fi
 write_cfg() {  # STORE (empty: none) [SKIP_ZERO_PAGES(true|false)] [MORE checkpoint: LINES]
   cat >"$CFG" <<EOF
-runtime: {binary: /opt/kit/root/usr/sbin/runc, root: /run/containerd/nvproxy-gpu26, criu_path: /opt/kit/bin/criu}
+runtime: {binary: $RUNTIME_BIN, root: /run/containerd/nvproxy-gpu26, criu_path: /opt/kit/bin/criu}
 log_level: debug
 gpu: {driver_root: /}
 checkpoint:
