@@ -10,6 +10,7 @@
 set -euo pipefail
 DATA=${1:-2048} ZERO=${2:-0} RUNS=${3:-3}
 HERE=$(cd "$(dirname "$0")/.." && pwd)
+source "$HERE/test/e2e/lib/harness.sh" # nv_close_inherited_fds
 CRIU=${CRIU:-criu}
 APP=${APP:-$HERE/build/test/fixtures/fake_cuda_app}
 DIR=${DIR:-/dev/shm}
@@ -18,11 +19,6 @@ DIR=${DIR:-/dev/shm}
 W=$(mktemp -d "$DIR/nvproxy-zp-bench.XXXXXX")
 trap 'pkill -KILL -f "fake_cuda_app --no-cuda --device /dev/null --dir $W/app" 2>/dev/null; rm -rf "$W"' EXIT
 now() { date +%s.%N; }
-close_inherited_fds() {
-  local fd
-  for fd in $(ls "/proc/$BASHPID/fd"); do ((fd > 2)) && eval "exec $fd>&-"; done
-  return 0
-}
 dt() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.2f", b-a}'; }
 stat_us() { awk -v k="$1" -F': ' '$1==k{print $2+0}' "$W/stats"; }
 rows=()
@@ -30,9 +26,8 @@ one() {  # MODE(skip|keep)
   local opt=() pid t0 t1 dump rs img
   [[ $1 == skip ]] && opt=(--skip-zero-pages)
   rm -rf "$W/app" "$W/img"; mkdir -p "$W/app" "$W/img"
-  # Only its own fds: one inherited from the caller (CTest's log) changes size before the restore,
-  # and CRIU refuses to restore a file whose size changed.
-  (close_inherited_fds; exec setsid "$APP" --no-cuda --device /dev/null --dir "$W/app" --hold-mib "$DATA" --zero-mib "$ZERO") \
+  # Only its own fds (CRIU refuses to restore a file whose size changed, as CTest's log does).
+  (nv_close_inherited_fds; exec setsid "$APP" --no-cuda --device /dev/null --dir "$W/app" --hold-mib "$DATA" --zero-mib "$ZERO") \
     </dev/null >/dev/null 2>&1 &
   pid=$!
   disown "$pid"

@@ -9,7 +9,7 @@
 set -euo pipefail
 source "$(dirname "$0")/lib/harness.sh"
 # No containerd here (nv_harness_start is not called): the deferred cleanups run at exit all the same.
-trap 'set +e; for ((i = ${#_NV_DEFERRED[@]} - 1; i >= 0; i--)); do eval "${_NV_DEFERRED[i]}"; done' EXIT
+trap 'set +e; nv_run_deferred' EXIT
 CRIU=$(command -v criu || true)
 [[ -x $CRIU ]] || nv_skip "no CRIU installed (scripts/build-criu.sh)"
 "$CRIU" --help 2>&1 | grep -q -- '^ *--skip-zero-pages' || nv_skip "this CRIU has no --skip-zero-pages (scripts/build-criu.sh builds it)"
@@ -18,14 +18,7 @@ W=$(mktemp -d /tmp/nvproxy-criu-zero.XXXXXX)
 nv_defer rm -rf "$W"
 PAGES=4096 # 16 MiB: a quarter is 1024 pages
 mkdir -p "$W/run" "$W/img"
-# Only its own fds: one inherited from CTest (its log) changes size before the restore, and CRIU
-# refuses to restore a file whose size changed.
-close_inherited_fds() {
-  local fd
-  for fd in $(ls "/proc/$BASHPID/fd"); do ((fd > 2)) && eval "exec $fd>&-"; done
-  return 0
-}
-(close_inherited_fds; exec setsid "$APP" "$W/run" $PAGES) </dev/null >"$W/app.log" 2>&1 &
+(nv_close_inherited_fds; exec setsid "$APP" "$W/run" $PAGES) </dev/null >"$W/app.log" 2>&1 &
 disown
 ready() { [[ -s $W/run/parent.pid && -s $W/run/child.pid ]]; }
 nv_wait_for -t 20 ready || nv_fail "the tree did not start: $(cat "$W/app.log")"

@@ -9,7 +9,8 @@
 #   NV_KEEP=1          keep the temp dir after the test;  NV_SNAPSHOTTER=native  force a snapshotter
 # API: nv_harness_start, nv_ctr ARGS..., nv_defer CMD..., nv_fail MSG, nv_assert_eq EXP ACT MSG,
 #      nv_assert_contains HAYSTACK NEEDLE MSG, nv_wait_for [-t SECS] CMD..., nv_log MSG,
-#      nv_sweep_root BINARY ROOT (teardown also sweeps ROOT/NS), nv_pids_with_arg ARG
+#      nv_sweep_root BINARY ROOT (teardown also sweeps ROOT/NS), nv_pids_with_arg ARG,
+#      nv_run_deferred, nv_close_inherited_fds
 # Exported: NV_REPO_DIR (repo root);  after start: NV_IMAGE NV_DIR NV_SOCK NV_NAMESPACE NV_CTR NV_CONTAINERD_BIN
 #                       NV_CONTAINERD_VERSION NV_SNAPSHOTTER NV_STATE_DIR
 
@@ -75,6 +76,23 @@ nv_ctr() {
 
 # nv_defer CMD...: runs CMD at exit, before the harness's own teardown (last deferred runs first).
 nv_defer() { _NV_DEFERRED+=("$(printf '%q ' "$@")"); }
+# Runs what nv_defer registered, the last first. The teardown does; a test that starts no
+# containerd makes `set +e; nv_run_deferred` its EXIT trap.
+nv_run_deferred() {
+  local i
+  for ((i = ${#_NV_DEFERRED[@]} - 1; i >= 0; i--)); do eval "${_NV_DEFERRED[i]}"; done
+}
+# Closes every fd above 2 of the calling (sub)shell, for a process CRIU will dump and restore: a
+# file it inherited from the caller (CTest's log) changes size before the restore, and CRIU refuses
+# to restore a file whose size changed. Use: (nv_close_inherited_fds; exec CMD...) </dev/null ... &
+nv_close_inherited_fds() {
+  local f fd
+  for f in "/proc/$BASHPID/fd/"*; do
+    fd=${f##*/}
+    ((fd > 2)) && eval "exec $fd>&-"
+  done
+  return 0
+}
 
 # ---------- start ----------
 
@@ -247,10 +265,10 @@ _nv_import_image() {
 # ---------- teardown ----------
 
 _nv_cleanup() {
-  local rc=$? i
+  local rc=$?
   set +eu
   trap - EXIT INT TERM
-  for ((i = ${#_NV_DEFERRED[@]} - 1; i >= 0; i--)); do eval "${_NV_DEFERRED[i]}"; done
+  nv_run_deferred
   local namespaces=("$NV_NAMESPACE")
   if [[ -n $NV_CONTAINERD_PID ]] && kill -0 "$NV_CONTAINERD_PID" 2>/dev/null; then
     mapfile -t namespaces < <(_nv_ctr_t 5 "$NV_NAMESPACE" namespaces ls -q; echo "$NV_NAMESPACE")
