@@ -7,7 +7,7 @@
 # system's apt config is untouched) and unpacks each with `dpkg -x` into $NV_TRIXIE_DEST/<pkg>/,
 # then writes $NV_TRIXIE_DEST/env.sh (NVPROXY_* paths) and checks each binary runs (`--version`).
 # Usage: bash scripts/fetch-trixie.sh [--check]   (--check: exit 0 if all is in place, silently)
-# Sourcing this file only defines the nv_trixie_* helpers (build-criu.sh and fetch-containerd2.sh
+# Sourcing this file only defines the nv_trixie_* helpers (debian-orig.sh and fetch-containerd2.sh
 # use nv_trixie_mirror).
 set -euo pipefail
 
