@@ -1,12 +1,14 @@
 #!/bin/bash
-# Style gates: clang-format (the repo's .clang-format) must leave sources unchanged, and
-# clang-tidy (the repo's .clang-tidy) must report nothing on our own translation units.
+# Style gates: scripts run as programs are executable (scripts/check-modes.sh), clang-format (the
+# repo's .clang-format) must leave sources unchanged, and clang-tidy (the repo's .clang-tidy) must
+# report nothing on our own translation units.
 # Usage: scripts/lint.sh BUILD_DIR   (needs compile_commands.json there)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 build=${1:-build}
 mapfile -t srcs < <(git ls-files '*.cc' '*.h' | grep -v '^test/fixtures/fake_cuda/')
 fail=0
+bash scripts/check-modes.sh || fail=1
 if ! clang-format --dry-run --Werror "${srcs[@]}" 2>/tmp/nvproxy-format.log; then
   head -40 /tmp/nvproxy-format.log >&2
   echo "lint: clang-format found unformatted files (run: clang-format -i \$(git ls-files '*.cc' '*.h'))" >&2

@@ -53,6 +53,7 @@ if [[ -n $checks_pid ]]; then
 fi
 set -e
 stamp "== done"
-# Last, so that the tests' summary is the closing line CI reads.
+# Every skip named with its reason, then (last, so that it is the closing line CI reads) the summary.
+bash scripts/test-skips.sh build "$tests_log"
 grep -E '^[0-9]+% tests passed|^The following tests FAILED|^[[:space:]]+[0-9]+ - ' "$tests_log" || true
 if ((tests_rc != 0 || checks_rc != 0)); then exit 1; fi
