@@ -1,4 +1,5 @@
 #include "shim/task/init_process.h"
+#include "shim/task/runsc_root.h"
 
 #include <signal.h>
 
@@ -386,6 +387,8 @@ void InitProcess::run_delete() {
     // Nothing to delete is fine (a restore that never ran, a runtime that already cleaned up).
     if (e.code() != Code::NotFound) ctx_.env.log.warn(e.what());
   }
+  if (ctx_.runtime->kind() == oci::RuntimeKind::Runsc && remove_runsc_sandbox_root(ctx_.runtime->config(), ctx_.setup.id))
+    ctx_.env.log.debug("container \"" + ctx_.setup.id + "\": removed its sandbox's runsc root " + ctx_.runtime->config().root);
 }
 
 }  // namespace nvproxy::shim

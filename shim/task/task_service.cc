@@ -11,6 +11,7 @@
 #include "shim/kit/timestamp.h"
 #include "shim/kit/version.h"
 #include "shim/task/gpu_setup.h"
+#include "shim/task/runsc_root.h"
 #include "shim/task/runtime_locator.h"
 #include "shim/task/task_options.h"
 
@@ -117,13 +118,16 @@ task::CreateTaskResponse TaskService::create(const task::CreateTaskRequest& r) {
   deps_.log.set_level(s.config.log_level);
 
   oci::Spec spec = oci::Spec::load(bundle);
-  if (!s.checkpoint.empty() && oci::runtime_kind_from_binary(s.config.runtime.binary) == oci::RuntimeKind::Runsc)
-    refuse_runsc_container_restore(spec, s.id);
+  bool runsc = oci::runtime_kind_from_binary(s.config.runtime.binary) == oci::RuntimeKind::Runsc;
+  if (runsc) {
+    std::string sandbox = runsc_sandbox_of(spec, s.id);
+    validate_id("sandbox id", sandbox);
+    s.config.runtime = runsc_root_for_sandbox(s.config.runtime, deps_.ns, sandbox);
+  }
+  if (!s.checkpoint.empty() && runsc) refuse_runsc_container_restore(spec, s.id);
   s.own_pid_ns = spec.own_pid_namespace();
-  s.shares_sandbox_pid = oci::runtime_kind_from_binary(s.config.runtime.binary) == oci::RuntimeKind::Runsc &&
-                         spec.annotation("io.kubernetes.cri.container-type").value_or("") == "container";
-  if (oci::runtime_kind_from_binary(s.config.runtime.binary) == oci::RuntimeKind::Runsc)
-    drop_mounts_runsc_cannot_restore(s.id, bundle, spec, deps_.log);
+  s.shares_sandbox_pid = runsc && spec.annotation("io.kubernetes.cri.container-type").value_or("") == "container";
+  if (runsc) drop_mounts_runsc_cannot_restore(s.id, bundle, spec, deps_.log);
   GpuSetup g = prepare_gpu(s.id, bundle, s.config, spec, deps_.self_binary, deps_.log);
   s.gpu = g.gpu;
   s.runtime_global = std::move(g.runtime_global);

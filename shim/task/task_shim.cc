@@ -5,6 +5,7 @@
 #include "shim/task/gpu_checkpoint.h"
 #include "shim/task/oom_watcher.h"
 #include "shim/task/rootfs.h"
+#include "shim/task/runsc_root.h"
 #include "shim/task/runtime_locator.h"
 #include "shim/task/task_events.h"
 #include "shim/task/task_rpc.h"
@@ -54,12 +55,14 @@ void cleanup_dead_task(const ShimArgs& a, const std::filesystem::path& bundle) {
   Logger log(2);
   DirectWaiter waiter;
   ProcessRunner runner(waiter);
-  oci::Runtime rt(locate_runtime(bundle, a.ns), runner, log, bundle / "log.json");
+  oci::RuntimeConfig rc = locate_runtime(bundle, a.ns);
+  oci::Runtime rt(rc, runner, log, bundle / "log.json");
   try {
     rt.remove(a.id, true);
   } catch (const Error& e) {
     if (e.code() != Code::NotFound) log.warn(std::string("delete: ") + e.what());
   }
+  if (rt.kind() == oci::RuntimeKind::Runsc) remove_runsc_sandbox_root(rc, a.id);
   unmount_all(bundle / "rootfs");
 }
 

@@ -378,8 +378,10 @@ _nv_sweep_runc() {
 # _nv_sweep_root BINARY ROOT: `delete --force` of every container in ROOT, then SIGKILL to what still
 # names ROOT in its arguments (runsc's sandbox and gofer carry --root=ROOT), then ROOT is removed.
 _nv_sweep_root() {
-  local bin=$1 root=$2 id pids
+  local bin=$1 root=$2 id pids sub
   [[ -d $root ]] || return 0
+  # The shim gives each runsc sandbox a root of its own below the namespace's (shim/task/runsc_root.h).
+  for sub in "$root"/*/; do [[ -d $sub ]] && _nv_sweep_root "$bin" "${sub%/}"; done
   while read -r id; do
     [[ -n $id ]] && timeout 30 "$bin" --root "$root" delete --force "$id" >/dev/null 2>&1
   done < <(timeout 10 "$bin" --root "$root" list -q 2>/dev/null)
