@@ -169,28 +169,30 @@ void InitProcess::exited_locked(ExitInfo e) {
     set_exit(e);
     return;
   }
-  // Without its own pid namespace the container's other processes outlive init: end them, as
-  // containerd's runc shim does, so that the task really is gone (and its execs exit).
-  if (!ctx_.setup.own_pid_ns) kill_all_async();
-  // As in containerd's runc shim, the exits of the container's running execs go out first.
-  if (execs_.running_locked() > 0) {
-    held_exit_ = e;
+  held_exit_ = e;
+  // Without its own pid namespace the container's other processes outlive init: end them before
+  // the exit goes out, as containerd's runc shim does, so that a client that waits for the exit
+  // finds nothing of the task left (and its execs' exits go out first).
+  if (!ctx_.setup.own_pid_ns && kill_all_async()) {
+    killing_all_ = true;
     return;
   }
-  finish_exit_locked(e);
+  report_held_exit_locked();
+}
+
+void InitProcess::report_held_exit_locked() {
+  // As in containerd's runc shim, the exits of the container's running execs go out first.
+  if (!held_exit_ || killing_all_ || execs_.running_locked() > 0) return;
+  ExitInfo held = *held_exit_;
+  held_exit_.reset();
+  finish_exit_locked(held);
 }
 
 void InitProcess::before_exit() {
   if (ctx_.env.oom) ctx_.env.oom->poll(ctx_.setup.id);
 }
 
-void InitProcess::exec_exited_locked() {
-  if (held_exit_ && execs_.running_locked() == 0) {
-    ExitInfo held = *held_exit_;
-    held_exit_.reset();
-    finish_exit_locked(held);
-  }
-}
+void InitProcess::exec_exited_locked() { report_held_exit_locked(); }
 
 void InitProcess::finish_exit_locked(ExitInfo e) {
   state_ = &state_->exited();
@@ -215,18 +217,22 @@ void InitProcess::end_failed_restore() {
   ctx_.events.exited(ctx_.setup.id, pid(), *exit());
 }
 
-void InitProcess::kill_all_async() {
+bool InitProcess::kill_all_async() {
   // The reaper's thread must not wait for a runtime command (the runtime's exit comes through it);
-  // the thread holds the container, so the runtime outlives the call.
+  // the thread holds the container, so the runtime and this init outlive the call.
   auto keep = ctx_.owner.lock();
-  if (!keep) return;  // the container is going: its delete ends what runs
-  std::thread([keep = std::move(keep), &ctx = ctx_] {
+  if (!keep) return false;  // the container is going: its delete ends what runs
+  std::thread([this, keep = std::move(keep)] {
     try {
-      ctx.runtime->kill(ctx.setup.id, SIGKILL, true);
+      ctx_.runtime->kill(ctx_.setup.id, SIGKILL, true);
     } catch (const std::exception& e) {
-      ctx.env.log.debug("container \"" + ctx.setup.id + "\": kill --all after init's exit: " + e.what());
+      ctx_.env.log.debug("container \"" + ctx_.setup.id + "\": kill --all after init's exit: " + e.what());
     }
+    std::lock_guard lk(ctx_.mu);
+    killing_all_ = false;
+    if (state_ != &InitState::deleted()) report_held_exit_locked();
   }).detach();
+  return true;
 }
 
 void InitProcess::watch_oom() {

@@ -51,6 +51,8 @@ class InitProcess final : public Process, private InitOps {
   void exited_locked(ExitInfo e) override;
   // An OOM kill is what ends many inits: its event goes out with the exit, not after the delete.
   void before_exit() override;
+  // ctx.mu held: the held exit goes out unless execs still run or the kill --all is in flight.
+  void report_held_exit_locked();
   // ctx.mu held.
   void finish_exit_locked(ExitInfo e);
   void apply_locked(const InitState* from, const InitState& to);
@@ -60,7 +62,9 @@ class InitProcess final : public Process, private InitOps {
   // After a restore that failed: stopped with an exit event when nothing runs, running when the
   // runtime had restored processes (their exit comes through the reaper).
   void end_failed_restore();
-  void kill_all_async();
+  // Kills what is left of a container without its own pid namespace on a thread of its own, then
+  // reports the held exit; false when the container is already going.
+  bool kill_all_async();
   void watch_oom();
   // Under runsc, before its create/restore: takes the runsc filestores a checkpoint's rootfs diff
   // brought along out of the container's own snapshot (shim/task/runsc_filestore.h).
@@ -84,6 +88,7 @@ class InitProcess final : public Process, private InitOps {
   // Guarded by ctx.mu.
   const InitState* state_ = &InitState::created();
   std::optional<ExitInfo> held_exit_;  // held until its running execs' exits are out
+  bool killing_all_ = false;           // the kill --all after its exit is in flight
   std::optional<oci::CgroupPaths> cgroup_;
 };
 
