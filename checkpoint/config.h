@@ -59,6 +59,15 @@ struct CheckpointConfig {
   bool registry_tls_verify = true;  // false: plain HTTP or unverified TLS (a registry on loopback)
   std::string registry_authfile;    // empty: skopeo's default (${XDG_RUNTIME_DIR}/containers/auth.json)
   unsigned registry_timeout_s = 3600;
+  // The driver stages device memory in the process's own memory (staging_bill.h): limits over the
+  // container that this would cross are lifted for the staging's time (lift), or the checkpoint
+  // is refused with the figures (refuse). The host's room is checked either way.
+  std::string staging_memory = "lift";
+  unsigned staging_margin_mib = 256;  // kept free beyond the staging, in every cgroup and on the host
+  // Where MemAvailable is read (tests point it at a file of their own to play a host short of room).
+  std::string host_meminfo = "/proc/meminfo";
+  // The host-wide account of staging in flight, shared by every shim (host_reservations.h).
+  std::string staging_account = "/run/containerd-shim-nvproxy/staging.json";
 };
 
 }  // namespace nvproxy::checkpoint

@@ -15,7 +15,9 @@ HostAssembly::HostAssembly(const CheckpointConfig& cfg, SessionRuntime& rt, bool
                            Logger& log, const HostEnvironment& env)
     : lister_([&rt, list_processes] { return list_processes ? rt.ps() : std::vector<pid_t>{}; }),
       scanner_(cfg.device_globs),
-      cuda_(make_cuda_tools(cfg, runner)) {
+      cuda_(make_cuda_tools(cfg, runner)),
+      memory_(cfg.host_meminfo),
+      reservations_(cfg.staging_account) {
   OrchestratorTools t{.lister = &lister_,
                       .scanner = &scanner_,
                       .toggler = cuda_.toggler.get(),
@@ -26,7 +28,9 @@ HostAssembly::HostAssembly(const CheckpointConfig& cfg, SessionRuntime& rt, bool
                       .files = &files_,
                       // Forked children's inherited device files are left out of the image by
                       // CRIU with the shim's plugin (release.h).
-                      .release_unavailable = release_plugin_problem(criu_plugin_dir(cfg))};
+                      .release_unavailable = release_plugin_problem(criu_plugin_dir(cfg)),
+                      .memory = &memory_,
+                      .reservations = &reservations_};
   // The helper toggles and holds alike: it is the tracer that lets a restore thread run.
   if (cfg.hold_still && cfg.cuda == "driver-api" && cuda_.helper) {
     hold_.emplace(

@@ -17,6 +17,8 @@
 #include "checkpoint/cuda_helper_client.h"
 #include "checkpoint/file_identity.h"
 #include "checkpoint/holder_scan.h"
+#include "checkpoint/host_reservations.h"
+#include "checkpoint/memory_limits.h"
 #include "checkpoint/orchestrator.h"
 #include "checkpoint/process_holds.h"
 #include "checkpoint/process_list.h"
@@ -54,6 +56,8 @@ class HostAssembly final : public SessionTools {
   pid_t container_pid(pid_t pid) override { return identify_process(pid).pid; }
   [[nodiscard]] std::string label() const override { return ""; }
   [[nodiscard]] bool holds_still() const override { return hold_.has_value(); }
+  MemoryProbe* memory() override { return &memory_; }
+  HostReservations* reservations() override { return &reservations_; }
 
  private:
   FunctionLister lister_;
@@ -62,6 +66,8 @@ class HostAssembly final : public SessionTools {
   ProcCommProbe comm_;
   KcmpFileIdentity files_;
   HostSpaceProbe space_;
+  HostMemoryProbe memory_;
+  HostReservations reservations_;
   PidfdHolds holds_;
   std::optional<HelperHold> hold_;
   std::optional<CriuKernelCheck> criu_;

@@ -49,6 +49,8 @@ Orchestrator::Orchestrator(CheckpointConfig cfg, const OrchestratorTools& t, Log
       files_(t.files),
       release_unavailable_(t.release_unavailable),
       release_way_(t.release_way),
+      memory_(t.memory),
+      reservations_(t.reservations),
       log_(log) {}
 using namespace detail;
 

@@ -39,6 +39,7 @@
 #include "checkpoint/release.h"
 #include "checkpoint/snapshot_check.h"
 #include "checkpoint/space_check.h"
+#include "checkpoint/staging_hold.h"
 #include "common/log.h"
 
 namespace nvproxy::checkpoint {
@@ -59,6 +60,9 @@ struct CheckpointRequest {
   // The runtime's dump leaves zero pages out (CRIU with --skip-zero-pages, runsc's option): an image
   // that does not fit as allocated is counted again, as written, once device memory is staged.
   bool zero_pages_left_out = false;
+  // Where the memory limits lifted for the driver's staging are recorded (limit_lift.h); empty:
+  // nothing is lifted (refused instead when a limit would be crossed).
+  std::filesystem::path lift_record;
 };
 
 // A CUDA process the checkpoint recorded, looked for after the runtime's restore.
@@ -127,6 +131,12 @@ struct OrchestratorTools {
   // (the CRIU plugin needs character devices).
   std::string release_unavailable = "not set up";
   ReleaseWay release_way = ReleaseWay::CriuPlugin;
+  // Host pids only: the memory limits over the container and the host's memory, against which the
+  // driver's staging of device memory is billed before any toggle (staging_bill.h); null: not
+  // billed (a sandbox charges the staging to its own sentry). `reservations`: the host-wide account
+  // of staging in flight; null: this checkpoint counts alone.
+  MemoryProbe* memory = nullptr;
+  HostReservations* reservations = nullptr;
 };
 
 class Orchestrator {
@@ -201,6 +211,10 @@ class Orchestrator {
     // The image does not fit as allocated, but the dump leaves zero pages out: counted again after
     // the CUDA checkpoint (space_as_written), this being the reason as allocated.
     std::string space_as_allocated;
+    // The driver's staging against the memory limits and the host (staging_bill.h): what to lift.
+    std::optional<StagingPlan> staging;
+    StagingBill bill;
+    std::filesystem::path cgroup;  // the container's memory cgroup, for the OOM counts
   };
   // c == nullptr: no device holders, or CUDA toggling is off: only the runtime's check applies.
   Decision decide(const CheckpointRequest& req, const std::vector<pid_t>& pids, const Classified* c,
@@ -219,6 +233,10 @@ class Orchestrator {
                                           std::vector<PhaseTiming>& phases);
   std::optional<Refusal> space_refusal(const CheckpointRequest& req, const std::vector<pid_t>& pids, const Classified& c,
                                        Decision& d, std::vector<PhaseTiming>& phases);
+  // The staging's bill and plan (staging_bill.h); a refusal when the host has no room or a limit
+  // would be crossed under checkpoint.staging_memory: refuse.
+  std::optional<Refusal> staging_refusal(const CheckpointRequest& req, const Classified& c, Decision& d,
+                                         std::vector<PhaseTiming>& phases);
   Preflight preflight(const Classified& c);
   // Pids (of `pids`) outside the init's process tree, in pid order; empty when init is unknown.
   std::vector<pid_t> outside_init_tree(pid_t init, const std::vector<pid_t>& pids);
@@ -231,6 +249,8 @@ class Orchestrator {
   class Attempt;
   class Toggled;
   class HoldGuard;
+  // Takes the host's reservation and lifts the plan's limits; throws the attempt's refusal.
+  StagingHold hold_staging_for(Attempt& a, const Decision& d, const Classified& c);
   std::vector<pid_t> drop_ended(Attempt& a, Classified& c, std::map<pid_t, CudaError>& failed, const char* before);
   // Which of `pids` have ended, and why: the process holds say (host pids); without them (a
   // sandbox's pids) a pid no longer among the container's processes has ended. Each is given
@@ -244,6 +264,8 @@ class Orchestrator {
     std::map<pid_t, std::chrono::steady_clock::time_point> since;
     std::chrono::steady_clock::time_point rescan_until;
   };
+  // checkpoint_around's attempts (a retry when processes started meanwhile), its OOM naming aside.
+  CheckpointOutcome checkpoint_attempts(const CheckpointRequest& req, const ReleasingSnapshotFn& snapshot);
   CheckpointOutcome checkpoint_once(const CheckpointRequest& req, const ReleasingSnapshotFn& snapshot, bool may_retry,
                                     NotCudaSeen& seen);
   // True when every one of `c`'s blockers is a holder without CUDA first seen less than
@@ -316,6 +338,8 @@ class Orchestrator {
   FileIdentity* files_;
   std::string release_unavailable_;
   ReleaseWay release_way_;
+  MemoryProbe* memory_;
+  HostReservations* reservations_;
   Logger& log_;
 };
 

@@ -231,6 +231,21 @@ constexpr int kAttemptsWithNewcomers = 4;
 constexpr auto kNotCudaRescanAfter = std::chrono::milliseconds(200);
 
 CheckpointOutcome Orchestrator::checkpoint_around(const CheckpointRequest& req, const ReleasingSnapshotFn& snapshot) {
+  // A workload the kernel kills during the checkpoint is named as such, whatever phase then failed
+  // and in whichever attempt: its own words (a stop that timed out, a process gone) would guess.
+  std::optional<OomBaseline> oom;
+  if (memory_ && toggler_) oom = oom_baseline(*memory_, req.init_pid > 0 ? memory_->memory_cgroup(req.init_pid) : "");
+  try {
+    return checkpoint_attempts(req, snapshot);
+  } catch (const Error& e) {
+    std::string cause = oom ? oom_cause(*memory_, *oom) : "";
+    if (cause.empty()) throw;
+    log_.warn("checkpoint " + req.container_id + ": " + cause);
+    throw Error(e.code(), "checkpoint of \"" + req.container_id + "\" failed: " + cause + "; then: " + e.what());
+  }
+}
+
+CheckpointOutcome Orchestrator::checkpoint_attempts(const CheckpointRequest& req, const ReleasingSnapshotFn& snapshot) {
   NotCudaSeen seen{.rescan_until = Clock::now() + kNotCudaRescanFor};
   for (int attempt = 1;;) {
     try {
@@ -307,6 +322,8 @@ CheckpointOutcome Orchestrator::checkpoint_once(const CheckpointRequest& req, co
     }
   }
 
+  // Limits an earlier shim lifted and could not put back go back before the bill reads them.
+  if (memory_ && !req.lift_record.empty()) put_back_recorded(*memory_, req.lift_record, log_, "checkpoint of \"" + id + "\"");
   Decision d = decide(req, pids, c ? &*c : nullptr, a.out.phases);
   for (const auto& [k, v] : d.details.items()) a.diag.details[k] = v;
   a.out.warnings = d.warnings;
@@ -334,6 +351,8 @@ CheckpointOutcome Orchestrator::checkpoint_once(const CheckpointRequest& req, co
       rel.push_back({{"pid", p.pid}, {"from", p.from}, {"fds", p.fds}, {"mappings", p.mappings}});
     a.diag.details["released"] = {{"processes", rel}, {"devices", c->release.devices_text()}};
   }
+  // Outlives the toggles' guard: the limits go back once CUDA is back in every process.
+  StagingHold staging = hold_staging_for(a, d, *c);
   HoldGuard h(toggler_ && hold_ ? hold_ : nullptr, log_, id);
   Toggled t(*this, a);
   try {
@@ -365,8 +384,25 @@ CheckpointOutcome Orchestrator::checkpoint_once(const CheckpointRequest& req, co
   a.out.toggled = c->cuda;
   std::sort(a.out.toggled.begin(), a.out.toggled.end());
   resume(a, a.out.toggled, t);
+  staging.end();
   a.done();
   return a.out;
+}
+
+StagingHold Orchestrator::hold_staging_for(Attempt& a, const Decision& d, const Classified& c) {
+  if (!memory_ || !d.staging) return {};
+  try {
+    return hold_staging(*d.staging, d.bill,
+                        {.probe = memory_, .reservations = reservations_, .record = a.req.lift_record, .cgroup = d.cgroup},
+                        a.req.container_id, "checkpoint", log_);
+  } catch (const Error& e) {
+    for (pid_t p : c.cuda) {
+      ProcessReport rep = report_for(p, c.holders.at(p));
+      rep.cuda_state = "running";
+      a.diag.processes.push_back(std::move(rep));
+    }
+    throw a.fail(e.code(), "refused", e.what());
+  }
 }
 
 std::vector<ProcessReport> Orchestrator::failure_rows(const Classified& c, const std::map<pid_t, CudaError>& failed) {

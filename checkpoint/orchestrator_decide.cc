@@ -34,7 +34,8 @@ Orchestrator::Decision Orchestrator::decide(const CheckpointRequest& req, const 
     for (auto& w : preflight_warnings(d.preflight)) d.warnings.push_back(std::move(w));
   }
   if ((d.refusal = outside_tree(req, pids, *c, d))) return d;
-  d.refusal = space_refusal(req, pids, *c, d, phases);
+  if ((d.refusal = space_refusal(req, pids, *c, d, phases))) return d;
+  d.refusal = staging_refusal(req, *c, d, phases);
   return d;
 }
 

@@ -35,6 +35,9 @@ struct SessionTarget {
   // The runtime's dump itself leaves zero pages out (CRIU with --skip-zero-pages): the space check
   // may count what will be written (CheckpointRequest::zero_pages_left_out).
   bool zero_pages_left_out = false;
+  // checkpoint.staging_memory and its margin, for a restore's staging (restore_staging.h).
+  StagingMode staging_mode = StagingMode::Lift;
+  std::uint64_t staging_margin = std::uint64_t{256} << 20;
 };
 
 struct SnapshotRequest {

@@ -115,6 +115,7 @@ CheckpointRequest CheckpointSession::request(bool leave_running, const std::file
     req.image_path = image;
     req.zero_pages_left_out = t_.zero_pages_left_out;
     if (containerd_copies_image(req.image_path)) req.content_store = t_.content_store;
+    req.lift_record = t_.bundle / kLiftRecordFile;
     if (facts)
       for (const auto& [pid, uses] : facts->processes)
         for (const auto& u : uses) req.device_bytes[pid] += u.used_bytes.value_or(0);

@@ -7,6 +7,7 @@
 #include "checkpoint/image_store.h"
 #include "checkpoint/image_transfer.h"
 #include "checkpoint/restore_preflight.h"
+#include "checkpoint/restore_staging.h"
 #include "checkpoint/session.h"
 #include "common/error.h"
 #include "common/fs.h"
@@ -78,10 +79,28 @@ void CheckpointSession::check_runtime(const ImageRecord& rec, const std::string&
 void CheckpointSession::restore(const RestoreRequest& req) {
   RestorePlan plan;
   const std::filesystem::path image = find_image(req, plan);
-  rt_.restore(image, plan.leave_stopped, plan.record ? plan.record->container : std::string());
+  // Billed before anything is created: the staged device memory comes back through host memory.
+  RestoreStaging staging;
+  if (MemoryProbe* memory = tools_.memory(); memory && plan.record && plan.record->has_cuda())
+    staging = RestoreStaging({.container = t_.id,
+                              .bundle = t_.bundle,
+                              .image = image,
+                              .record = &*plan.record,
+                              .mode = t_.staging_mode,
+                              .margin = t_.staging_margin},
+                             *memory, tools_.reservations(), log_);
+  try {
+    rt_.restore(image, plan.leave_stopped, plan.record ? plan.record->container : std::string());
+  } catch (const Error& e) {
+    std::string oom = staging.oom_cause_now();
+    if (oom.empty()) throw;
+    throw Error(e.code(), "restore of \"" + t_.id + "\": " + oom + "; then: " + e.what());
+  }
+  staging.spec_back();
   if (!plan.record || !plan.record->has_cuda()) return;
   try {
     resume_cuda(*plan.record, plan);
+    staging.end();
   } catch (const Error& e) {
     // The runtime restored the processes but CUDA did not come back in all of them: the task's
     // start fails, so nothing of it may keep running behind containerd's back (Delete would not

@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "checkpoint/release.h"
+#include "checkpoint/staging_bill.h"
 #include "common/error.h"
 #include "common/fs.h"
 
@@ -83,7 +84,11 @@ ShimConfig parse_config_unchecked(const std::string& text, const std::string& or
                 "image_store_keep",
                 "registry_tls_verify",
                 "registry_authfile",
-                "registry_timeout_s"},
+                "registry_timeout_s",
+                "staging_memory",
+                "staging_margin_mib",
+                "host_meminfo",
+                "staging_account"},
                origin, "checkpoint");
     get(k, "cuda", c.checkpoint.cuda, origin, "checkpoint");
     get(k, "cuda_checkpoint_path", c.checkpoint.cuda_checkpoint_path, origin, "checkpoint");
@@ -110,6 +115,15 @@ ShimConfig parse_config_unchecked(const std::string& text, const std::string& or
     get(k, "registry_tls_verify", c.checkpoint.registry_tls_verify, origin, "checkpoint");
     get(k, "registry_authfile", c.checkpoint.registry_authfile, origin, "checkpoint");
     get(k, "registry_timeout_s", c.checkpoint.registry_timeout_s, origin, "checkpoint");
+    get(k, "staging_memory", c.checkpoint.staging_memory, origin, "checkpoint");
+    get(k, "staging_margin_mib", c.checkpoint.staging_margin_mib, origin, "checkpoint");
+    get(k, "host_meminfo", c.checkpoint.host_meminfo, origin, "checkpoint");
+    get(k, "staging_account", c.checkpoint.staging_account, origin, "checkpoint");
+    try {
+      checkpoint::parse_staging_mode(c.checkpoint.staging_memory);
+    } catch (const Error& e) {
+      throw Error(Code::InvalidArgument, origin + ": " + e.what());
+    }
     if (!c.checkpoint.image_store.empty() && c.checkpoint.image_store.front() != '/')
       throw Error(Code::InvalidArgument, origin + ": checkpoint.image_store: must be an absolute path");
     // CRIU options travel with the runtime (oci::RuntimeConfig); [] passes none.

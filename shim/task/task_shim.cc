@@ -1,5 +1,6 @@
 #include "shim/task/task_shim.h"
 
+#include "checkpoint/limit_lift.h"
 #include "common/error.h"
 #include "shim/task/config.h"
 #include "shim/task/gpu_checkpoint.h"
@@ -63,6 +64,10 @@ void cleanup_dead_task(const ShimArgs& a, const std::filesystem::path& bundle) {
     if (e.code() != Code::NotFound) log.warn(std::string("delete: ") + e.what());
   }
   if (rt.kind() == oci::RuntimeKind::Runsc) remove_runsc_sandbox_root(rc, a.id);
+  // A shim that died while memory limits were lifted for the driver's staging left their
+  // originals in the bundle: a pod's limit outlives the container.
+  checkpoint::HostMemoryProbe memory;
+  checkpoint::put_back_recorded(memory, bundle / checkpoint::kLiftRecordFile, log, "delete of \"" + a.id + "\"");
   unmount_all(bundle / "rootfs");
 }
 

@@ -1,0 +1,100 @@
+#include "checkpoint/memory_limits.h"
+
+#include <cerrno>
+#include <fstream>
+#include <sstream>
+
+#include "common/error.h"
+#include "common/fs.h"
+
+namespace nvproxy::checkpoint {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// v1 reports "no limit" as the page counter's ceiling, rounded to pages.
+constexpr std::uint64_t kV1Unlimited = std::uint64_t{1} << 62;
+
+std::string trimmed(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+}  // namespace
+
+std::uint64_t parse_limit(const std::string& text, const std::string& what) {
+  std::string t = trimmed(text);
+  if (t == "max") return kNoLimit;
+  try {
+    std::uint64_t v = std::stoull(t);
+    return v >= kV1Unlimited ? kNoLimit : v;
+  } catch (const std::exception&) {
+    throw Error(Code::Internal, "unexpected limit \"" + t + "\" in " + what);
+  }
+}
+
+std::uint64_t stat_value(const std::string& stat, const std::string& key) {
+  std::istringstream in(stat);
+  for (std::string k; in >> k;) {
+    std::uint64_t v = 0;
+    in >> v;
+    if (k == key) return v;
+  }
+  return 0;
+}
+
+fs::path cgroup_relative_path(const std::string& cgroups_path) {
+  if (cgroups_path.empty() || cgroups_path.front() == '/') return fs::path(cgroups_path).lexically_normal();
+  // systemd: "SLICE:PREFIX:NAME"; a slice "a-b-c.slice" sits in a.slice/a-b.slice.
+  auto c1 = cgroups_path.find(':'), c2 = cgroups_path.find(':', c1 == std::string::npos ? c1 : c1 + 1);
+  if (c1 == std::string::npos || c2 == std::string::npos)
+    throw Error(Code::InvalidArgument, "cgroupsPath \"" + cgroups_path + "\" is neither a path nor slice:prefix:name");
+  std::string slice = cgroups_path.substr(0, c1), prefix = cgroups_path.substr(c1 + 1, c2 - c1 - 1),
+              name = cgroups_path.substr(c2 + 1);
+  if (slice.empty()) slice = "system.slice";
+  fs::path out = "/";
+  if (slice != "-.slice") {
+    std::string stem = slice.substr(0, slice.size() - std::string(".slice").size());
+    for (size_t dash = stem.find('-'); dash != std::string::npos; dash = stem.find('-', dash + 1))
+      out /= stem.substr(0, dash) + ".slice";
+    out /= slice;
+  }
+  out /= (prefix.empty() ? name : prefix + "-" + name) + ".scope";
+  return out;
+}
+
+OomBaseline oom_baseline(MemoryProbe& probe, const fs::path& cgroup) {
+  // A cgroup not made yet (a restore's) starts at 0; counts that cannot be read name no cause later.
+  OomBaseline b{.cgroup = cgroup};
+  try {
+    if (!cgroup.empty()) b.cgroup_kills = probe.oom_kills(cgroup);
+  } catch (const std::exception&) {
+  }
+  try {
+    b.host_kills = probe.host_oom_kills();
+  } catch (const std::exception&) {
+    b.host_kills = std::numeric_limits<std::uint64_t>::max();
+  }
+  return b;
+}
+
+std::string oom_cause(MemoryProbe& probe, const OomBaseline& before) {
+  try {
+    if (!before.cgroup.empty()) {
+      std::uint64_t now = probe.oom_kills(before.cgroup);
+      if (now > before.cgroup_kills)
+        return "the kernel OOM-killed " + std::to_string(now - before.cgroup_kills) +
+               " process(es) of the container at its memory limit during it (oom_kill " + std::to_string(before.cgroup_kills) +
+               " -> " + std::to_string(now) + " in " + before.cgroup.string() + ")";
+    }
+    std::uint64_t host = probe.host_oom_kills();
+    if (before.host_kills != std::numeric_limits<std::uint64_t>::max() && host > before.host_kills)
+      return "the kernel's OOM killer ran on the host during it (oom_kill " + std::to_string(before.host_kills) + " -> " +
+             std::to_string(host) + " in /proc/vmstat): the host ran out of memory";
+  } catch (const std::exception&) {
+  }
+  return "";
+}
+
+}  // namespace nvproxy::checkpoint

@@ -1,0 +1,67 @@
+// Orchestrator::staging_refusal and hold_staging_for: the driver's staging of device memory in the
+// processes' own memory, billed against every memory limit over the container and the host's
+// memory before anything is toggled (staging_bill.h), and the lift that makes room for it.
+#include "checkpoint/orchestrator.h"
+#include "checkpoint/orchestrator_parts.h"
+
+namespace nvproxy::checkpoint {
+
+using namespace detail;
+
+std::optional<Orchestrator::Refusal> Orchestrator::staging_refusal(const CheckpointRequest& req, const Classified& c, Decision& d,
+                                                                   std::vector<PhaseTiming>& phases) {
+  if (!memory_ || c.cuda.empty()) return std::nullopt;
+  Phase ph(phases, log_, req.container_id, "staging");
+  StagingBill& bill = d.bill;
+  bill.margin = std::uint64_t{cfg_.staging_margin_mib} << 20;
+  std::vector<pid_t> unknown;
+  for (pid_t p : c.cuda) {
+    auto it = req.device_bytes.find(p);
+    if (it == req.device_bytes.end()) unknown.push_back(p);
+    bill.staged[p] = it == req.device_bytes.end() ? 0 : it->second;
+  }
+  if (bill.total() == 0) {
+    ph.done(unknown.empty() ? "nothing staged" : "device memory unknown");
+    if (!unknown.empty())
+      d.warnings.push_back("the device memory of pids " + comma_list(unknown) +
+                           " is unknown (NVML): what the driver stages in their memory is not billed against the "
+                           "container's memory limit");
+    return std::nullopt;
+  }
+  pid_t anchor = req.init_pid > 0 ? req.init_pid : c.cuda.front();
+  StagingMode mode = parse_staging_mode(cfg_.staging_memory);
+  try {
+    bill.limits = memory_->limits_of(anchor);
+    if (!bill.limits.empty()) d.cgroup = bill.limits.front().cgroup;
+    bill.host_available = memory_->host_available();
+    if (reservations_)
+      for (const auto& r : reservations_->others(req.container_id)) {
+        bill.reserved_by_others += r.bytes;
+        bill.others.push_back(describe(r));
+      }
+  } catch (const std::exception& e) {
+    ph.done("unread");
+    d.warnings.push_back(std::string("the memory limits over the container or the host's memory cannot be read (") + e.what() +
+                         "): the driver's staging of " + format_bytes(bill.total()) + " is not billed");
+    return std::nullopt;
+  }
+  // Without a record nothing may be lifted: a lift a dead shim could not put back is never made.
+  StagingPlan plan = plan_staging(bill, req.lift_record.empty() ? StagingMode::Refuse : mode, "checkpoint");
+  d.details["staging"] = plan.json;
+  if (!plan.refused) {
+    ph.done(plan.lifts.empty() ? "fits" : std::to_string(plan.lifts.size()) + " limits to lift");
+    d.staging = std::move(plan);
+    return std::nullopt;
+  }
+  ph.done("refused");
+  Refusal r{.reason = plan.reason, .phase = "staging"};
+  for (pid_t p : c.cuda) {
+    ProcessReport rep = report_for(p, c.holders.at(p));
+    rep.cuda_state = "running";
+    rep.hint = "the driver would stage " + format_bytes(bill.staged[p]) + " of its device memory in its memory";
+    r.processes.push_back(std::move(rep));
+  }
+  return r;
+}
+
+}  // namespace nvproxy::checkpoint

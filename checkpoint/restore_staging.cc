@@ -1,0 +1,100 @@
+#include "checkpoint/restore_staging.h"
+
+#include <nlohmann/json.hpp>
+
+#include "checkpoint/gpu_facts.h"
+#include "common/error.h"
+#include "common/fs.h"
+
+namespace nvproxy::checkpoint {
+
+namespace fs = std::filesystem;
+
+std::uint64_t image_page_bytes(const fs::path& image) {
+  std::uint64_t total = 0;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(image, ec)) {
+    std::string name = e.path().filename().string();
+    if (name.rfind("pages-", 0) == 0 && e.path().extension() == ".img") total += e.file_size(ec);
+  }
+  return total;
+}
+
+RestoreStaging::RestoreStaging(const RestoreStagingInput& in, MemoryProbe& probe, HostReservations* reservations, Logger& log) {
+  const std::string who = "restore of \"" + in.container + "\"";
+  StagingBill bill;
+  bill.margin = in.margin;
+  if (in.record && in.record->gpu)
+    for (const auto& p : in.record->gpu->processes)
+      for (const auto& u : p.gpus) bill.staged[p.id.pid] += u.used_bytes.value_or(0);
+  if (bill.total() == 0) return;  // nothing staged: the restore is the container's own business
+  std::uint64_t pages = image_page_bytes(in.image);
+  bill.resident = pages > bill.total() ? pages - bill.total() : 0;
+
+  spec_ = in.bundle / "config.json";
+  nlohmann::json spec = nlohmann::json::parse(read_file(spec_));
+  fs::path dir;
+  std::string file;
+  const std::string cgroups_path = spec.value("/linux/cgroupsPath"_json_pointer, std::string());
+  std::optional<std::int64_t> own_limit, own_swap;
+  try {
+    if (!cgroups_path.empty()) bill.limits = probe.limits_above(cgroups_path, dir, file);
+    bill.host_available = probe.host_available();
+    if (reservations)
+      for (const auto& r : reservations->others(in.container)) {
+        bill.reserved_by_others += r.bytes;
+        bill.others.push_back(describe(r));
+      }
+  } catch (const std::exception& e) {
+    log.warn(who + ": the memory limits over the container or the host's memory cannot be read (" + e.what() +
+             "): the driver's staging of " + format_bytes(bill.total()) + " is not billed");
+    return;
+  }
+  const auto limit_ptr = "/linux/resources/memory/limit"_json_pointer, swap_ptr = "/linux/resources/memory/swap"_json_pointer;
+  if (spec.contains(limit_ptr) && spec[limit_ptr].is_number() && spec[limit_ptr].get<std::int64_t>() > 0) {
+    own_limit = spec[limit_ptr].get<std::int64_t>();
+    if (spec.contains(swap_ptr) && spec[swap_ptr].is_number() && spec[swap_ptr].get<std::int64_t>() > 0)
+      own_swap = spec[swap_ptr].get<std::int64_t>();
+    // The cgroup is new: nothing is charged there before CRIU writes the pages.
+    bill.limits.insert(bill.limits.begin(),
+                       MemoryLimit{.cgroup = dir, .file = file, .limit = static_cast<std::uint64_t>(*own_limit)});
+  }
+  StagingPlan plan = plan_staging(bill, in.mode, "restore");
+  if (plan.refused) {
+    log.warn(who + " refused: " + plan.reason);
+    throw Error(Code::FailedPrecondition, who + " refused: " + plan.reason);
+  }
+  bool edited = false;
+  for (auto& c : plan.lifts) {
+    if (c.cgroup != dir || dir.empty() || !own_limit) continue;
+    c.preset = edited = true;
+    spec[limit_ptr] = static_cast<std::int64_t>(c.to);
+    if (own_swap) spec[swap_ptr] = *own_swap + static_cast<std::int64_t>(c.to - c.from);
+  }
+  if (edited) {
+    spec_text_ = read_file(spec_);
+    write_file_atomic(spec_, spec.dump(), 0644);
+  }
+  try {
+    hold_ = hold_staging(plan, bill,
+                         {.probe = &probe, .reservations = reservations, .record = in.bundle / kLiftRecordFile, .cgroup = {}},
+                         in.container, "restore", log);
+  } catch (...) {
+    spec_back();
+    throw;
+  }
+  // The OOM counts of the container's cgroup can be read once the runtime made it.
+  hold_.oom.cgroup = dir;
+}
+
+void RestoreStaging::spec_back() noexcept {
+  if (spec_text_.empty()) return;
+  try {
+    write_file_atomic(spec_, spec_text_, 0644);
+  } catch (const std::exception&) {
+    // The spec's lifted limit stays on disk; the cgroup's own goes back with the lift.
+  }
+  spec_text_.clear();
+}
+
+}  // namespace nvproxy::checkpoint

@@ -1,0 +1,329 @@
+// The staging's bill and plan (staging_bill.h), the host-wide account (host_reservations.h), the
+// lift and its put-back (limit_lift.h) against a probe over a directory tree standing for
+// /sys/fs/cgroup, and the probe's reading of a real-looking cgroup v2 and v1 tree.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <map>
+
+#include "checkpoint/host_reservations.h"
+#include "checkpoint/limit_lift.h"
+#include "checkpoint/memory_limits.h"
+#include "checkpoint/restore_staging.h"
+#include "checkpoint/staging_bill.h"
+#include "common/error.h"
+#include "common/fs.h"
+#include "common/scratch_dir.h"
+
+namespace nvproxy::checkpoint {
+namespace {
+
+namespace fs = std::filesystem;
+constexpr std::uint64_t MiB = 1 << 20;
+
+MemoryLimit limit(const std::string& cg, std::uint64_t lim, std::uint64_t usage, std::uint64_t cache = 0) {
+  return {.cgroup = cg, .file = "memory.max", .limit = lim, .usage = usage, .reclaimable = cache};
+}
+
+StagingBill bill_of(std::uint64_t staged, std::vector<MemoryLimit> limits, std::uint64_t host = 100000 * MiB) {
+  StagingBill b;
+  b.staged[913] = staged;
+  b.limits = std::move(limits);
+  b.host_available = host;
+  b.margin = 64 * MiB;
+  return b;
+}
+
+TEST(StagingPlan, NothingStagedLiftsNothing) {
+  auto p = plan_staging(bill_of(0, {limit("/c", 100 * MiB, 90 * MiB)}), StagingMode::Lift, "checkpoint");
+  EXPECT_FALSE(p.refused);
+  EXPECT_TRUE(p.lifts.empty());
+  EXPECT_EQ(p.reserve, 0u);
+}
+
+TEST(StagingPlan, LiftsOnlyTheLimitsThatWouldBeCrossed) {
+  // Container: 6 GiB limit, 1 GiB used; pod: 64 GiB, 20 GiB used; 10 GiB staged.
+  auto p = plan_staging(bill_of(10240 * MiB, {limit("/pod/c", 6144 * MiB, 1024 * MiB), limit("/pod", 65536 * MiB, 20480 * MiB)}),
+                        StagingMode::Lift, "checkpoint");
+  ASSERT_FALSE(p.refused) << p.reason;
+  ASSERT_EQ(p.lifts.size(), 1u);
+  EXPECT_EQ(p.lifts[0].file, fs::path("/pod/c/memory.max"));
+  EXPECT_EQ(p.lifts[0].from, 6144 * MiB);
+  EXPECT_EQ(p.lifts[0].to, (1024 + 10240 + 64) * MiB);
+  EXPECT_EQ(p.reserve, (10240 + 64) * MiB);
+}
+
+TEST(StagingPlan, ReclaimableCacheCountsAsFree) {
+  auto p = plan_staging(bill_of(100 * MiB, {limit("/c", 1024 * MiB, 1000 * MiB, 900 * MiB)}), StagingMode::Lift, "checkpoint");
+  EXPECT_TRUE(p.lifts.empty()) << "900 MiB of the usage is inactive cache: 924 MiB free";
+}
+
+TEST(StagingPlan, RefuseModeNamesTheFigures) {
+  auto p = plan_staging(bill_of(10240 * MiB, {limit("/pod/c", 6144 * MiB, 1024 * MiB)}), StagingMode::Refuse, "checkpoint");
+  ASSERT_TRUE(p.refused);
+  EXPECT_TRUE(p.lifts.empty());
+  EXPECT_NE(p.reason.find("/pod/c/memory.max 6.0 GiB with 5.0 GiB free"), std::string::npos) << p.reason;
+  EXPECT_NE(p.reason.find("pid 913: 10.0 GiB"), std::string::npos) << p.reason;
+}
+
+TEST(StagingPlan, HostWithoutRoomIsRefusedWhateverTheMode) {
+  StagingBill b = bill_of(129 * 1024 * MiB, {}, 124 * 1024 * MiB);
+  for (auto mode : {StagingMode::Lift, StagingMode::Refuse}) {
+    auto p = plan_staging(b, mode, "checkpoint");
+    ASSERT_TRUE(p.refused);
+    EXPECT_NE(p.reason.find("would run the host out of memory"), std::string::npos) << p.reason;
+    EXPECT_NE(p.reason.find("124.0 GiB available"), std::string::npos) << p.reason;
+  }
+}
+
+TEST(StagingPlan, OthersReservationsCount) {
+  StagingBill b = bill_of(40 * 1024 * MiB, {}, 100 * 1024 * MiB);
+  b.reserved_by_others = 70 * 1024 * MiB;
+  b.others = {"container \"a\" (checkpoint, 70.0 GiB, shim pid 1)"};
+  auto p = plan_staging(b, StagingMode::Lift, "checkpoint");
+  ASSERT_TRUE(p.refused);
+  EXPECT_NE(p.reason.find("container \"a\""), std::string::npos) << p.reason;
+}
+
+TEST(StagingPlan, V1MemswRaisedFirstByAsMuch) {
+  MemoryLimit l{.cgroup = "/c", .file = "memory.limit_in_bytes", .limit = 100 * MiB, .usage = 50 * MiB};
+  l.swap_file = "memory.memsw.limit_in_bytes";
+  l.swap_limit = 200 * MiB;
+  auto p = plan_staging(bill_of(100 * MiB, {l}), StagingMode::Lift, "checkpoint");
+  ASSERT_EQ(p.lifts.size(), 2u);
+  EXPECT_EQ(p.lifts[0].file, fs::path("/c/memory.memsw.limit_in_bytes"));
+  EXPECT_EQ(p.lifts[1].file, fs::path("/c/memory.limit_in_bytes"));
+  EXPECT_EQ(p.lifts[0].to - p.lifts[0].from, p.lifts[1].to - p.lifts[1].from);
+}
+
+TEST(StagingPlan, RestoreCountsTheImagesOtherPages) {
+  StagingBill b = bill_of(100 * MiB, {limit("/c", 150 * MiB, 0)});
+  b.resident = 40 * MiB;  // 100 + 40 + 64 > 150
+  auto p = plan_staging(b, StagingMode::Lift, "restore");
+  ASSERT_EQ(p.lifts.size(), 1u);
+  EXPECT_EQ(p.lifts[0].to, 204 * MiB);
+}
+
+// A probe over files: limits and usages as the tests set them.
+class FileProbe final : public MemoryProbe {
+ public:
+  std::vector<MemoryLimit> limits_of(pid_t) override { return {}; }
+  fs::path memory_cgroup(pid_t) override { return {}; }
+  std::vector<MemoryLimit> limits_above(const std::string&, fs::path&, std::string&) override { return {}; }
+  std::uint64_t host_available() override { return 0; }
+  std::uint64_t used(const fs::path& cg) override {
+    if (!fs::exists(cg)) throw Error(Code::NotFound, "gone");
+    return usage[cg];
+  }
+  void write_limit(const fs::path& file, std::uint64_t v) override {
+    if (!fs::exists(file.parent_path())) throw Error(Code::NotFound, "gone");
+    if (fail_at == file) throw Error(Code::Internal, "write " + file.string() + ": Device or resource busy");
+    write_file_atomic(file, std::to_string(v));
+    writes.push_back(file.filename().string() + "=" + std::to_string(v));
+  }
+  std::uint64_t oom_kills(const fs::path&) override { return 0; }
+  std::uint64_t host_oom_kills() override { return 0; }
+  std::map<fs::path, std::uint64_t> usage;
+  std::vector<std::string> writes;
+  fs::path fail_at;
+};
+
+std::string read(const fs::path& p) {
+  return read_file(p);
+}
+// Tests of this file may run at once (one process each): a directory of this process's own.
+fs::path scratch(const std::string& what) {
+  return fs::temp_directory_path() / ("nvproxy-staging-" + what + "-" + std::to_string(::getpid()));
+}
+
+TEST(LimitLift, LiftsRecordsAndPutsBack) {
+  ScratchDir d(scratch("lift"));
+  fs::create_directories(d.path() / "pod/c");
+  write_file_atomic(d.path() / "pod/c/memory.max", "100");
+  write_file_atomic(d.path() / "pod/memory.max", "200");
+  FileProbe probe;
+  Logger log(0);
+  fs::path record = d.path() / "record.json";
+  {
+    LimitLift lift(probe,
+                   {{.file = d.path() / "pod/c/memory.max", .from = 100, .to = 1000, .cgroup = d.path() / "pod/c"},
+                    {.file = d.path() / "pod/memory.max", .from = 200, .to = 1100, .cgroup = d.path() / "pod"}},
+                   record, log, "test", std::chrono::milliseconds(0));
+    EXPECT_EQ(read(d.path() / "pod/c/memory.max"), "1000");
+    EXPECT_EQ(read(d.path() / "pod/memory.max"), "1100");
+    EXPECT_TRUE(fs::exists(record));
+  }
+  EXPECT_EQ(read(d.path() / "pod/c/memory.max"), "100");
+  EXPECT_EQ(read(d.path() / "pod/memory.max"), "200");
+  EXPECT_FALSE(fs::exists(record));
+  // Put back in reverse order.
+  EXPECT_EQ(probe.writes, (std::vector<std::string>{"memory.max=1000", "memory.max=1100", "memory.max=200", "memory.max=100"}));
+}
+
+TEST(LimitLift, NeverPutsBackBelowTheUsage) {
+  ScratchDir d(scratch("lift"));
+  fs::create_directories(d.path() / "c");
+  write_file_atomic(d.path() / "c/memory.max", "100");
+  FileProbe probe;
+  probe.usage[d.path() / "c"] = 500;  // the staging not freed yet
+  Logger log(0);
+  fs::path record = d.path() / "record.json";
+  LimitLift lift(probe, {{.file = d.path() / "c/memory.max", .from = 100, .to = 1000, .cgroup = d.path() / "c"}}, record, log,
+                 "test", std::chrono::milliseconds(0));
+  PutBack pb = lift.put_back();
+  EXPECT_EQ(read(d.path() / "c/memory.max"), "1000");
+  ASSERT_EQ(pb.left.size(), 1u);
+  EXPECT_NE(pb.left[0].find("still uses"), std::string::npos) << pb.left[0];
+  EXPECT_TRUE(fs::exists(record)) << "what is left lifted stays in the record";
+  // A later shim (or delete) puts it back once the usage fell.
+  probe.usage[d.path() / "c"] = 50;
+  PutBack later = put_back_recorded(probe, record, log, "delete");
+  EXPECT_EQ(later.restored.size(), 1u);
+  EXPECT_EQ(read(d.path() / "c/memory.max"), "100");
+  EXPECT_FALSE(fs::exists(record));
+}
+
+TEST(LimitLift, AFailedLiftUndoesTheOnesBefore) {
+  ScratchDir d(scratch("lift"));
+  fs::create_directories(d.path() / "pod/c");
+  write_file_atomic(d.path() / "pod/c/memory.max", "100");
+  write_file_atomic(d.path() / "pod/memory.max", "200");
+  FileProbe probe;
+  probe.fail_at = d.path() / "pod/memory.max";
+  Logger log(0);
+  fs::path record = d.path() / "record.json";
+  EXPECT_THROW(LimitLift(probe,
+                         {{.file = d.path() / "pod/c/memory.max", .from = 100, .to = 1000, .cgroup = d.path() / "pod/c"},
+                          {.file = d.path() / "pod/memory.max", .from = 200, .to = 1100, .cgroup = d.path() / "pod"}},
+                         record, log, "test", std::chrono::milliseconds(0)),
+               Error);
+  EXPECT_EQ(read(d.path() / "pod/c/memory.max"), "100");
+  EXPECT_FALSE(fs::exists(record));
+}
+
+TEST(LimitLift, AGoneCgroupIsNotAnError) {
+  ScratchDir d(scratch("lift"));
+  fs::create_directories(d.path() / "c");
+  write_file_atomic(d.path() / "c/memory.max", "100");
+  FileProbe probe;
+  Logger log(0);
+  fs::path record = d.path() / "record.json";
+  LimitLift lift(probe, {{.file = d.path() / "c/memory.max", .from = 100, .to = 1000, .cgroup = d.path() / "c"}}, record, log,
+                 "test", std::chrono::milliseconds(0));
+  fs::remove_all(d.path() / "c");
+  PutBack pb = lift.put_back();
+  EXPECT_TRUE(pb.left.empty());
+  EXPECT_FALSE(fs::exists(record));
+}
+
+TEST(HostReservations, SharedAndReleased) {
+  ScratchDir d(scratch("account"));
+  HostReservations acc(d.path() / "staging.json");
+  auto first = acc.reserve("a", "checkpoint", [](std::uint64_t others, const auto&) -> std::optional<std::uint64_t> {
+    EXPECT_EQ(others, 0u);
+    return 100;
+  });
+  ASSERT_TRUE(first.held());
+  // Another container of this shim sees it (entries are per container and shim).
+  auto others = acc.others("b");
+  ASSERT_EQ(others.size(), 1u);
+  EXPECT_EQ(others[0].container, "a");
+  EXPECT_EQ(others[0].bytes, 100u);
+  auto second = acc.reserve("b", "restore", [](std::uint64_t held, const auto& by) -> std::optional<std::uint64_t> {
+    EXPECT_EQ(held, 100u);
+    EXPECT_EQ(by.size(), 1u);
+    return std::nullopt;
+  });
+  EXPECT_FALSE(second.held());
+  first.release();
+  EXPECT_TRUE(acc.others("b").empty());
+}
+
+TEST(HostReservations, ADeadShimsEntryDoesNotCount) {
+  ScratchDir d(scratch("account"));
+  write_file_atomic(d.path() / "staging.json",
+                    R"([{"shim": 999999999, "shim_start": 1, "container": "x", "what": "checkpoint", "bytes": 1000}])");
+  HostReservations acc(d.path() / "staging.json");
+  EXPECT_TRUE(acc.others("y").empty());
+}
+
+TEST(MemoryProbe, ReadsV2LimitsUpToTheRoot) {
+  ScratchDir d(scratch("cg"));
+  fs::path root = d.path() / "sys";
+  fs::create_directories(root / "kubepods/pod1/c1");
+  write_file_atomic(root / "cgroup.controllers", "memory");
+  auto set = [&](const fs::path& dir, const std::string& max, const std::string& cur, const std::string& inactive) {
+    write_file_atomic(dir / "memory.max", max);
+    write_file_atomic(dir / "memory.high", "max\n");
+    write_file_atomic(dir / "memory.current", cur);
+    write_file_atomic(dir / "memory.stat", "anon 1\ninactive_file " + inactive + "\nactive_file 9\n");
+  };
+  set(root / "kubepods", "max\n", "900", "0");
+  set(root / "kubepods/pod1", "8000\n", "700", "100");
+  set(root / "kubepods/pod1/c1", "6000\n", "500", "50");
+  fs::create_directories(d.path() / "proc/42");
+  write_file_atomic(d.path() / "proc/42/cgroup", "0::/kubepods/pod1/c1\n");
+  HostMemoryProbe probe(d.path() / "meminfo", root, d.path() / "proc");
+  auto limits = probe.limits_of(42);
+  ASSERT_EQ(limits.size(), 2u);
+  EXPECT_EQ(limits[0].cgroup, root / "kubepods/pod1/c1");
+  EXPECT_EQ(limits[0].limit, 6000u);
+  EXPECT_EQ(limits[0].headroom(), 6000u - 450u);
+  EXPECT_EQ(limits[1].cgroup, root / "kubepods/pod1");
+  EXPECT_EQ(limits[1].headroom(), 8000u - 600u);
+  write_file_atomic(d.path() / "meminfo", "MemTotal:  100 kB\nMemFree:  10 kB\nMemAvailable:   2048 kB\n");
+  EXPECT_EQ(probe.host_available(), 2048u * 1024);
+}
+
+TEST(MemoryProbe, V1ReadsTheMemoryHierarchyWithMemsw) {
+  ScratchDir d(scratch("cg"));
+  fs::path root = d.path() / "sys";
+  fs::path c = root / "memory/default/c1";
+  fs::create_directories(c);
+  write_file_atomic(c / "memory.limit_in_bytes", "104857600\n");
+  write_file_atomic(c / "memory.memsw.limit_in_bytes", "209715200\n");
+  write_file_atomic(c / "memory.usage_in_bytes", "1000\n");
+  write_file_atomic(c / "memory.stat", "cache 5\ntotal_inactive_file 100\n");
+  write_file_atomic(root / "memory/default/memory.limit_in_bytes", "9223372036854771712\n");
+  fs::create_directories(d.path() / "proc/7");
+  write_file_atomic(d.path() / "proc/7/cgroup", "5:memory:/default/c1\n1:name=systemd:/x\n");
+  HostMemoryProbe probe(d.path() / "meminfo", root, d.path() / "proc");
+  auto limits = probe.limits_of(7);
+  ASSERT_EQ(limits.size(), 1u) << "the namespace's cgroup has no limit";
+  EXPECT_EQ(limits[0].file, "memory.limit_in_bytes");
+  EXPECT_EQ(limits[0].swap_limit, 209715200u);
+  EXPECT_EQ(limits[0].used(), 900u);
+}
+
+TEST(MemoryProbe, CgroupsPathsOfSystemdAndCgroupfs) {
+  EXPECT_EQ(cgroup_relative_path("/kubepods/pod1/c1"), fs::path("/kubepods/pod1/c1"));
+  EXPECT_EQ(cgroup_relative_path("kubepods-burstable-pod1.slice:cri-containerd:abc"),
+            fs::path("/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1.slice/cri-containerd-abc.scope"));
+  EXPECT_THROW(cgroup_relative_path("nonsense"), Error);
+}
+
+TEST(MemoryProbe, OomCountsNameTheCause) {
+  ScratchDir d(scratch("cg"));
+  fs::path root = d.path() / "sys";
+  fs::create_directories(root / "c");
+  write_file_atomic(root / "c/memory.events", "low 0\nhigh 0\nmax 3\noom 1\noom_kill 0\n");
+  fs::create_directories(d.path() / "proc");
+  write_file_atomic(d.path() / "proc/vmstat", "nr_free_pages 5\noom_kill 2\n");
+  HostMemoryProbe probe(d.path() / "meminfo", root, d.path() / "proc");
+  OomBaseline b = oom_baseline(probe, root / "c");
+  EXPECT_EQ(oom_cause(probe, b), "");
+  write_file_atomic(root / "c/memory.events", "low 0\nhigh 0\nmax 3\noom 2\noom_kill 1\n");
+  EXPECT_NE(oom_cause(probe, b).find("oom_kill 0 -> 1 in " + (root / "c").string()), std::string::npos);
+}
+
+TEST(RestoreStaging, ImagePagesAreCounted) {
+  ScratchDir d(scratch("img"));
+  write_file_atomic(d.path() / "pages-1.img", std::string(4096, 'x'));
+  write_file_atomic(d.path() / "pages-2.img", std::string(8192, 'x'));
+  write_file_atomic(d.path() / "pagemap-1.img", std::string(100, 'x'));
+  EXPECT_EQ(image_page_bytes(d.path()), 12288u);
+}
+
+}  // namespace
+}  // namespace nvproxy::checkpoint
