@@ -192,7 +192,9 @@ void InitProcess::before_exit() {
   if (ctx_.env.oom) ctx_.env.oom->poll(ctx_.setup.id);
 }
 
-void InitProcess::exec_exited_locked() { report_held_exit_locked(); }
+void InitProcess::exec_exited_locked() {
+  report_held_exit_locked();
+}
 
 void InitProcess::finish_exit_locked(ExitInfo e) {
   state_ = &state_->exited();

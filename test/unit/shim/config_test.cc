@@ -94,3 +94,21 @@ TEST(Config, YamlErrorsInKeysStayInvalidArgument) {
   EXPECT_NE(error_of("runtime: {[a, b]: 1}").find("/etc/x.yaml"), std::string::npos);
   EXPECT_NE(error_of("{[1]: x}").find("/etc/x.yaml"), std::string::npos);
 }
+
+TEST(Config, StagingMemory) {
+  auto d = parse_config("", "c.yaml");
+  EXPECT_EQ(d.checkpoint.staging_memory, "lift");
+  EXPECT_EQ(d.checkpoint.staging_margin_mib, 256u);
+  auto c = parse_config("checkpoint: {staging_memory: refuse, staging_margin_mib: 64, staging_account: /x/a.json}", "c.yaml");
+  EXPECT_EQ(c.checkpoint.staging_memory, "refuse");
+  EXPECT_EQ(c.checkpoint.staging_margin_mib, 64u);
+  EXPECT_EQ(c.checkpoint.staging_account, "/x/a.json");
+  try {
+    parse_config("checkpoint: {staging_memory: sometimes}", "/etc/x.yaml");
+    FAIL() << "an unknown staging_memory was taken";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("/etc/x.yaml: checkpoint.staging_memory: \"sometimes\" is neither lift nor refuse"),
+              std::string::npos)
+        << e.what();
+  }
+}
