@@ -3,6 +3,7 @@
 #include <boost/program_options.hpp>
 
 #include "checkpoint/diagnostic.h"
+#include "checkpoint/staging_bill.h"
 
 namespace nvproxy::checkpoint {
 
@@ -61,6 +62,7 @@ int diagnose_main(const std::vector<std::string>& args, std::ostream& out, std::
     } else {
       if (!ins.sandbox.empty()) out << "(" << ins.sandbox << " sandbox: pids are the sandbox's own)\n";
       out << render_text(ins.diagnostic);
+      if (ins.diagnostic.details.contains("staging")) out << staging_text(ins.diagnostic.details["staging"]);
     }
     return ins.would_refuse ? 3 : 0;
   } catch (const std::exception& e) {

@@ -37,6 +37,30 @@ std::string staged_text(const std::map<pid_t, std::uint64_t>& staged) {
   return s;
 }
 
+std::string staging_text(const nlohmann::json& j) {
+  if (!j.is_object() || j.value("staged_bytes", std::uint64_t{0}) == 0) return "";
+  std::string out = "staging: the driver stages " + format_bytes(j.value("staged_bytes", std::uint64_t{0})) +
+                    " of device memory in the processes' memory (";
+  std::string per;
+  const nlohmann::json by_pid = j.value("staged_by_pid", nlohmann::json::object());
+  for (const auto& [pid, b] : by_pid.items())
+    per += (per.empty() ? "pid " : ", pid ") + pid + ": " + format_bytes(b.get<std::uint64_t>());
+  out += per + "); host: " + format_bytes(j.value("host_available", std::uint64_t{0})) + " available";
+  if (auto others = j.value("host_reserved_by_others", std::uint64_t{0}); others > 0)
+    out += ", " + format_bytes(others) + " reserved by other checkpoints";
+  out += "; mode " + j.value("mode", std::string("lift")) + "\n";
+  const nlohmann::json limits = j.value("limits", nlohmann::json::array());
+  for (const auto& l : limits) {
+    out += "  " + l.value("cgroup", std::string()) + "/" + l.value("file", std::string()) + " " +
+           format_bytes(l.value("limit", std::uint64_t{0})) + ": " + format_bytes(l.value("headroom", std::uint64_t{0})) +
+           " free";
+    if (l.contains("lifted_to"))
+      out += ", crossed: lifted to " + format_bytes(l["lifted_to"].get<std::uint64_t>()) + " for the staging";
+    out += "\n";
+  }
+  return out;
+}
+
 StagingPlan plan_staging(const StagingBill& bill, StagingMode mode, const std::string& what) {
   StagingPlan p;
   const std::uint64_t total = bill.total(), need = bill.need();

@@ -61,6 +61,10 @@ struct StagingPlan {
 // `what`: "checkpoint" or "restore", for the reason's words.
 StagingPlan plan_staging(const StagingBill& bill, StagingMode mode, const std::string& what);
 
+// The report's "staging" object (StagingPlan::json) for a person: what is staged, the host's room
+// and each limit's headroom, and what would be lifted. Empty when nothing is staged.
+std::string staging_text(const nlohmann::json& staging);
+
 // "pid 913: 10.0 GiB, pid 914: 1.0 GiB".
 std::string staged_text(const std::map<pid_t, std::uint64_t>& staged);
 

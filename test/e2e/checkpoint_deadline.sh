@@ -46,7 +46,6 @@ case $NV_RUNTIME in
   *) nv_skip "checkpoint_deadline covers runc and runsc, not $NV_RUNTIME" ;;
 esac
 nv_start_with_shim --containerd "${1:-1.6}"
-ROOT=$(awk '$1=="root:"{print $2; exit}' "$NVPROXY_SHIM_CONFIG")/$NV_NAMESPACE
 
 MOUNTS=(--mount "type=bind,src=$FAKE/fakegpu0,dst=/dev/fakegpu0,options=rbind:rw"
   --mount "type=bind,src=$FAKE/cuda,dst=/fakecuda,options=rbind:rw"
@@ -54,9 +53,10 @@ MOUNTS=(--mount "type=bind,src=$FAKE/fakegpu0,dst=/dev/fakegpu0,options=rbind:rw
 state_of() { cat "$FAKE/cuda/$1.state"; }
 cuda_cpids() { ls "$FAKE/cuda" | sed -n 's/^\([0-9]*\)\.cuda$/\1/p' | sort -n; }
 gone() { [[ ! -e /proc/$1 ]]; }
-runtime_status() { "$NV_HANG_REAL_RUNTIME" --root "$ROOT" state "$1" | jq -r .status; }
+runtime_status() { "$NV_HANG_REAL_RUNTIME" --root "$(nv_runtime_root "$1")" state "$1" | jq -r .status; }
 
 ID=deadline
+ROOT=$(nv_runtime_root $ID)
 if [[ $NV_RUNTIME == runc ]]; then
   # Two CUDA processes (parent and child) on the fake driver; their work counters are the files
   # /fakecuda/PID.counter.
@@ -128,7 +128,8 @@ nv_wait_for -t 20 bash -c "[[ \$(ctr -a $NV_SOCK -n $NV_NAMESPACE task ls | awk 
 nv_ctr task rm $ID >/dev/null
 nv_ctr c rm $ID
 nv_assert_eq "" "$("$NV_HANG_REAL_RUNTIME" --root "$ROOT" list -q)" "containers left in the runtime root $ROOT"
-# A runsc sandbox and gofer carry --root=ROOT (this test's own root: its namespace is in the path).
+# A runsc sandbox and gofer carry --root=ROOT (this test's own root: its namespace is in the path;
+# under runsc the sandbox's own root below it).
 mapfile -t left < <(nv_pids_with_arg "--root=$ROOT")
 ((${#left[@]} == 0)) || nv_fail "processes of container $ID left after its delete: $(ps -o pid,args -p "${left[*]}")"
 
@@ -137,6 +138,7 @@ mapfile -t left < <(nv_pids_with_arg "--root=$ROOT")
 # it keeps running after its delete (the runtime's state stays in the root: the runtime is gone).
 nv_log "the runtime binary vanishes: SIGKILL still ends the container"
 ID=gone
+ROOT=$(nv_runtime_root $ID)
 nv_ctr run -d --runtime $NV_RT "$NV_IMAGE" $ID sh -c 'while :; do sleep 0.1; done'
 nv_wait_for -t 20 bash -c "[[ \$(ctr -a $NV_SOCK -n $NV_NAMESPACE task ls | awk '\$1==\"$ID\"{print \$3}') == RUNNING ]]" ||
   nv_fail "container $ID does not run"

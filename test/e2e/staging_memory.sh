@@ -131,6 +131,13 @@ no_toggle || nv_fail "refuse toggled CUDA: $(cat "$FAKE/cuda/calls.log")"
 nv_assert_eq RUNNING "$(nv_task_status refuse)" "refuse after the refusal"
 jq -e '.staging.limits | length > 0' "$(nv_bundle refuse)/checkpoint-diagnostic.json" >/dev/null \
   || nv_fail "the diagnostic has no staging bill: $(cat "$(nv_bundle refuse)/checkpoint-diagnostic.json")"
+# diagnose shows the bill: each process's staged bytes, the host's room, each limit's headroom.
+dg=$(timeout 60 "$NVPROXY_SHIM_DIR/containerd-shim-nvproxy-v1" diagnose --id refuse --namespace "$NV_NAMESPACE" \
+  --bundle "$(nv_bundle refuse)" --libcuda "$FIX/libcuda.so" --libnvml "$FIX/libnvidia-ml.so" \
+  --device-glob '/dev/fakegpu*' 2>&1 || true)
+echo "$dg" >&2
+grep -qE "^staging: the driver stages 192.0 MiB .*host: [0-9.]+ [KMG]iB available" <<<"$dg" || nv_fail "diagnose shows no staging bill"
+grep -qF "$POD/refuse/$LIMIT_FILE 96.0 MiB:" <<<"$dg" || nv_fail "diagnose does not show the container's limit and headroom"
 stop refuse
 reset_fake
 

@@ -112,6 +112,13 @@ nv_stop_rm() {
 # empty), read through exec; 0 while unreadable.
 nv_counter() { nv_ctr task exec --exec-id "c$RANDOM" "$1" cat /tmp/counter 2>/dev/null || echo 0; }
 nv_counter_above() { (($(nv_counter "$1") > $2)); }
+# nv_runtime_root ID: the --root the shim gives container ID (shim/task/runsc_root.h): the config's
+# root per namespace, and under runsc a root per sandbox below it (ctr's containers: their own id).
+nv_runtime_root() {
+  local root
+  root=$(awk '$1=="root:"{print $2; exit}' "$NVPROXY_SHIM_CONFIG")/$NV_NAMESPACE
+  if [[ $NV_RUNTIME == runsc ]]; then echo "$root/$1"; else echo "$root"; fi
+}
 nv_bundle() { echo "$NV_STATE_DIR/io.containerd.runtime.v2.task/$NV_NAMESPACE/$1"; }
 # The init's host pid of a running task, and a host pid's pid in its container (the fake driver
 # names its files by the latter).

@@ -59,6 +59,15 @@ TEST(StagingPlan, ReclaimableCacheCountsAsFree) {
   EXPECT_TRUE(p.lifts.empty()) << "900 MiB of the usage is inactive cache: 924 MiB free";
 }
 
+TEST(StagingPlan, TextForDiagnose) {
+  auto p = plan_staging(bill_of(10240 * MiB, {limit("/pod/c", 6144 * MiB, 1024 * MiB)}), StagingMode::Lift, "checkpoint");
+  std::string t = staging_text(p.json);
+  EXPECT_NE(t.find("staging: the driver stages 10.0 GiB"), std::string::npos) << t;
+  EXPECT_NE(t.find("pid 913: 10.0 GiB"), std::string::npos) << t;
+  EXPECT_NE(t.find("/pod/c/memory.max 6.0 GiB: 5.0 GiB free, crossed: lifted to 11.1 GiB"), std::string::npos) << t;
+  EXPECT_EQ(staging_text(plan_staging(bill_of(0, {}), StagingMode::Lift, "checkpoint").json), "");
+}
+
 TEST(StagingPlan, RefuseModeNamesTheFigures) {
   auto p = plan_staging(bill_of(10240 * MiB, {limit("/pod/c", 6144 * MiB, 1024 * MiB)}), StagingMode::Refuse, "checkpoint");
   ASSERT_TRUE(p.refused);
