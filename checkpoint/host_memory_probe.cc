@@ -54,7 +54,7 @@ fs::path HostMemoryProbe::memory_cgroup(pid_t pid) {
   }
 }
 
-std::vector<MemoryLimit> HostMemoryProbe::limits_from(fs::path dir, const fs::path& top, bool unified) {
+std::vector<MemoryLimit> HostMemoryProbe::limits_from(const fs::path& dir, const fs::path& top, bool unified) {
   std::vector<MemoryLimit> out;
   for (fs::path d = dir; path_within(top, d) && d != top; d = d.parent_path()) {
     std::error_code ec;

@@ -81,7 +81,7 @@ class HostMemoryProbe final : public MemoryProbe {
   // The memory cgroup's directory of pid and the hierarchy's top; throws Error.
   std::pair<std::filesystem::path, std::filesystem::path> dir_of(pid_t pid, bool unified);
   // The limits set at `dir` and above it, up to `top` (not included), nearest first.
-  std::vector<MemoryLimit> limits_from(std::filesystem::path dir, const std::filesystem::path& top, bool unified);
+  std::vector<MemoryLimit> limits_from(const std::filesystem::path& dir, const std::filesystem::path& top, bool unified);
   std::filesystem::path meminfo_, cgroup_root_, proc_root_;
 };
 
