@@ -240,7 +240,7 @@ Run per_pid(FakeGpu& gpu, const std::vector<pid_t>& pids) {
   for (pid_t p : pids) {
     t.lock(p, 10000);
     t.checkpoint(p);
-    t.restore(p);
+    t.restore(p, {});
     t.unlock(p);
   }
   long long t1 = now_ns();

@@ -22,9 +22,9 @@ class CudaCheckpointBinToggler final : public CudaToggler {
   CudaState get_state(pid_t pid) override;
   void lock(pid_t pid, unsigned timeout_ms) override;
   void checkpoint(pid_t pid) override { action(pid, "checkpoint", {}); }
-  void restore(pid_t pid) override { action(pid, "restore", {}); }
-  void restore_onto(pid_t pid, const DeviceMap& map) override {
-    map.empty() ? restore(pid) : action(pid, "restore", {"--device-map", device_map_text(map)});
+  void restore(pid_t pid, const DeviceMap& map) override {
+    action(pid, "restore",
+           map.empty() ? std::vector<std::string>{} : std::vector<std::string>{"--device-map", device_map_text(map)});
   }
   void unlock(pid_t pid) override { action(pid, "unlock", {}); }
 

@@ -159,10 +159,7 @@ void HelperToggler::lock(pid_t pid, unsigned timeout_ms) {
 void HelperToggler::checkpoint(pid_t pid) {
   transition("Checkpoint", pid, 0, toggle_timeout_);
 }
-void HelperToggler::restore(pid_t pid) {
-  transition("Restore", pid, 0, toggle_timeout_);
-}
-void HelperToggler::restore_onto(pid_t pid, const DeviceMap& map) {
+void HelperToggler::restore(pid_t pid, const DeviceMap& map) {
   transition("Restore", pid, 0, toggle_timeout_, map);
 }
 void HelperToggler::unlock(pid_t pid) {

@@ -77,8 +77,7 @@ class HelperToggler final : public CudaToggler {
   CudaState get_state(pid_t pid) override;
   void lock(pid_t pid, unsigned timeout_ms) override;
   void checkpoint(pid_t pid) override;
-  void restore(pid_t pid) override;
-  void restore_onto(pid_t pid, const DeviceMap& map) override;
+  void restore(pid_t pid, const DeviceMap& map) override;
   void unlock(pid_t pid) override;
 
  private:

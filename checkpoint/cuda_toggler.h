@@ -67,13 +67,9 @@ class CudaToggler {
   virtual CudaState get_state(pid_t pid) = 0;
   virtual void lock(pid_t pid, unsigned timeout_ms) = 0;
   virtual void checkpoint(pid_t pid) = 0;
-  virtual void restore(pid_t pid) = 0;
-  // restore() onto the GPUs map names; an empty map is restore(). Throws Error(Unimplemented) where
-  // the toggler cannot remap.
-  virtual void restore_onto(pid_t pid, const DeviceMap& map) {
-    if (!map.empty()) throw Error(Code::Unimplemented, describe() + " cannot restore onto other GPUs");
-    restore(pid);
-  }
+  // Back onto the GPUs it was checkpointed on (an empty map), or onto those `map` names. Throws
+  // Error(Unimplemented) where the toggler cannot remap.
+  virtual void restore(pid_t pid, const DeviceMap& map) = 0;
   virtual void unlock(pid_t pid) = 0;
 };
 

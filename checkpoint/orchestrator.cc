@@ -329,7 +329,7 @@ std::optional<StuckProcess> Orchestrator::bring_back_once(pid_t pid, const std::
   try {
     if (*s == CudaState::Checkpointed) {
       try {
-        toggler_->restore_onto(pid, map);
+        toggler_->restore(pid, map);
         s = CudaState::Locked;
       } catch (const CudaError& e) {
         // Unlock needs a restored process (it answers ILLEGAL_STATE): not tried.

@@ -208,7 +208,8 @@ void SandboxCudaToggler::lock(pid_t pid, unsigned timeout_ms) {
 void SandboxCudaToggler::checkpoint(pid_t pid) {
   op(pid, "checkpoint", {}, long_);
 }
-void SandboxCudaToggler::restore(pid_t pid) {
+void SandboxCudaToggler::restore(pid_t pid, const DeviceMap& map) {
+  if (!map.empty()) throw Error(Code::Unimplemented, describe() + " cannot restore onto other GPUs");
   op(pid, "restore", {}, long_);
 }
 void SandboxCudaToggler::unlock(pid_t pid) {

@@ -117,7 +117,8 @@ class SandboxCudaToggler final : public CudaToggler {
   CudaState get_state(pid_t pid) override;
   void lock(pid_t pid, unsigned timeout_ms) override;
   void checkpoint(pid_t pid) override;
-  void restore(pid_t pid) override;
+  // No remapping inside a sandbox: nvproxy has no device map.
+  void restore(pid_t pid, const DeviceMap& map) override;
   void unlock(pid_t pid) override;
 
  private:

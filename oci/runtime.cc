@@ -173,16 +173,18 @@ void Runtime::create(const std::string& id, const CreateOptions& o) {
               {.argv = a, .cwd = o.bundle.string(), .stdin_fd = o.stdio.in, .stdout_fd = o.stdio.out, .stderr_fd = o.stdio.err});
 }
 
-void Runtime::start(const std::string& id) {
+RunResult Runtime::simple_verb(const std::string& id, const char* verb) {
   auto a = base_args();
-  a.insert(a.end(), {"start", id});
-  run_checked(id, "start", {.argv = a});
+  a.insert(a.end(), {verb, id});
+  return run_checked(id, verb, {.argv = a});
+}
+
+void Runtime::start(const std::string& id) {
+  simple_verb(id, "start");
 }
 
 RuntimeState Runtime::state(const std::string& id) {
-  auto a = base_args();
-  a.insert(a.end(), {"state", id});
-  RunResult r = run_checked(id, "state", {.argv = a});
+  RunResult r = simple_verb(id, "state");
   auto j = json::parse(r.out, nullptr, false);
   if (j.is_discarded() || !j.is_object())
     throw Error(Code::Internal, std::string(runtime_kind_name(kind_)) + " state of \"" + id + "\": unparsable output");
@@ -225,15 +227,11 @@ void Runtime::remove(const std::string& id, bool force) {
 }
 
 void Runtime::pause(const std::string& id) {
-  auto a = base_args();
-  a.insert(a.end(), {"pause", id});
-  run_checked(id, "pause", {.argv = a});
+  simple_verb(id, "pause");
 }
 
 void Runtime::resume(const std::string& id) {
-  auto a = base_args();
-  a.insert(a.end(), {"resume", id});
-  run_checked(id, "resume", {.argv = a});
+  simple_verb(id, "resume");
 }
 
 void Runtime::update(const std::string& id, const json& resources) {

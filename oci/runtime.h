@@ -168,6 +168,8 @@ class Runtime {
   RunResult run_checked(const std::string& id, const std::string& what, Command cmd,
                         const std::function<std::string()>& on_timeout = {});
   [[nodiscard]] std::string last_log_error() const;
+  // `RUNTIME [global flags] VERB ID` under the command deadline: start, state, pause, resume.
+  RunResult simple_verb(const std::string& id, const char* verb);
   // f with the switches that config().criu_options name (tcp-established, ext-unix-sk, file-locks).
   [[nodiscard]] CheckpointFlags with_option_switches(CheckpointFlags f) const;
   // runc/crun: writes config().criu_options to WORK/nvproxy-criu.conf and returns the environment

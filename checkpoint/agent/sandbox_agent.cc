@@ -133,7 +133,7 @@ int cuda(const std::vector<std::string>& args, std::ostream& out) {
     else if (op == "checkpoint")
       t.checkpoint(pid);
     else if (op == "restore")
-      t.restore(pid);
+      t.restore(pid, {});
     else if (op == "unlock")
       t.unlock(pid);
     else

@@ -164,14 +164,13 @@ void DriverApiToggler::checkpoint(pid_t pid) {
   check(a.checkpoint(pid, &args), pid, "checkpoint");
 }
 
-void DriverApiToggler::restore(pid_t pid) {
-  const Api& a = api();
-  Args64 args{};
-  check(a.restore(pid, &args), pid, "restore");
-}
-
-void DriverApiToggler::restore_onto(pid_t pid, const DeviceMap& map) {
-  if (map.empty()) return restore(pid);
+void DriverApiToggler::restore(pid_t pid, const DeviceMap& map) {
+  if (map.empty()) {
+    const Api& a = api();
+    Args64 args{};
+    check(a.restore(pid, &args), pid, "restore");
+    return;
+  }
   std::vector<GpuPairArg> pairs(map.size());
   for (size_t i = 0; i < map.size(); ++i) {
     if (!parse_gpu_uuid(map[i].from, pairs[i].from) || !parse_gpu_uuid(map[i].to, pairs[i].to))

@@ -22,10 +22,9 @@ class DriverApiToggler final : public CudaToggler {
   CudaState get_state(pid_t pid) override;
   void lock(pid_t pid, unsigned timeout_ms) override;
   void checkpoint(pid_t pid) override;
-  void restore(pid_t pid) override;
-  // Fills the restore args' GPU pairs (CUcheckpointRestoreArgs.gpuPairs); throws
+  // A map fills the restore args' GPU pairs (CUcheckpointRestoreArgs.gpuPairs); throws
   // Error(InvalidArgument) for a UUID that is not "GPU-" and 32 hex digits.
-  void restore_onto(pid_t pid, const DeviceMap& map) override;
+  void restore(pid_t pid, const DeviceMap& map) override;
   void unlock(pid_t pid) override;
   // cuDriverGetVersion, e.g. 12080; throws Error if the library is unusable.
   int driver_version();

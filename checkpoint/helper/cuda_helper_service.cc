@@ -59,7 +59,7 @@ void register_cuda_helper_service(ttrpc::Server& server, CudaToggler& t, GpuUsag
        [](CudaToggler& x, const pb::ProcessRequest& r) {
          DeviceMap map;
          for (const auto& p : r.device_map()) map.push_back({p.from(), p.to()});
-         x.restore_onto(pid_of("Restore", r), map);
+         x.restore(pid_of("Restore", r), map);
        }},
       {"Unlock", [](CudaToggler& x, const pb::ProcessRequest& r) { x.unlock(pid_of("Unlock", r)); }},
   };

@@ -32,12 +32,8 @@ void HeldToggler::checkpoint(pid_t pid) {
   hold_.with_restore_thread(pid, [&] { inner_.checkpoint(pid); });
 }
 
-void HeldToggler::restore(pid_t pid) {
-  hold_.with_restore_thread(pid, [&] { inner_.restore(pid); });
-}
-
-void HeldToggler::restore_onto(pid_t pid, const DeviceMap& map) {
-  hold_.with_restore_thread(pid, [&] { inner_.restore_onto(pid, map); });
+void HeldToggler::restore(pid_t pid, const DeviceMap& map) {
+  hold_.with_restore_thread(pid, [&] { inner_.restore(pid, map); });
 }
 
 void HeldToggler::unlock(pid_t pid) {

@@ -23,8 +23,7 @@ class HeldToggler final : public CudaToggler {
   // its threads). The restore thread is asked for first, while the process still runs.
   void lock(pid_t pid, unsigned timeout_ms) override;
   void checkpoint(pid_t pid) override;
-  void restore(pid_t pid) override;
-  void restore_onto(pid_t pid, const DeviceMap& map) override;
+  void restore(pid_t pid, const DeviceMap& map) override;
   void unlock(pid_t pid) override;
   // The restore thread as asked before the lock, else asked now; 0 when the driver names none.
   pid_t restore_tid(pid_t pid);

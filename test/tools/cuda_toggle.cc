@@ -74,7 +74,7 @@ int main(int argc, char** argv) {
     } else if (action == "checkpoint") {
       t.toggler->checkpoint(pid);
     } else if (action == "restore") {
-      t.toggler->restore_onto(pid, parse_map(map_text));
+      t.toggler->restore(pid, parse_map(map_text));
     } else if (action == "unlock") {
       t.toggler->unlock(pid);
     } else if (action == "gpus") {

@@ -52,7 +52,7 @@ TEST(CudaHelper, FullCycleThroughTheHelperProgram) {
   EXPECT_EQ(t.toggler->get_state(app), CudaState::Locked);
   t.toggler->checkpoint(app);
   EXPECT_EQ(gpu.state(app), "checkpointed");
-  t.toggler->restore(app);
+  t.toggler->restore(app, {});
   t.toggler->unlock(app);
   EXPECT_EQ(gpu.state(app), "running");
   auto locks = gpu.calls("lock");
@@ -69,7 +69,7 @@ TEST(CudaHelper, TheDeviceMapCrossesToTheDriver) {
   CudaTools t = tools_for(gpu, r);
   t.toggler->lock(app, 1000);
   t.toggler->checkpoint(app);
-  t.toggler->restore_onto(app, {{"GPU-00000000-0000-0000-0000-0000000000a1", "GPU-00000000-0000-0000-0000-0000000000c3"}});
+  t.toggler->restore(app, {{"GPU-00000000-0000-0000-0000-0000000000a1", "GPU-00000000-0000-0000-0000-0000000000c3"}});
   t.toggler->unlock(app);
   auto restores = gpu.calls("restore");
   ASSERT_EQ(restores.size(), 1u);

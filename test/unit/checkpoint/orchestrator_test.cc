@@ -973,7 +973,7 @@ struct ForwardingToggler : CudaToggler {
   CudaState get_state(pid_t pid) override { return real.get_state(pid); }
   void lock(pid_t pid, unsigned timeout_ms) override { real.lock(pid, timeout_ms); }
   void checkpoint(pid_t pid) override { real.checkpoint(pid); }
-  void restore(pid_t pid) override { real.restore(pid); }
+  void restore(pid_t pid, const DeviceMap& map) override { real.restore(pid, map); }
   void unlock(pid_t pid) override { real.unlock(pid); }
 };
 }  // namespace

@@ -127,7 +127,7 @@ TEST_F(SandboxTools, ScanAndTogglesAnswerFromInside) {
   EXPECT_EQ(gpu.state(app), "locked");
   t.checkpoint(app);
   EXPECT_EQ(t.get_state(app), CudaState::Checkpointed);
-  t.restore(app);
+  t.restore(app, {});
   t.unlock(app);
   EXPECT_EQ(gpu.state(app), "running");
   ASSERT_EQ(gpu.calls("lock").size(), 1u);

@@ -21,7 +21,7 @@ TEST(DriverApiToggler, FullCycleAgainstFakeDriver) {
   t.checkpoint(app);
   EXPECT_EQ(t.get_state(app), CudaState::Checkpointed);
   EXPECT_TRUE(fs::exists(gpu.file(app, "closed")));
-  t.restore(app);
+  t.restore(app, {});
   EXPECT_EQ(t.get_state(app), CudaState::Locked);
   t.unlock(app);
   EXPECT_EQ(gpu.state(app), "running");
@@ -95,7 +95,7 @@ TEST(DriverApiToggler, RestoreOntoOtherGpusPassesThePairs) {
   const DeviceMap map{{"GPU-00000000-0000-0000-0000-0000000000a1", "GPU-79f8d0a3-1c4e-ffff-0000-123456789abc"},
                       {"GPU-00000000-0000-0000-0000-0000000000b2", "GPU-00000000-0000-0000-0000-0000000000b2"}};
   try {
-    t.restore_onto(app, {{"GPU-fake-0000", "GPU-00000000-0000-0000-0000-000000000001"}});
+    t.restore(app, {{"GPU-fake-0000", "GPU-00000000-0000-0000-0000-000000000001"}});
     FAIL();
   } catch (const CudaError&) {
     FAIL() << "a malformed UUID reached the driver";
@@ -103,7 +103,7 @@ TEST(DriverApiToggler, RestoreOntoOtherGpusPassesThePairs) {
     EXPECT_EQ(e.code(), Code::InvalidArgument);
     EXPECT_NE(std::string(e.what()).find("GPU-fake-0000"), std::string::npos) << e.what();
   }
-  t.restore_onto(app, map);
+  t.restore(app, map);
   t.unlock(app);
   EXPECT_EQ(gpu.state(app), "running");
   auto restores = gpu.calls("restore");
@@ -139,13 +139,13 @@ TEST(CudaCheckpointBinToggler, RunsTheBinaryWithTheRightArguments) {
     EXPECT_EQ(e.driver_name(), "CUDA_ERROR_NOT_INITIALIZED");
   }
   try {
-    t.restore(7);
+    t.restore(7, {});
     FAIL();
   } catch (const CudaError& e) {
     EXPECT_EQ(e.driver_code(), 801);
     EXPECT_EQ(e.pid(), 7);
   }
-  EXPECT_THROW(t.restore_onto(7, {{"GPU-a", "GPU-b"}, {"GPU-b", "GPU-a"}}), CudaError);
+  EXPECT_THROW(t.restore(7, {{"GPU-a", "GPU-b"}, {"GPU-b", "GPU-a"}}), CudaError);
   EXPECT_EQ(slurp(d / "args"),
             "--get-state --pid 7\n--action lock --timeout 500 --pid 7\n--action checkpoint --pid 7\n"
             "--action unlock --pid 7\n--get-state --pid 8\n--action restore --pid 7\n"

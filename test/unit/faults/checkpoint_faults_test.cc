@@ -336,9 +336,9 @@ class HelperDiesOnce final : public CudaToggler {
     maybe_die("checkpoint");
     t_.checkpoint(pid);
   }
-  void restore(pid_t pid) override {
+  void restore(pid_t pid, const DeviceMap& map) override {
     maybe_die("restore");
-    t_.restore(pid);
+    t_.restore(pid, map);
   }
   void unlock(pid_t pid) override {
     maybe_die("unlock");
