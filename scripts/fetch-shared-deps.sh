@@ -5,6 +5,7 @@
 # without -linux-amd64.tar.xz, e.g. containerd-2.3.4) and writes $NV_SHARED_DEST/env.sh:
 #   NVPROXY_SHARED_DEPS_DIR        where they were unpacked
 #   NVPROXY_CONTAINERD23_BIN_DIR   bin/ of containerd 2.3.x (containerd, ctr, containerd-shim-runc-v2)
+#   NVPROXY_CONTAINERD24_BIN_DIR   bin/ of containerd 2.4.x (2.4.0-beta.0: CRI's restore-by-create removed)
 #   NVPROXY_SHARED_<TOOL>_BIN_DIR  bin/ of every tarball (TOOL: CONTAINERD, RUNC, RUNSC, CRICTL)
 # Idempotent: a tarball whose checksum matches the one recorded at its last unpack is not unpacked
 # again. The deps directory: $NVPROXY_DEPS_DIR, else the "deps" folder that the test machines keep
@@ -38,7 +39,8 @@ in_place() {
     name=$(name_of "$file")
     [[ -r $DEST/$name/.sha256 && $(<"$DEST/$name/.sha256") == "$sum" ]] || return 1
   done
-  [[ -s $DEST/env.sh ]]
+  # An env.sh older than this script lacks what it writes now (a variable added since).
+  [[ -s $DEST/env.sh && $DEST/env.sh -nt ${BASH_SOURCE[0]} ]]
 }
 
 if [[ ${1:-} == --check ]]; then in_place; exit; fi
@@ -59,6 +61,7 @@ write_env() {
       if [[ $tool == CONTAINERD ]]; then
         ver=${name#containerd-}
         [[ $ver == 2.3.* ]] && echo "export NVPROXY_CONTAINERD23_BIN_DIR=$bindir"
+        [[ $ver == 2.4.* ]] && echo "export NVPROXY_CONTAINERD24_BIN_DIR=$bindir"
       fi
     done
   } >"$tmp"

@@ -1,7 +1,7 @@
 # shellcheck shell=bash
 # Why: every e2e test needs a containerd of its own, isolated from the system's and from other
 # tests, with our shim on its PATH and a test image inside. Source this from a `set -euo pipefail`
-# test script, then call `nv_harness_start [--containerd 1.6|1.7|2|2.3] [--cri FN]`; an EXIT trap tears
+# test script, then call `nv_harness_start [--containerd 1.6|1.7|2|2.3|2.4] [--cri FN]`; an EXIT trap tears
 # it all down (tasks, containerd, stray shims of this containerd, mounts, cgroups, the temp dir).
 #   --cri FN           keep the CRI plugin on (config version 3 on containerd 2.x, drop-ins imported from
 #                      $NV_DIR/conf.d) and append what FN prints to the config (lib/cri.sh)
@@ -96,7 +96,7 @@ nv_close_inherited_fds() {
 
 # ---------- start ----------
 
-# nv_harness_start [--containerd 1.6|1.7|2|2.3]   (2: Debian unstable's 2.1; 2.3: the prebuilt 2.3.x)
+# nv_harness_start [--containerd 1.6|1.7|2|2.3|2.4]   (2: Debian unstable's 2.1; 2.3, 2.4: the prebuilt ones)
 nv_harness_start() {
   local ver=1.6
   while (($#)); do
@@ -158,7 +158,15 @@ _nv_pick_binaries() {
       # Prebuilt tarballs from the deps directory next to the checkout; absent on some machines.
       [[ -n $bindir ]] || nv_skip "containerd 2.3 not unpacked (no deps directory for scripts/fetch-shared-deps.sh, or it was not run)"
       ;;
-    *) nv_fail "nv_harness_start: --containerd must be 1.6, 1.7, 2 or 2.3, not $1" ;;
+    2.4)
+      if [[ -z ${NVPROXY_CONTAINERD24_BIN_DIR:-} && -r $NV_SHARED_ENV ]]; then
+        # shellcheck disable=SC1090
+        source "$NV_SHARED_ENV"
+      fi
+      bindir=${NVPROXY_CONTAINERD24_BIN_DIR:-}
+      [[ -n $bindir ]] || nv_skip "containerd 2.4 not unpacked (no deps directory for scripts/fetch-shared-deps.sh, or it was not run)"
+      ;;
+    *) nv_fail "nv_harness_start: --containerd must be 1.6, 1.7, 2, 2.3 or 2.4, not $1" ;;
   esac
   NV_CONTAINERD_BIN=$bindir/containerd
   NV_CTR=$bindir/ctr
