@@ -52,9 +52,10 @@ var scenarios = []scenario{
 	{"runc_delete_running", "runc delete --force behind the shim's back, then Wait and Delete", func(r *Run) { scRuncDelete(r, true) }},
 	{"runc_delete_created", "runc delete --force of a created task behind the shim's back", func(r *Run) { scRuncDelete(r, false) }},
 	{"exec_exit_order", "SIGKILL of init with running execs: exec exits come before init's", scExecExitOrder},
-	{"hostpid_kill", "host pid namespace: killing init kills its children", func(r *Run) { scHostPid(r, false) }},
-	{"hostpid_killall", "host pid namespace: Kill(WithKillAll)", func(r *Run) { scHostPid(r, true) }},
-	{"hostpid_gone_at_exit", "host pid namespace: init's children are gone when its exit is reported (containerd's TestContainerKillInitPidHost)", scHostPidGoneAtExit},
+	{"hostpid_kill", "host pid namespace: killing init kills its children", func(r *Run) { scHostPid(r, hostPidKill) }},
+	{"hostpid_killall", "host pid namespace: Kill(WithKillAll)", func(r *Run) { scHostPid(r, hostPidKillAll) }},
+	{"hostpid_gone_at_exit", "host pid namespace: init's children are gone when its exit is reported (containerd's TestContainerKillInitPidHost)",
+		func(r *Run) { scHostPid(r, hostPidGoneAtExit) }},
 	{"long_ids", "76-character namespace and container id (shim socket path)", scLongIDs},
 	{"shim_cgroup", "runc options ShimCgroup: the shim process joins it", scShimCgroup},
 	{"oom", "a process over its memory limit: exit code and the /tasks/oom event", scOOM},
@@ -642,10 +643,21 @@ func scExecExitOrder(r *Run) {
 	r.finish(c)
 }
 
-func scHostPid(r *Run, killAll bool) {
+type hostPidMode int
+
+const (
+	hostPidKill       hostPidMode = iota // SIGKILL to init; its children gone within 5 s
+	hostPidKillAll                       // Kill(WithKillAll)
+	hostPidGoneAtExit                    // SIGKILL to init; its child gone the moment Wait answers
+)
+
+func scHostPid(r *Run, mode hostPidMode) {
 	out := newBuf()
-	c := r.container([]string{"sh", "-c", "sleep 1000 & sleep 1000 & echo ready; wait"},
-		[]oci.SpecOpts{oci.WithHostNamespace(specs.PIDNamespace)})
+	args := []string{"sh", "-c", "sleep 1000 & sleep 1000 & echo ready; wait"}
+	if mode == hostPidGoneAtExit { // one child in the foreground, as in containerd's client test
+		args = []string{"sh", "-c", "sleep 1042 & echo ready; wait; echo hi"}
+	}
+	c := r.container(args, []oci.SpecOpts{oci.WithHostNamespace(specs.PIDNamespace)})
 	r.must("create", r.newTask(c, fifoIO(nil, out, out)))
 	ch := r.waitCh(c.name, c, c.task)
 	r.must("start", r.start(c.name, c, c.task, "init"))
@@ -661,7 +673,7 @@ func scHostPid(r *Run, killAll bool) {
 		return err
 	})
 	r.note("children", "%d", len(children))
-	if killAll {
+	if mode == hostPidKillAll {
 		r.call("kill all", func(ctx context.Context) error {
 			return c.task.Kill(ctx, syscall.SIGKILL, containerd.WithKillAll)
 		})
@@ -669,37 +681,11 @@ func scHostPid(r *Run, killAll bool) {
 		r.call("kill init", func(ctx context.Context) error { return c.task.Kill(ctx, syscall.SIGKILL) })
 	}
 	r.exit(c.name+" exit", ch)
-	r.note("children gone", "%s", waitGone(children, 5*time.Second))
-	r.finish(c)
-	for _, pid := range children { // never leave them to the host
-		_ = syscall.Kill(int(pid), syscall.SIGKILL)
+	if mode == hostPidGoneAtExit {
+		r.note("children gone at exit", "%s", waitGone(children, 0))
+	} else {
+		r.note("children gone", "%s", waitGone(children, 5*time.Second))
 	}
-}
-
-// scHostPidGoneAtExit: init (a shell with a child in the foreground, as in containerd's client
-// test) is killed; the moment Wait answers, its child must already be gone, without waiting more.
-func scHostPidGoneAtExit(r *Run) {
-	out := newBuf()
-	c := r.container([]string{"sh", "-c", "sleep 1042 & echo ready; wait; echo hi"},
-		[]oci.SpecOpts{oci.WithHostNamespace(specs.PIDNamespace)})
-	r.must("create", r.newTask(c, fifoIO(nil, out, out)))
-	ch := r.waitCh(c.name, c, c.task)
-	r.must("start", r.start(c.name, c, c.task, "init"))
-	r.note("ready", "%v", out.waitFor("ready", r.cfg.Step))
-	var children []uint32
-	r.call("pids", func(ctx context.Context) error {
-		infos, err := c.task.Pids(ctx)
-		for _, in := range infos {
-			if in.Pid != c.task.Pid() {
-				children = append(children, in.Pid)
-			}
-		}
-		return err
-	})
-	r.note("children", "%d", len(children))
-	r.call("kill init", func(ctx context.Context) error { return c.task.Kill(ctx, syscall.SIGKILL) })
-	r.exit(c.name+" exit", ch)
-	r.note("children gone at exit", "%s", waitGone(children, 0))
 	r.finish(c)
 	for _, pid := range children { // never leave them to the host
 		_ = syscall.Kill(int(pid), syscall.SIGKILL)
