@@ -93,34 +93,29 @@ if start lift "$LIMIT" "$HOLD_GIB"; then
   stop lift
 fi
 
+# refused ID LIMIT GIB WORDS: a container that must be refused before any toggle, with WORDS in
+# the error, and keep running.
+refused() {
+  start "$1" "$2" "$3" || return
+  local t0
+  t0=$(now)
+  if CTR c checkpoint --task "$1" "$1ref" >"$W/$1.out" 2>&1; then
+    result FAIL "$1" "checkpointed $3 GiB although it must be refused"
+  else
+    log "refused in $(dt "$t0" "$(now)") s: $(tr '\n' ' ' <"$W/$1.out" | cut -c1-600)"
+    [[ $(status_of "$1") == RUNNING ]] && grep -qF "$4" "$W/$1.out" &&
+      result PASS "$1" "refused before any toggle ($4), running" || result FAIL "$1" "status $(status_of "$1")"
+  fi
+  diag "$1"
+  stop "$1"
+}
+
 log "refuse: checkpoint.staging_memory refuse"
 write_cfg refuse
-if start refuse "$LIMIT" "$HOLD_GIB"; then
-  t0=$(now)
-  if CTR c checkpoint --task refuse refuseref >"$W/refuse.out" 2>&1; then
-    result FAIL refuse "checkpointed although the limit would be crossed"
-  else
-    log "refused in $(dt "$t0" "$(now)") s: $(tr '\n' ' ' <"$W/refuse.out" | cut -c1-600)"
-    [[ $(status_of refuse) == RUNNING ]] && grep -q "would cross the container's memory limit" "$W/refuse.out" &&
-      result PASS refuse "refused with the figures, running" || result FAIL refuse "status $(status_of refuse)"
-  fi
-  diag refuse
-  stop refuse
-fi
+refused refuse "$LIMIT" "$HOLD_GIB" "would cross the container's memory limit"
 write_cfg lift
 
 if [[ $HOST == yes ]]; then
   log "host: $HOST_GIB GiB of device memory on a host with $(awk '/MemAvailable/{printf "%.1f", $2/1048576}' /proc/meminfo) GiB available"
-  if start host "" "$HOST_GIB"; then
-    t0=$(now)
-    if CTR c checkpoint --task host hostref >"$W/host.out" 2>&1; then
-      result FAIL host "checkpointed $HOST_GIB GiB on this host"
-    else
-      log "refused in $(dt "$t0" "$(now)") s: $(tr '\n' ' ' <"$W/host.out" | cut -c1-600)"
-      [[ $(status_of host) == RUNNING ]] && grep -q 'would run the host out of memory' "$W/host.out" &&
-        result PASS host "refused before any toggle, running" || result FAIL host "status $(status_of host)"
-    fi
-    diag host
-    stop host
-  fi
+  refused host "" "$HOST_GIB" "would run the host out of memory"
 fi
