@@ -34,16 +34,23 @@ std::optional<Orchestrator::Refusal> Orchestrator::staging_refusal(const Checkpo
     bill.limits = memory_->limits_of(anchor);
     if (!bill.limits.empty()) d.cgroup = bill.limits.front().cgroup;
     bill.host_available = memory_->host_available();
-    if (reservations_)
-      for (const auto& r : reservations_->others(req.container_id)) {
-        bill.reserved_by_others += r.bytes;
-        bill.others.push_back(describe(r));
-      }
   } catch (const std::exception& e) {
     ph.done("unread");
     d.warnings.push_back(std::string("the memory limits over the container or the host's memory cannot be read (") + e.what() +
                          "): the driver's staging of " + format_bytes(bill.total()) + " is not billed");
     return std::nullopt;
+  }
+  // An account that cannot be read counts nothing for the others: the bill stands on the rest.
+  if (reservations_) {
+    try {
+      for (const auto& r : reservations_->others(req.container_id)) {
+        bill.reserved_by_others += r.bytes;
+        bill.others.push_back(describe(r));
+      }
+    } catch (const std::exception& e) {
+      d.warnings.push_back(std::string("the host's staging account cannot be read (") + e.what() +
+                           "): other checkpoints in flight are not counted");
+    }
   }
   // Without a record nothing may be lifted: a lift a dead shim could not put back is never made.
   StagingPlan plan = plan_staging(bill, req.lift_record.empty() ? StagingMode::Refuse : mode, "checkpoint");

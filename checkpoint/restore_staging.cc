@@ -40,15 +40,20 @@ RestoreStaging::RestoreStaging(const RestoreStagingInput& in, MemoryProbe& probe
   try {
     if (!cgroups_path.empty()) bill.limits = probe.limits_above(cgroups_path, dir, file);
     bill.host_available = probe.host_available();
+  } catch (const std::exception& e) {
+    log.warn(who + ": the memory limits over the container or the host's memory cannot be read (" + e.what() +
+             "): the driver's staging of " + format_bytes(bill.total()) + " is not billed");
+    return;
+  }
+  try {
     if (reservations)
       for (const auto& r : reservations->others(in.container)) {
         bill.reserved_by_others += r.bytes;
         bill.others.push_back(describe(r));
       }
   } catch (const std::exception& e) {
-    log.warn(who + ": the memory limits over the container or the host's memory cannot be read (" + e.what() +
-             "): the driver's staging of " + format_bytes(bill.total()) + " is not billed");
-    return;
+    log.warn(who + ": the host's staging account cannot be read (" + std::string(e.what()) +
+             "): other checkpoints in flight are not counted");
   }
   const auto limit_ptr = "/linux/resources/memory/limit"_json_pointer, swap_ptr = "/linux/resources/memory/swap"_json_pointer;
   if (spec.contains(limit_ptr) && spec[limit_ptr].is_number() && spec[limit_ptr].get<std::int64_t>() > 0) {

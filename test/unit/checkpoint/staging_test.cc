@@ -11,6 +11,7 @@
 #include "checkpoint/limit_lift.h"
 #include "checkpoint/memory_limits.h"
 #include "checkpoint/restore_staging.h"
+#include "checkpoint/staging_hold.h"
 #include "checkpoint/staging_bill.h"
 #include "common/error.h"
 #include "common/fs.h"
@@ -247,6 +248,16 @@ TEST(HostReservations, SharedAndReleased) {
   EXPECT_FALSE(second.held());
   first.release();
   EXPECT_TRUE(acc.others("b").empty());
+}
+
+TEST(HostReservations, AnUnusableAccountDoesNotStopTheStaging) {
+  HostReservations bad("/proc/self/nonexistent/staging.json");  // cannot be created
+  StagingPlan plan = plan_staging(bill_of(100 * MiB, {}), StagingMode::Lift, "checkpoint");
+  ASSERT_GT(plan.reserve, 0u);
+  Logger log(0);
+  StagingHold h;
+  EXPECT_NO_THROW(h = hold_staging(plan, bill_of(100 * MiB, {}), {.reservations = &bad}, "c", "checkpoint", log));
+  EXPECT_FALSE(h.reservation.held());
 }
 
 TEST(HostReservations, ADeadShimsEntryDoesNotCount) {
