@@ -24,7 +24,7 @@ fi
 if [[ $what != build ]]; then
   # Each e2e test has a containerd of its own (test/e2e/CMakeLists.txt): they run side by side.
   ctest --test-dir build-asan --output-on-failure --no-tests=error -j3 \
-    -R '^e2e_(lifecycle_runc_ctd16|operations_runc_ctd16|checkpoint_gpu_fake_runc_ctd16|tty_oom_runc_ctd16|gpu_layer_runc_ctd16)$'
+    -R '^e2e_(lifecycle_runc_ctd16|operations_runc_ctd16|checkpoint_gpu_fake_runc_ctd16|tty_oom_runc_ctd16|gpu_layer_runc_ctd16|staging_memory_runc_ctd16)$'
 fi
 if compgen -G "$asan_logs/*" >/dev/null; then
   head -50 "$asan_logs"/* >&2
