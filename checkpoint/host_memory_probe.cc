@@ -1,8 +1,11 @@
 #include <fstream>
+#include <optional>
+#include <vector>
 
 #include "checkpoint/memory_limits.h"
 #include "common/error.h"
 #include "common/fs.h"
+#include "oci/cgroup_metrics.h"
 #include "oci/cgroup_paths.h"
 
 namespace nvproxy::checkpoint {
@@ -18,6 +21,24 @@ std::uint64_t read_number(const fs::path& p) {
   } catch (const std::exception&) {
     throw Error(Code::Internal, "unexpected content \"" + t + "\" in " + p.string());
   }
+}
+
+// A value of a "KEY VALUE" file (memory.stat, memory.events, memory.oom_control, /proc/vmstat);
+// 0 when the key or the file is missing.
+std::uint64_t kv_value(const fs::path& file, const std::string& key) {
+  auto kv = oci::read_cgroup_kv(file);
+  auto it = kv.find(key);
+  return it == kv.end() ? 0 : it->second;
+}
+
+// What is charged to a cgroup now, and how much of it is inactive page cache (on v1 the
+// hierarchy's, as the limit is: use_hierarchy).
+struct Charge {
+  std::uint64_t usage = 0, reclaimable = 0;
+};
+Charge charge_of(const fs::path& dir, bool unified) {
+  return {.usage = read_number(dir / (unified ? "memory.current" : "memory.usage_in_bytes")),
+          .reclaimable = kv_value(dir / "memory.stat", unified ? "inactive_file" : "total_inactive_file")};
 }
 
 }  // namespace
@@ -59,25 +80,19 @@ std::vector<MemoryLimit> HostMemoryProbe::limits_from(const fs::path& dir, const
   for (fs::path d = dir; path_within(top, d) && d != top; d = d.parent_path()) {
     std::error_code ec;
     if (!fs::is_directory(d, ec)) continue;  // the cgroup a restore is about to create
-    auto add = [&](const std::string& file, const std::string& usage_file, const std::string& cache_key) {
-      if (!fs::exists(d / file)) return;
+    std::optional<Charge> charge;            // read once per cgroup, for its first limit
+    for (const char* file :
+         unified ? std::vector<const char*>{"memory.max", "memory.high"} : std::vector<const char*>{"memory.limit_in_bytes"}) {
+      if (!fs::exists(d / file)) continue;
       std::uint64_t limit = parse_limit(read_file(d / file), (d / file).string());
-      if (limit == kNoLimit) return;
-      MemoryLimit m{.cgroup = d, .file = file, .limit = limit};
-      m.usage = read_number(d / usage_file);
-      m.reclaimable = stat_value(read_file(d / "memory.stat"), cache_key);
+      if (limit == kNoLimit) continue;
+      if (!charge) charge = charge_of(d, unified);
+      MemoryLimit m{.cgroup = d, .file = file, .limit = limit, .usage = charge->usage, .reclaimable = charge->reclaimable};
       if (!unified && fs::exists(d / "memory.memsw.limit_in_bytes")) {
         m.swap_file = "memory.memsw.limit_in_bytes";
         m.swap_limit = parse_limit(read_file(d / m.swap_file), (d / m.swap_file).string());
       }
       out.push_back(std::move(m));
-    };
-    if (unified) {
-      add("memory.max", "memory.current", "inactive_file");
-      add("memory.high", "memory.current", "inactive_file");
-    } else {
-      // total_inactive_file: the hierarchy's, as the limit is (use_hierarchy).
-      add("memory.limit_in_bytes", "memory.usage_in_bytes", "total_inactive_file");
     }
   }
   return out;
@@ -104,12 +119,10 @@ std::uint64_t HostMemoryProbe::host_available() {
 }
 
 std::uint64_t HostMemoryProbe::used(const fs::path& cgroup) {
-  bool unified = v2();
-  fs::path usage = cgroup / (unified ? "memory.current" : "memory.usage_in_bytes");
-  if (!fs::exists(usage)) throw Error(Code::NotFound, "cgroup " + cgroup.string() + " is gone");
-  std::uint64_t u = read_number(usage);
-  std::uint64_t cache = stat_value(read_file(cgroup / "memory.stat"), unified ? "inactive_file" : "total_inactive_file");
-  return u > cache ? u - cache : 0;
+  std::error_code ec;
+  if (!fs::is_directory(cgroup, ec)) throw Error(Code::NotFound, "cgroup " + cgroup.string() + " is gone");
+  Charge c = charge_of(cgroup, v2());
+  return c.usage > c.reclaimable ? c.usage - c.reclaimable : 0;
 }
 
 void HostMemoryProbe::write_limit(const fs::path& file, std::uint64_t value) {
@@ -120,12 +133,12 @@ void HostMemoryProbe::write_limit(const fs::path& file, std::uint64_t value) {
 std::uint64_t HostMemoryProbe::oom_kills(const fs::path& cgroup) {
   std::error_code ec;
   for (const char* f : {"memory.events", "memory.oom_control"})
-    if (fs::exists(cgroup / f, ec)) return stat_value(read_file(cgroup / f), "oom_kill");
+    if (fs::exists(cgroup / f, ec)) return kv_value(cgroup / f, "oom_kill");
   return 0;
 }
 
 std::uint64_t HostMemoryProbe::host_oom_kills() {
-  return stat_value(read_file(proc_root_ / "vmstat"), "oom_kill");
+  return kv_value(proc_root_ / "vmstat", "oom_kill");
 }
 
 }  // namespace nvproxy::checkpoint

@@ -1,9 +1,5 @@
 #include "checkpoint/memory_limits.h"
 
-#include <cerrno>
-#include <fstream>
-#include <sstream>
-
 #include "common/error.h"
 #include "common/fs.h"
 
@@ -32,16 +28,6 @@ std::uint64_t parse_limit(const std::string& text, const std::string& what) {
   } catch (const std::exception&) {
     throw Error(Code::Internal, "unexpected limit \"" + t + "\" in " + what);
   }
-}
-
-std::uint64_t stat_value(const std::string& stat, const std::string& key) {
-  std::istringstream in(stat);
-  for (std::string k; in >> k;) {
-    std::uint64_t v = 0;
-    in >> v;
-    if (k == key) return v;
-  }
-  return 0;
 }
 
 fs::path cgroup_relative_path(const std::string& cgroups_path) {

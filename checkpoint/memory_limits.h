@@ -101,7 +101,4 @@ std::string oom_cause(MemoryProbe& probe, const OomBaseline& before);
 // "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1.slice/cri-containerd-ID.scope".
 std::filesystem::path cgroup_relative_path(const std::string& cgroups_path);
 
-// The value of `key` in a memory.stat text (0 when absent).
-std::uint64_t stat_value(const std::string& stat, const std::string& key);
-
 }  // namespace nvproxy::checkpoint
