@@ -214,7 +214,6 @@ class Orchestrator {
     // The driver's staging against the memory limits and the host (staging_bill.h): what to lift.
     std::optional<StagingPlan> staging;
     StagingBill bill;
-    std::filesystem::path cgroup;  // the container's memory cgroup, for the OOM counts
   };
   // c == nullptr: no device holders, or CUDA toggling is off: only the runtime's check applies.
   Decision decide(const CheckpointRequest& req, const std::vector<pid_t>& pids, const Classified* c,

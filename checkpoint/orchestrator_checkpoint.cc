@@ -235,6 +235,9 @@ CheckpointOutcome Orchestrator::checkpoint_around(const CheckpointRequest& req, 
   // and in whichever attempt: its own words (a stop that timed out, a process gone) would guess.
   std::optional<OomBaseline> oom;
   if (memory_ && toggler_) oom = oom_baseline(*memory_, req.init_pid > 0 ? memory_->memory_cgroup(req.init_pid) : "");
+  // Limits an earlier shim lifted and could not put back go back before any attempt's bill reads them.
+  if (memory_ && !req.lift_record.empty())
+    put_back_recorded(*memory_, req.lift_record, log_, "checkpoint of \"" + req.container_id + "\"");
   try {
     return checkpoint_attempts(req, snapshot);
   } catch (const Error& e) {
@@ -322,8 +325,6 @@ CheckpointOutcome Orchestrator::checkpoint_once(const CheckpointRequest& req, co
     }
   }
 
-  // Limits an earlier shim lifted and could not put back go back before the bill reads them.
-  if (memory_ && !req.lift_record.empty()) put_back_recorded(*memory_, req.lift_record, log_, "checkpoint of \"" + id + "\"");
   Decision d = decide(req, pids, c ? &*c : nullptr, a.out.phases);
   for (const auto& [k, v] : d.details.items()) a.diag.details[k] = v;
   a.out.warnings = d.warnings;
@@ -392,8 +393,7 @@ CheckpointOutcome Orchestrator::checkpoint_once(const CheckpointRequest& req, co
 StagingHold Orchestrator::hold_staging_for(Attempt& a, const Decision& d, const Classified& c) {
   if (!memory_ || !d.staging) return {};
   try {
-    return hold_staging(*d.staging, d.bill,
-                        {.probe = memory_, .reservations = reservations_, .record = a.req.lift_record, .cgroup = d.cgroup},
+    return hold_staging(*d.staging, d.bill, {.probe = memory_, .reservations = reservations_, .record = a.req.lift_record},
                         a.req.container_id, "checkpoint", log_);
   } catch (const Error& e) {
     for (pid_t p : c.cuda) {

@@ -32,7 +32,6 @@ std::optional<Orchestrator::Refusal> Orchestrator::staging_refusal(const Checkpo
   StagingMode mode = parse_staging_mode(cfg_.staging_memory);
   try {
     bill.limits = memory_->limits_of(anchor);
-    if (!bill.limits.empty()) d.cgroup = bill.limits.front().cgroup;
     bill.host_available = memory_->host_available();
   } catch (const std::exception& e) {
     ph.done("unread");
@@ -40,18 +39,7 @@ std::optional<Orchestrator::Refusal> Orchestrator::staging_refusal(const Checkpo
                          "): the driver's staging of " + format_bytes(bill.total()) + " is not billed");
     return std::nullopt;
   }
-  // An account that cannot be read counts nothing for the others: the bill stands on the rest.
-  if (reservations_) {
-    try {
-      for (const auto& r : reservations_->others(req.container_id)) {
-        bill.reserved_by_others += r.bytes;
-        bill.others.push_back(describe(r));
-      }
-    } catch (const std::exception& e) {
-      d.warnings.push_back(std::string("the host's staging account cannot be read (") + e.what() +
-                           "): other checkpoints in flight are not counted");
-    }
-  }
+  if (std::string w = bill_reservations(bill, reservations_, req.container_id); !w.empty()) d.warnings.push_back(std::move(w));
   // Without a record nothing may be lifted: a lift a dead shim could not put back is never made.
   StagingPlan plan = plan_staging(bill, req.lift_record.empty() ? StagingMode::Refuse : mode, "checkpoint");
   d.details["staging"] = plan.json;

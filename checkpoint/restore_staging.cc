@@ -32,7 +32,8 @@ RestoreStaging::RestoreStaging(const RestoreStagingInput& in, MemoryProbe& probe
   bill.resident = pages > bill.total() ? pages - bill.total() : 0;
 
   spec_ = in.bundle / "config.json";
-  nlohmann::json spec = nlohmann::json::parse(read_file(spec_));
+  const std::string spec_text = read_file(spec_);
+  nlohmann::json spec = nlohmann::json::parse(spec_text);
   fs::path dir;
   std::string file;
   const std::string cgroups_path = spec.value("/linux/cgroupsPath"_json_pointer, std::string());
@@ -45,16 +46,7 @@ RestoreStaging::RestoreStaging(const RestoreStagingInput& in, MemoryProbe& probe
              "): the driver's staging of " + format_bytes(bill.total()) + " is not billed");
     return;
   }
-  try {
-    if (reservations)
-      for (const auto& r : reservations->others(in.container)) {
-        bill.reserved_by_others += r.bytes;
-        bill.others.push_back(describe(r));
-      }
-  } catch (const std::exception& e) {
-    log.warn(who + ": the host's staging account cannot be read (" + std::string(e.what()) +
-             "): other checkpoints in flight are not counted");
-  }
+  if (std::string w = bill_reservations(bill, reservations, in.container); !w.empty()) log.warn(who + ": " + w);
   const auto limit_ptr = "/linux/resources/memory/limit"_json_pointer, swap_ptr = "/linux/resources/memory/swap"_json_pointer;
   if (spec.contains(limit_ptr) && spec[limit_ptr].is_number() && spec[limit_ptr].get<std::int64_t>() > 0) {
     own_limit = spec[limit_ptr].get<std::int64_t>();
@@ -77,19 +69,19 @@ RestoreStaging::RestoreStaging(const RestoreStagingInput& in, MemoryProbe& probe
     if (own_swap) spec[swap_ptr] = *own_swap + static_cast<std::int64_t>(c.to - c.from);
   }
   if (edited) {
-    spec_text_ = read_file(spec_);
+    spec_text_ = spec_text;
     write_file_atomic(spec_, spec.dump(), 0644);
   }
   try {
-    hold_ = hold_staging(plan, bill,
-                         {.probe = &probe, .reservations = reservations, .record = in.bundle / kLiftRecordFile, .cgroup = {}},
+    hold_ = hold_staging(plan, bill, {.probe = &probe, .reservations = reservations, .record = in.bundle / kLiftRecordFile},
                          in.container, "restore", log);
   } catch (...) {
     spec_back();
     throw;
   }
   // The OOM counts of the container's cgroup can be read once the runtime made it.
-  hold_.oom.cgroup = dir;
+  probe_ = &probe;
+  oom_ = oom_baseline(probe, dir);
 }
 
 void RestoreStaging::spec_back() noexcept {

@@ -49,12 +49,14 @@ class RestoreStaging {
     hold_.end();
   }
   // "" or the kernel's reason for processes killed during the restore (oom_cause).
-  [[nodiscard]] std::string oom_cause_now() const { return hold_.oom_cause_now(); }
+  [[nodiscard]] std::string oom_cause_now() const { return probe_ ? oom_cause(*probe_, oom_) : ""; }
 
  private:
   std::filesystem::path spec_;
   std::string spec_text_;  // config.json as it was; empty: not edited
   StagingHold hold_;
+  MemoryProbe* probe_ = nullptr;  // null: nothing billed, no OOM counts
+  OomBaseline oom_;               // the container's new cgroup counts from 0
 };
 
 }  // namespace nvproxy::checkpoint

@@ -5,11 +5,23 @@
 
 namespace nvproxy::checkpoint {
 
+std::string bill_reservations(StagingBill& bill, HostReservations* reservations, const std::string& container) {
+  if (!reservations) return "";
+  try {
+    for (const auto& r : reservations->others(container)) {
+      bill.reserved_by_others += r.bytes;
+      bill.others.push_back(describe(r));
+    }
+  } catch (const std::exception& e) {
+    return std::string("the host's staging account cannot be read (") + e.what() +
+           "): other checkpoints in flight are not counted";
+  }
+  return "";
+}
+
 StagingHold hold_staging(const StagingPlan& plan, const StagingBill& bill, const StagingSite& site, const std::string& container,
                          const std::string& what, Logger& log) {
   StagingHold h;
-  h.probe = site.probe;
-  if (site.probe) h.oom = oom_baseline(*site.probe, site.cgroup);
   const std::string who = what + " of \"" + container + "\"";
   if (site.reservations && plan.reserve > 0) {
     std::string refused;

@@ -19,23 +19,22 @@ struct StagingHold {
   // Declared first, destroyed last: the limits go back before the reservation is let go.
   HostReservations::Held reservation;
   LimitLift lift;
-  OomBaseline oom;
-  MemoryProbe* probe = nullptr;
 
   void end() {
     lift.put_back();
     reservation.release();
   }
-  // "" or the kernel's reason for a workload that died during the staging (oom_cause).
-  [[nodiscard]] std::string oom_cause_now() const { return probe ? oom_cause(*probe, oom) : ""; }
 };
 
 struct StagingSite {
   MemoryProbe* probe = nullptr;
   HostReservations* reservations = nullptr;  // null: no host-wide account (each shim counts alone)
   std::filesystem::path record;              // where the lifted limits' originals are kept
-  std::filesystem::path cgroup;              // the container's memory cgroup (OOM counts); may be empty
 };
+
+// What the other checkpoints and restores in flight have reserved, into the bill (checkpoint and
+// restore alike). "" or why the account could not be read: the bill then stands on the rest.
+std::string bill_reservations(StagingBill& bill, HostReservations* reservations, const std::string& container);
 
 // Reserves plan.reserve on the host, checked again under the account's lock against what others
 // hold now (one may have started since the plan), then lifts plan.lifts. Throws
