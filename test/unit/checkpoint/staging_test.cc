@@ -139,92 +139,81 @@ class FileProbe final : public MemoryProbe {
   fs::path fail_at;
 };
 
-std::string read(const fs::path& p) {
-  return read_file(p);
-}
 // Tests of this file may run at once (one process each): a directory of this process's own.
 fs::path scratch(const std::string& what) {
   return fs::temp_directory_path() / ("nvproxy-staging-" + what + "-" + std::to_string(::getpid()));
 }
 
-TEST(LimitLift, LiftsRecordsAndPutsBack) {
-  ScratchDir d(scratch("lift"));
-  fs::create_directories(d.path() / "pod/c");
-  write_file_atomic(d.path() / "pod/c/memory.max", "100");
-  write_file_atomic(d.path() / "pod/memory.max", "200");
-  FileProbe probe;
-  Logger log(0);
-  fs::path record = d.path() / "record.json";
-  {
-    LimitLift lift(probe,
-                   {{.file = d.path() / "pod/c/memory.max", .from = 100, .to = 1000, .cgroup = d.path() / "pod/c"},
-                    {.file = d.path() / "pod/memory.max", .from = 200, .to = 1100, .cgroup = d.path() / "pod"}},
-                   record, log, "test", std::chrono::milliseconds(0));
-    EXPECT_EQ(read(d.path() / "pod/c/memory.max"), "1000");
-    EXPECT_EQ(read(d.path() / "pod/memory.max"), "1100");
-    EXPECT_TRUE(fs::exists(record));
+// A tree of cgroup directories under a scratch directory, each with its memory.max, a probe over
+// it, and where the lift's record goes.
+class LimitLiftTest : public ::testing::Test {
+ protected:
+  // Makes REL with memory.max at `limit`; the change that lifts it to `to`.
+  LimitChange cgroup(const std::string& rel, std::uint64_t limit, std::uint64_t to) {
+    fs::create_directories(d_.path() / rel);
+    write_file_atomic(d_.path() / rel / "memory.max", std::to_string(limit));
+    return {.file = d_.path() / rel / "memory.max", .from = limit, .to = to, .cgroup = d_.path() / rel};
   }
-  EXPECT_EQ(read(d.path() / "pod/c/memory.max"), "100");
-  EXPECT_EQ(read(d.path() / "pod/memory.max"), "200");
-  EXPECT_FALSE(fs::exists(record));
+  LimitLift lift(std::vector<LimitChange> changes) {
+    return {probe_, std::move(changes), record_, log_, "test", std::chrono::milliseconds(0)};
+  }
+  std::string limit_of(const std::string& rel) { return read_file(d_.path() / rel / "memory.max"); }
+
+  ScratchDir d_{scratch("lift")};
+  FileProbe probe_;
+  Logger log_{0};
+  fs::path record_ = d_.path() / "record.json";
+};
+
+TEST_F(LimitLiftTest, LiftsRecordsAndPutsBack) {
+  auto c = cgroup("pod/c", 100, 1000);
+  auto pod = cgroup("pod", 200, 1100);
+  {
+    LimitLift l = lift({c, pod});
+    EXPECT_EQ(limit_of("pod/c"), "1000");
+    EXPECT_EQ(limit_of("pod"), "1100");
+    EXPECT_TRUE(fs::exists(record_));
+  }
+  EXPECT_EQ(limit_of("pod/c"), "100");
+  EXPECT_EQ(limit_of("pod"), "200");
+  EXPECT_FALSE(fs::exists(record_));
   // Put back in reverse order.
-  EXPECT_EQ(probe.writes, (std::vector<std::string>{"memory.max=1000", "memory.max=1100", "memory.max=200", "memory.max=100"}));
+  EXPECT_EQ(probe_.writes, (std::vector<std::string>{"memory.max=1000", "memory.max=1100", "memory.max=200", "memory.max=100"}));
 }
 
-TEST(LimitLift, NeverPutsBackBelowTheUsage) {
-  ScratchDir d(scratch("lift"));
-  fs::create_directories(d.path() / "c");
-  write_file_atomic(d.path() / "c/memory.max", "100");
-  FileProbe probe;
-  probe.usage[d.path() / "c"] = 500;  // the staging not freed yet
-  Logger log(0);
-  fs::path record = d.path() / "record.json";
-  LimitLift lift(probe, {{.file = d.path() / "c/memory.max", .from = 100, .to = 1000, .cgroup = d.path() / "c"}}, record, log,
-                 "test", std::chrono::milliseconds(0));
-  PutBack pb = lift.put_back();
-  EXPECT_EQ(read(d.path() / "c/memory.max"), "1000");
+TEST_F(LimitLiftTest, NeverPutsBackBelowTheUsage) {
+  auto c = cgroup("c", 100, 1000);
+  probe_.usage[c.cgroup] = 500;  // the staging not freed yet
+  LimitLift l = lift({c});
+  PutBack pb = l.put_back();
+  EXPECT_EQ(limit_of("c"), "1000");
   ASSERT_EQ(pb.left.size(), 1u);
   EXPECT_NE(pb.left[0].find("still uses"), std::string::npos) << pb.left[0];
-  EXPECT_TRUE(fs::exists(record)) << "what is left lifted stays in the record";
+  EXPECT_TRUE(fs::exists(record_)) << "what is left lifted stays in the record";
   // A later shim (or delete) puts it back once the usage fell.
-  probe.usage[d.path() / "c"] = 50;
-  PutBack later = put_back_recorded(probe, record, log, "delete");
+  probe_.usage[c.cgroup] = 50;
+  PutBack later = put_back_recorded(probe_, record_, log_, "delete");
   EXPECT_EQ(later.restored.size(), 1u);
-  EXPECT_EQ(read(d.path() / "c/memory.max"), "100");
-  EXPECT_FALSE(fs::exists(record));
+  EXPECT_EQ(limit_of("c"), "100");
+  EXPECT_FALSE(fs::exists(record_));
 }
 
-TEST(LimitLift, AFailedLiftUndoesTheOnesBefore) {
-  ScratchDir d(scratch("lift"));
-  fs::create_directories(d.path() / "pod/c");
-  write_file_atomic(d.path() / "pod/c/memory.max", "100");
-  write_file_atomic(d.path() / "pod/memory.max", "200");
-  FileProbe probe;
-  probe.fail_at = d.path() / "pod/memory.max";
-  Logger log(0);
-  fs::path record = d.path() / "record.json";
-  EXPECT_THROW(LimitLift(probe,
-                         {{.file = d.path() / "pod/c/memory.max", .from = 100, .to = 1000, .cgroup = d.path() / "pod/c"},
-                          {.file = d.path() / "pod/memory.max", .from = 200, .to = 1100, .cgroup = d.path() / "pod"}},
-                         record, log, "test", std::chrono::milliseconds(0)),
-               Error);
-  EXPECT_EQ(read(d.path() / "pod/c/memory.max"), "100");
-  EXPECT_FALSE(fs::exists(record));
+TEST_F(LimitLiftTest, AFailedLiftUndoesTheOnesBefore) {
+  auto c = cgroup("pod/c", 100, 1000);
+  auto pod = cgroup("pod", 200, 1100);
+  probe_.fail_at = pod.file;
+  EXPECT_THROW(lift({c, pod}), Error);
+  EXPECT_EQ(limit_of("pod/c"), "100");
+  EXPECT_FALSE(fs::exists(record_));
 }
 
-TEST(LimitLift, AGoneCgroupIsNotAnError) {
-  ScratchDir d(scratch("lift"));
-  fs::create_directories(d.path() / "c");
-  write_file_atomic(d.path() / "c/memory.max", "100");
-  FileProbe probe;
-  Logger log(0);
-  fs::path record = d.path() / "record.json";
-  LimitLift lift(probe, {{.file = d.path() / "c/memory.max", .from = 100, .to = 1000, .cgroup = d.path() / "c"}}, record, log,
-                 "test", std::chrono::milliseconds(0));
-  fs::remove_all(d.path() / "c");
-  PutBack pb = lift.put_back();
+TEST_F(LimitLiftTest, AGoneCgroupIsNotAnError) {
+  auto c = cgroup("c", 100, 1000);
+  LimitLift l = lift({c});
+  fs::remove_all(c.cgroup);
+  PutBack pb = l.put_back();
   EXPECT_TRUE(pb.left.empty());
-  EXPECT_FALSE(fs::exists(record));
+  EXPECT_FALSE(fs::exists(record_));
 }
 
 TEST(HostReservations, SharedAndReleased) {
