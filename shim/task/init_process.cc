@@ -1,5 +1,4 @@
 #include "shim/task/init_process.h"
-#include "shim/task/runsc_root.h"
 
 #include <signal.h>
 
@@ -13,6 +12,7 @@
 #include "oci/spec.h"
 #include "shim/task/exec_table.h"
 #include "shim/task/runsc_filestore.h"
+#include "shim/task/runsc_root.h"
 #include "shim/task/task_context.h"
 
 namespace nvproxy::shim {
@@ -395,7 +395,7 @@ void InitProcess::run_delete() {
     // Nothing to delete is fine (a restore that never ran, a runtime that already cleaned up).
     if (e.code() != Code::NotFound) ctx_.env.log.warn(e.what());
   }
-  if (ctx_.runtime->kind() == oci::RuntimeKind::Runsc && remove_runsc_sandbox_root(ctx_.runtime->config(), ctx_.setup.id))
+  if (remove_runsc_sandbox_root(ctx_.runtime->config(), ctx_.setup.id))
     ctx_.env.log.debug("container \"" + ctx_.setup.id + "\": removed its sandbox's runsc root " + ctx_.runtime->config().root);
 }
 

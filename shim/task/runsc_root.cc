@@ -24,6 +24,7 @@ oci::RuntimeConfig runsc_root_for_sandbox(oci::RuntimeConfig rc, const std::stri
 
 bool remove_runsc_sandbox_root(const oci::RuntimeConfig& rc, const std::string& id) {
   std::filesystem::path root = rc.root;
+  if (oci::runtime_kind_from_binary(rc.binary) != oci::RuntimeKind::Runsc) return false;
   if (rc.root.empty() || root.filename() != id) return false;  // another container's sandbox, or a shared root
   std::error_code ec;
   for (const auto& e : std::filesystem::directory_iterator(root, ec))

@@ -21,9 +21,10 @@ std::string runsc_sandbox_of(const oci::Spec& spec, const std::string& id);
 // rc (already per-namespace, runtime_for_namespace) with its root made the sandbox's.
 oci::RuntimeConfig runsc_root_for_sandbox(oci::RuntimeConfig rc, const std::string& ns, const std::string& sandbox);
 
-// After the runtime's delete of container `id`: when rc.root is that container's own sandbox root
-// and runsc left no container's state in it, unmounts what runsc bound there (its null-netns file)
-// and removes the directory. Never throws; what it leaves is said on the log's terms by the caller.
+// After the runtime's delete of container `id`: when rc is runsc, rc.root is that container's own
+// sandbox root and runsc left no container's state in it, unmounts what runsc bound there (its
+// null-netns file) and removes the directory; true when it did. Never throws; any other runtime,
+// or a root another container still uses, is left as it is (false).
 bool remove_runsc_sandbox_root(const oci::RuntimeConfig& rc, const std::string& id);
 
 }  // namespace nvproxy::shim

@@ -63,7 +63,7 @@ void cleanup_dead_task(const ShimArgs& a, const std::filesystem::path& bundle) {
   } catch (const Error& e) {
     if (e.code() != Code::NotFound) log.warn(std::string("delete: ") + e.what());
   }
-  if (rt.kind() == oci::RuntimeKind::Runsc) remove_runsc_sandbox_root(rc, a.id);
+  remove_runsc_sandbox_root(rc, a.id);
   // A shim that died while memory limits were lifted for the driver's staging left their
   // originals in the bundle: a pod's limit outlives the container.
   checkpoint::HostMemoryProbe memory;
