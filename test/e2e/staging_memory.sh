@@ -45,13 +45,11 @@ echo "$POD_LIMIT" >"$CG_ROOT$POD/$LIMIT_FILE"
 limit_of() { cat "$CG_ROOT$1/$LIMIT_FILE"; }
 
 # start NAME CGROUP [APP ARGS...]: a limited container of one fake CUDA process staging STAGE_MIB,
-# NVML told its device memory; echoes the app's pid in the container.
+# ready (the test then tells NVML its device memory: tell_nvml).
 start() {
   local name=$1 cg=$2
   shift 2
   nv_ctr run -d --runtime $NV_RT --memory-limit $LIMIT --cgroup "$cg" "${MOUNTS[@]}" "$NV_IMAGE" "$name" "$@"
-  local host
-  host=$(nv_ctr task ls | awk -v n="$name" '$1==n{print $2}')
   nv_wait_for -t 10 bash -c "ls $FAKE/cuda | grep -q '\.ready$'" || nv_fail "$name did not start"
 }
 app() { echo /fake/fake_cuda_app --dir /fakecuda --device /dev/fakegpu0 --stage-mib $STAGE_MIB; }
@@ -78,7 +76,7 @@ no_toggle() { [[ ! -s $FAKE/cuda/calls.log ]] || ! grep -qE ' (lock|checkpoint) 
 
 nv_log "case lift: limited container (96 MiB) in a pod (160 MiB), staging $STAGE_MIB MiB"
 start lift "$POD/lift" $(app)
-pid=$(cat "$FAKE"/cuda/*.ready >/dev/null; nv_fake_cuda_pids | head -1)
+pid=$(nv_fake_cuda_pids | head -1)
 tell_nvml "$(host_pid_of lift)"
 nv_wait_for -t 30 nv_fake_counted_past "$pid" 100 || nv_fail "the app does not count"
 before=$(nv_fake_counter "$pid")
@@ -102,7 +100,6 @@ printf checkpointed >"$FAKE/cuda/$pid.state"
 touch "$FAKE/cuda/$pid.closed"
 nv_ctr c restore --live --rw lift liftref </dev/null
 nv_assert_eq RUNNING "$(nv_task_status lift)" "lift after restore"
-nv_wait_for -t 10 bash -c "ls $FAKE/cuda | grep -q '\.counter$'" || true
 nv_fake_advancing "$pid" 10 || nv_fail "the restored app does not count"
 after=$(nv_fake_counter "$pid")
 ((after >= before)) || nv_fail "state did not continue: before $before, after $after"
@@ -162,7 +159,7 @@ nv_ctr run -d --runtime $NV_RT "${MOUNTS[@]}" "$NV_IMAGE" one $(app)
 nv_ctr run -d --runtime $NV_RT "${MOUNTS[@]}" "$NV_IMAGE" two sh -c "/bin/true; /bin/true; $(app); true"
 nv_wait_for -t 10 bash -c "[[ \$(ls $FAKE/cuda | grep -c '\.ready\$') -ge 2 ]]" || nv_fail "one and two did not start"
 tell_nvml "$(host_pid_of one)"
-tell_nvml "$(nv_ctr task ps two | awk 'NR>1{print $1}' | sort -n | tail -1)"
+tell_nvml "$(host_pid_of two)"
 echo 3000 >"$FAKE/cuda/delay_ms"  # each checkpoint holds its reservation for seconds
 rm -f "$FAKE/cuda/calls.log"
 set +e
