@@ -37,17 +37,7 @@ CFG=$W/shim.yaml
 write_cfg() {  # RELEASE(true|false)
   local rt="{binary: /opt/kit/root/usr/sbin/runc, root: /run/containerd/nvproxy-gpu25, criu_path: /opt/kit/bin/criu}"
   [[ $RUNTIME == runsc ]] && rt="{binary: /opt/runsc/bin/runsc, root: /run/containerd/nvproxy-gpu25-runsc, extra_args: [\"--network=none\", \"--ignore-cgroups\"]}"
-  cat >"$CFG" <<EOF
-runtime: $rt
-log_level: debug
-gpu:
-  driver_root: /
-checkpoint:
-  libcuda: /usr/local/nvidia/lib64/libcuda.so.1
-  libnvml: /usr/local/nvidia/lib64/libnvidia-ml.so.1
-  content_store: $W/root
-  release_inherited: $1
-EOF
+  kit_shim_config "$CFG" "$rt" "release_inherited: $1"
 }
 write_cfg true
 kit_start "$W" "$CFG" || { log "containerd or the image import failed"; exit 1; }

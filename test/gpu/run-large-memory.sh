@@ -35,20 +35,10 @@ if [[ ${RUNTIME:-runc} == crun ]]; then
   source "$REPO/test/gpu/lib/crun.sh"
   RUNTIME_BIN=$(crun_install) || exit 1
 fi
-write_cfg() {  # STORE (empty: none) [SKIP_ZERO_PAGES(true|false)] [MORE checkpoint: LINES]
-  cat >"$CFG" <<EOF
-runtime: {binary: $RUNTIME_BIN, root: /run/containerd/nvproxy-gpu26, criu_path: /opt/kit/bin/criu}
-log_level: debug
-gpu: {driver_root: /}
-checkpoint:
-  libcuda: /usr/local/nvidia/lib64/libcuda.so.1
-  libnvml: /usr/local/nvidia/lib64/libnvidia-ml.so.1
-  content_store: $W/root
-${1:+  image_store: $1
-  image_store_keep: 1}
-  skip_zero_pages: ${2:-true}
-${3:-}
-EOF
+write_cfg() {  # STORE (empty: none) [SKIP_ZERO_PAGES(true|false)] [MORE checkpoint: LINES, indented]
+  kit_shim_config "$CFG" "{binary: $RUNTIME_BIN, root: /run/containerd/nvproxy-gpu26, criu_path: /opt/kit/bin/criu}" \
+    ${1:+"image_store: $1" "image_store_keep: 1"} "skip_zero_pages: ${2:-true}"
+  [[ -z ${3:-} ]] || echo "$3" >>"$CFG"
 }
 write_cfg ""
 kit_start "$W" "$CFG" || { log "containerd or the image import failed"; exit 1; }

@@ -25,16 +25,8 @@ rm -rf "$W"; mkdir -p "$W/tools"
 cp "$PACK/bin/gpu_hold" "$W/tools/"
 CFG=$W/shim.yaml
 write_cfg() {  # MODE
-  cat >"$CFG" <<CFGEOF
-runtime: {binary: /opt/kit/root/usr/sbin/runc, root: /run/containerd/nvproxy-gpu45, criu_path: /opt/kit/bin/criu}
-log_level: debug
-gpu: {driver_root: /}
-checkpoint:
-  libcuda: /usr/local/nvidia/lib64/libcuda.so.1
-  libnvml: /usr/local/nvidia/lib64/libnvidia-ml.so.1
-  content_store: $W/root
-  staging_memory: $1
-CFGEOF
+  kit_shim_config "$CFG" "{binary: /opt/kit/root/usr/sbin/runc, root: /run/containerd/nvproxy-gpu45, criu_path: /opt/kit/bin/criu}" \
+    "staging_memory: $1"
 }
 write_cfg lift
 kit_start "$W" "$CFG" || { log "containerd or the image import failed"; exit 1; }
