@@ -6,7 +6,9 @@
 #include <csignal>
 
 #include <cerrno>
+#include <chrono>
 #include <nlohmann/json.hpp>
+#include <thread>
 #include <utility>
 
 #include "checkpoint/gpu_facts.h"
@@ -21,6 +23,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
+constexpr std::chrono::seconds kLockWait{10};
+
 // The lock: a file of its own beside the account, so that the account is replaced atomically.
 class FileLock {
  public:
@@ -31,8 +35,15 @@ class FileLock {
     lock += ".lock";
     fd_.reset(::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
     if (!fd_) throw sys_error("open the host's staging reservations lock " + lock.string());
-    while (::flock(fd_.get(), LOCK_EX) != 0)
-      if (errno != EINTR) throw sys_error("lock " + lock.string());
+    // Held for a read and a write at a time; one held longer (a stopped shim) is not waited out.
+    const auto deadline = std::chrono::steady_clock::now() + kLockWait;
+    while (::flock(fd_.get(), LOCK_EX | LOCK_NB) != 0) {
+      if (errno != EWOULDBLOCK && errno != EINTR) throw sys_error("lock " + lock.string());
+      if (std::chrono::steady_clock::now() >= deadline)
+        throw Error(Code::DeadlineExceeded, "the lock " + lock.string() + " was held by another shim for over " +
+                                                std::to_string(kLockWait.count()) + " s");
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));  // flock has no timed wait
+    }
   }
 
  private:

@@ -1,7 +1,9 @@
 // The staging's bill and plan (staging_bill.h), the host-wide account (host_reservations.h), the
 // lift and its put-back (limit_lift.h) against a probe over a directory tree standing for
 // /sys/fs/cgroup, and the probe's reading of a real-looking cgroup v2 and v1 tree.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -16,6 +18,7 @@
 #include "common/error.h"
 #include "common/fs.h"
 #include "common/scratch_dir.h"
+#include "common/unique_fd.h"
 
 namespace nvproxy::checkpoint {
 namespace {
@@ -247,6 +250,20 @@ TEST(HostReservations, AnUnusableAccountDoesNotStopTheStaging) {
   StagingHold h;
   EXPECT_NO_THROW(h = hold_staging(plan, bill_of(100 * MiB, {}), {.reservations = &bad}, "c", "checkpoint", log));
   EXPECT_FALSE(h.reservation.held());
+}
+
+TEST(HostReservations, ALockHeldTooLongIsNotWaitedOut) {
+  ScratchDir d(scratch("account-lock"));
+  HostReservations acc(d.path() / "staging.json");
+  UniqueFd held(::open((d.path() / "staging.json.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
+  ASSERT_TRUE(held);
+  ASSERT_EQ(::flock(held.get(), LOCK_EX), 0);  // another open file description: a shim that stopped
+  try {
+    acc.others("c");
+    FAIL() << "the account was read under another's lock";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Code::DeadlineExceeded) << e.what();
+  }
 }
 
 TEST(HostReservations, ADeadShimsEntryDoesNotCount) {
