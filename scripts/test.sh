@@ -53,7 +53,8 @@ if [[ -n $checks_pid ]]; then
 fi
 set -e
 stamp "== done"
-# Every skip named with its reason, then (last, so that it is the closing line CI reads) the summary.
+# Every skip named with its reason, the end of each failed test's output, then (last, so that it is the closing line CI reads) the summary.
 bash scripts/test-skips.sh build "$tests_log"
+bash scripts/test-failures.sh build "$tests_log"
 grep -E '^[0-9]+% tests passed|^The following tests FAILED|^[[:space:]]+[0-9]+ - ' "$tests_log" || true
 if ((tests_rc != 0 || checks_rc != 0)); then exit 1; fi

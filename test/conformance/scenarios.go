@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -692,16 +693,16 @@ func scHostPid(r *Run, mode hostPidMode) {
 	}
 }
 
-// waitGone waits until none of pids is alive (zombies count as gone); "yes" or how many remain.
+// waitGone waits until none of pids is alive; "yes" or how many remain. A process counts as gone
+// once it is a zombie, is exiting, or has a SIGKILL pending: a kill delivered before Wait answered
+// is what the order asks for, and its delivery on a loaded machine is the scheduler's, not the shim's.
 func waitGone(pids []uint32, d time.Duration) string {
 	deadline := time.Now().Add(d)
 	for {
 		alive := 0
 		for _, pid := range pids {
-			if data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil {
-				if f := strings.Fields(string(data[strings.LastIndexByte(string(data), ')')+1:])); len(f) > 0 && f[0] != "Z" {
-					alive++
-				}
+			if !killedOrGone(pid) {
+				alive++
 			}
 		}
 		if alive == 0 {
@@ -712,6 +713,36 @@ func waitGone(pids []uint32, d time.Duration) string {
 		}
 		time.Sleep(20 * time.Millisecond) // polling /proc: the kernel sends no event for another's child
 	}
+}
+
+const pfExiting = 0x4 // the kernel's PF_EXITING task flag (/proc/PID/stat field 9)
+
+func killedOrGone(pid uint32) bool {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true
+	}
+	f := strings.Fields(string(data[strings.LastIndexByte(string(data), ')')+1:]))
+	if len(f) < 7 || f[0] == "Z" || f[0] == "X" {
+		return true
+	}
+	if flags, err := strconv.ParseUint(f[6], 10, 64); err == nil && flags&pfExiting != 0 {
+		return true
+	}
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return true
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if !ok || (k != "SigPnd" && k != "ShdPnd") {
+			continue
+		}
+		if mask, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64); err == nil && mask&(1<<(uint(syscall.SIGKILL)-1)) != 0 {
+			return true
+		}
+	}
+	return false
 }
 
 func scLongIDs(r *Run) {

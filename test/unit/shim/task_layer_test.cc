@@ -485,9 +485,12 @@ TEST_F(TaskLayer, AnInitSharingTheHostPidNamespaceTakesTheRestWithIt) {
   pid_t init = create("c1", false);
   start("c1");
   svc_->on_exit(init, status_exited(0));
-  // The kill runs off the reaper's thread; wait for it with a deadline.
+  // The kill runs off the reaper's thread and the exit goes out once it returned: wait for the
+  // stopped state (not for the kill's call, which the runtime records before it returns).
   auto deadline = std::chrono::steady_clock::now() + 10s;
-  while (!rt_->called("kill 9 all") && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(5ms);
+  while (state("c1").status() != containerd::v1::types::STOPPED && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(5ms);
+  ASSERT_EQ(state("c1").status(), containerd::v1::types::STOPPED);
   EXPECT_TRUE(rt_->called("kill 9 all"));
   std::weak_ptr<Container> held = svc_->container("c1");
   remove("c1");
