@@ -51,7 +51,16 @@ Orchestrator::Orchestrator(CheckpointConfig cfg, const OrchestratorTools& t, Log
       release_way_(t.release_way),
       memory_(t.memory),
       reservations_(t.reservations),
+      can_(capabilities_of(t)),
       log_(log) {}
+
+Orchestrator::Capabilities Orchestrator::capabilities_of(const OrchestratorTools& t) {
+  return {.toggles_cuda = t.toggler != nullptr,
+          .holds_still = t.toggler != nullptr && t.hold != nullptr,
+          .guards_pids = t.holds != nullptr,
+          .checks_snapshot = t.snapshot_check != nullptr,
+          .bills_staging = t.memory != nullptr};
+}
 using namespace detail;
 
 ProcessReport Orchestrator::report_for(pid_t pid, const std::vector<Holder>& holders) {

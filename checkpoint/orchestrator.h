@@ -243,56 +243,25 @@ class Orchestrator {
   [[nodiscard]] std::optional<Refusal> refusal(const Preflight& pf) const;
   [[nodiscard]] std::vector<std::string> preflight_warnings(const Preflight& pf) const;
 
-  // The phases of checkpoint() after decide() (orchestrator_checkpoint.cc), each with the attempt
-  // it belongs to and the guard that owns what was toggled.
+  // One attempt of a checkpoint (attempt.h): it owns what it found and toggled, and runs the
+  // phases after decide() as its methods; its guards (attempt_guards.h) own what was toggled and
+  // the container's hold. Again: its answer "again, with these newcomers".
   class Attempt;
   class Toggled;
   class HoldGuard;
-  // Takes the host's reservation and lifts the plan's limits; throws the attempt's refusal.
-  StagingHold hold_staging_for(Attempt& a, const Decision& d, const Classified& c);
-  std::vector<pid_t> drop_ended(Attempt& a, Classified& c, std::map<pid_t, CudaError>& failed, const char* before);
-  // Which of `pids` have ended, and why: the process holds say (host pids); without them (a
-  // sandbox's pids) a pid no longer among the container's processes has ended. Each is given
-  // `grace` to go: a toggle fails while its process is ending (its CUDA already torn down).
-  std::map<pid_t, std::string> ended_among(const std::vector<pid_t>& pids, std::chrono::milliseconds grace);
-  void lock_all(Attempt& a, Classified& c, Toggled& t);
-  struct Newcomers;  // processes holding GPU devices started between the scan and the hold
+  struct Again;
   // Holders without CUDA across the attempts of one checkpoint: when each was first seen, and until
   // when a scan that finds only new such holders is made again.
   struct NotCudaSeen {
     std::map<pid_t, std::chrono::steady_clock::time_point> since;
     std::chrono::steady_clock::time_point rescan_until;
   };
-  // checkpoint_around's attempts (a retry when processes started meanwhile), its OOM naming aside.
+  // checkpoint_around's attempts (again while processes start or end meanwhile), its OOM naming aside.
   CheckpointOutcome checkpoint_attempts(const CheckpointRequest& req, const ReleasingSnapshotFn& snapshot);
-  CheckpointOutcome checkpoint_once(const CheckpointRequest& req, const ReleasingSnapshotFn& snapshot, bool may_retry,
-                                    NotCudaSeen& seen);
-  // True when every one of `c`'s blockers is a holder without CUDA first seen less than
-  // kStartingGrace ago (and the rescans' deadline has not passed): a job runner's worker between
-  // the opening of its device and cuInit, or between its CUDA teardown and its exit.
-  bool only_passing_holders(const Classified& c, NotCudaSeen& seen);
-  std::map<pid_t, std::vector<Holder>> hold_still(Attempt& a, HoldGuard& h, Toggled& t, std::set<pid_t>& held,
-                                                  const std::vector<pid_t>& scanned);
-  void take_in_newcomers(Attempt& a, HoldGuard& h, Classified& c, Toggled& t, std::set<pid_t>& held,
-                         std::map<pid_t, std::vector<Holder>> fresh, bool may_retry);
-  // Waits (kNewcomerInit at most) for each of `waiting` to be a running CUDA process and calls
-  // take(pid) for it; one the holds say ended is skipped. Returns those never running in time and
-  // those take() refused.
-  std::vector<pid_t> when_cuda_running(std::vector<pid_t> waiting, const std::function<bool(pid_t)>& take);
-  void checkpoint_all(Attempt& a, Classified& c, Toggled& t, bool may_retry);
-  void verify(Attempt& a, const std::vector<pid_t>& pids, Classified& c, Toggled& t, bool may_retry);
-  // Without a hold (a sandbox): CUDA processes started after the scan are locked and checkpointed
-  // as the others were, while the rest of the container runs on; false when one could not be.
-  bool take_in_unheld(Attempt& a, Classified& c, Toggled& t, const std::map<pid_t, std::vector<Holder>>& fresh);
-  void take_snapshot(Attempt& a, const ReleasingSnapshotFn& snapshot, const Classified& c, HoldGuard& h, Toggled& t,
-                     bool may_retry);
-  // Device holders now that are neither toggled nor among c's holders at the scan (all: every
-  // holder now).
-  std::map<pid_t, std::vector<Holder>> untoggled_newcomers(const Classified& c, Toggled& t,
-                                                           std::map<pid_t, std::vector<Holder>>* all = nullptr);
-  void snapshot_only(Attempt& a, const ReleasingSnapshotFn& snapshot);
-  void resume(Attempt& a, const std::vector<pid_t>& toggled, Toggled& t);
-  std::vector<ProcessReport> failure_rows(const Classified& c, const std::map<pid_t, CudaError>& failed);
+  // Which of `pids` have ended, and why: the process holds say (host pids); without them (a
+  // sandbox's pids) a pid no longer among the container's processes has ended. Each is given
+  // `grace` to go: a toggle fails while its process is ending (its CUDA already torn down).
+  std::map<pid_t, std::string> ended_among(const std::vector<pid_t>& pids, std::chrono::milliseconds grace);
 
   struct Resumed {
     std::vector<pid_t> running;
@@ -323,6 +292,18 @@ class Orchestrator {
   // Throws CudaError(op, "not asked") when pid is no longer the process the scan found.
   void ensure_held(pid_t pid, const char* op);
 
+  // What the runtime variant's tools allow (OrchestratorTools' optional ones), read once: the
+  // phases ask these, not whether a tool is there.
+  struct Capabilities {
+    bool toggles_cuda = false;     // a toggler; without one the runtime's snapshot runs alone
+    bool holds_still = false;      // a container hold with CUDA toggled: nothing runs from the lock to the
+                                   // resume; without one, newcomers are taken in while the rest runs on
+    bool guards_pids = false;      // process holds: no driver call on a pid that is no longer the process found
+    bool checks_snapshot = false;  // the runtime's snapshot is checked against this host first
+    bool bills_staging = false;    // the driver's staging is billed against the memory limits and the host
+  };
+  static Capabilities capabilities_of(const OrchestratorTools& t);
+
   CheckpointConfig cfg_;
   ProcessLister& lister_;
   HolderScanner& scanner_;
@@ -339,6 +320,7 @@ class Orchestrator {
   ReleaseWay release_way_;
   MemoryProbe* memory_;
   HostReservations* reservations_;
+  Capabilities can_;
   Logger& log_;
 };
 

@@ -101,6 +101,13 @@ inline SnapshotDeadline snapshot_deadline(const Error& e) {
   return d;
 }
 
+template <class V>
+std::vector<pid_t> pids_of(const std::map<pid_t, V>& m) {
+  std::vector<pid_t> out;
+  for (const auto& [pid, _] : m) out.push_back(pid);
+  return out;
+}
+
 inline std::map<pid_t, std::vector<Holder>> by_pid(const std::vector<Holder>& hs) {
   std::map<pid_t, std::vector<Holder>> m;
   for (const auto& h : hs) m[h.pid].push_back(h);
