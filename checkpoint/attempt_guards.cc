@@ -8,9 +8,13 @@ using namespace detail;
 
 Orchestrator::Toggled::~Toggled() {
   if (released_ || believed_.empty()) return;
-  Resumed r = o_.bring_back(pids(), believed_);
-  o_.log_.error("checkpoint " + id_ + ": rolled back on an unexpected way out: running " + comma_list(r.running) +
-                (r.stuck.empty() ? "" : ", STUCK " + std::to_string(r.stuck.size())));
+  try {
+    Resumed r = o_.bring_back(pids(), believed_);
+    o_.log_.error("checkpoint " + id_ + ": rolled back on an unexpected way out: running " + comma_list(r.running) +
+                  (r.stuck.empty() ? "" : ", STUCK " + std::to_string(r.stuck.size())));
+  } catch (const std::exception& e) {  // a destructor must not throw: the shim would end with it
+    o_.log_.error("checkpoint " + id_ + ": could not bring CUDA back on an unexpected way out: " + e.what());
+  }
 }
 
 void Orchestrator::Toggled::record(pid_t pid, CudaState s) {
@@ -24,9 +28,8 @@ void Orchestrator::Toggled::unsure(pid_t pid) {
 }
 
 Orchestrator::Resumed Orchestrator::Toggled::bring_back_all() {
-  Resumed r = o_.bring_back(pids(), believed_);
-  released_ = true;
-  return r;
+  released_ = true;  // asked once: a second try on a way out that failed would not do better
+  return o_.bring_back(pids(), believed_);
 }
 
 std::vector<pid_t> Orchestrator::Toggled::pids() const {

@@ -369,7 +369,15 @@ std::map<pid_t, std::string> Orchestrator::ended_among(const std::vector<pid_t>&
       for (pid_t p : pids)
         if (std::string why = holds_->gone(p); !why.empty()) gone[p] = why;
     } else {
-      std::vector<pid_t> now = lister_.list();
+      std::vector<pid_t> now;
+      try {
+        now = lister_.list();
+      } catch (const std::exception& e) {
+        // The sandbox cannot be asked (gone with its processes, say): nothing more can be told.
+        log_.warn("the container's processes cannot be listed (" + std::string(e.what()) + "): pids " + comma_list(pids) +
+                  " not known to have ended");
+        return gone;
+      }
       std::sort(now.begin(), now.end());
       for (pid_t p : pids)
         if (!std::binary_search(now.begin(), now.end(), p)) gone[p] = "no longer among the container's processes";

@@ -1731,3 +1731,45 @@ TEST_F(OrchestratorTest, AnImageThatFitsWithoutItsZeroPagesIsCountedAgainAfterSt
   EXPECT_EQ(snapshots, 1);
   EXPECT_TRUE(has(diag_json()["space"]["as_written"]["uncounted"].dump(), "no page frames")) << diag_json()["space"];
 }
+
+namespace {
+// A sandbox killed whole after its CUDA checkpoint (the kernel's OOM killer taking the sentry): the
+// process is gone, the driver cannot be asked for it any more, and the sandbox cannot be listed.
+struct SandboxDiesOnCheckpoint final : ForwardingToggler {
+  std::atomic<bool> dead{false};
+  using ForwardingToggler::ForwardingToggler;
+  void checkpoint(pid_t pid) override {
+    real.checkpoint(pid);
+    dead = true;
+  }
+  void restore(pid_t pid, const DeviceMap& map) override {
+    if (dead) throw CudaError(pid, "restore", 999, "CUDA_ERROR_UNKNOWN");
+    real.restore(pid, map);
+  }
+  void unlock(pid_t pid) override {
+    if (dead) throw CudaError(pid, "unlock", 999, "CUDA_ERROR_UNKNOWN");
+    real.unlock(pid);
+  }
+};
+}  // namespace
+
+// The listing of a sandbox that died fails from the verify on, in the rollback too: the checkpoint
+// fails with an Error naming what is stuck; nothing escapes the attempt's guards (a throw from
+// their destructor would end the shim, and containerd would lose the task).
+TEST_F(OrchestratorTest, ASandboxThatDiesMidCheckpointFailsTheCheckpointAndNothingElse) {
+  pid_t a = gpu.start_app();
+  SandboxDiesOnCheckpoint t(toggler);
+  FunctionLister sandbox_list([&] {
+    if (t.dead) throw Error(Code::FailedPrecondition, "cannot execute in container \"c1\" in state stopped");
+    return std::vector<pid_t>{a};
+  });
+  auto o = make_with([&](OrchestratorTools& ot) { ot.lister = &sandbox_list; }, &t);
+  try {
+    o.checkpoint_around(req(), counting_snapshot());
+    FAIL() << "the checkpoint of a dead sandbox succeeded";
+  } catch (const Error& e) {
+    EXPECT_TRUE(has(e.what(), "in state stopped")) << e.what();
+    EXPECT_TRUE(has(e.what(), "STUCK") || has(e.what(), "could NOT")) << e.what();
+  }
+  EXPECT_EQ(snapshots, 0);
+}
