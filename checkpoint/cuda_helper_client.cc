@@ -201,11 +201,14 @@ GpuHostFacts HelperGpuUsageProbe::host_facts() {
       parse_answer<pb::HostFacts>("HostFacts", helper_->call("HostFacts", pb::Empty().SerializeAsString(), kQueryTimeout)));
 }
 
+std::shared_ptr<CudaHelper> make_cuda_helper(const CheckpointConfig& cfg, ProcessRunner& runner) {
+  std::string prog = cfg.cuda_helper.empty() ? default_cuda_helper_path() : cfg.cuda_helper;
+  return std::make_shared<CudaHelper>(runner, std::vector<std::string>{prog, "--libcuda", cfg.libcuda, "--libnvml", cfg.libnvml});
+}
+
 CudaTools make_cuda_tools(const CheckpointConfig& cfg, ProcessRunner& runner) {
   CudaTools t;
-  std::string prog = cfg.cuda_helper.empty() ? default_cuda_helper_path() : cfg.cuda_helper;
-  t.helper =
-      std::make_shared<CudaHelper>(runner, std::vector<std::string>{prog, "--libcuda", cfg.libcuda, "--libnvml", cfg.libnvml});
+  t.helper = make_cuda_helper(cfg, runner);
   if (cfg.cuda == "driver-api")
     t.toggler = std::make_unique<HelperToggler>(t.helper, std::chrono::milliseconds(cfg.toggle_timeout_ms));
   else if (cfg.cuda == "cuda-checkpoint")

@@ -129,5 +129,7 @@ struct CudaTools {
   std::unique_ptr<GpuUsageProbe> probe;
 };
 CudaTools make_cuda_tools(const CheckpointConfig& cfg, ProcessRunner& runner);
+// The helper alone (started on first use), with the configured program, libcuda and NVML.
+std::shared_ptr<CudaHelper> make_cuda_helper(const CheckpointConfig& cfg, ProcessRunner& runner);
 
 }  // namespace nvproxy::checkpoint

@@ -57,6 +57,11 @@ struct CheckpointRequest {
   std::filesystem::path image_path;
   std::filesystem::path content_store;
   std::map<pid_t, std::uint64_t> device_bytes;  // CUDA processes' device memory, asked before any toggle
+  // The host pid whose memory bears the driver's staging of every CUDA process, where it is not
+  // each process's own: a gVisor sandbox's, as nvproxy's clients' memory is the sentry's memory
+  // file, charged to the sandbox's cgroup (device_bytes then holds the sandbox's device memory
+  // under this pid, as NVML reports it). 0: each CUDA process bears its own.
+  pid_t staging_pid = 0;
   // The runtime's dump leaves zero pages out (CRIU with --skip-zero-pages, runsc's option): an image
   // that does not fit as allocated is counted again, as written, once device memory is staged.
   bool zero_pages_left_out = false;
@@ -64,6 +69,9 @@ struct CheckpointRequest {
   // nothing is lifted (refused instead when a limit would be crossed).
   std::filesystem::path lift_record;
 };
+
+// The host pid whose memory cgroup bears the staging (staging_pid, else the init's); 0: unknown.
+pid_t staging_anchor(const CheckpointRequest& req);
 
 // A CUDA process the checkpoint recorded, looked for after the runtime's restore.
 struct ExpectedProcess {
@@ -131,10 +139,10 @@ struct OrchestratorTools {
   // (the CRIU plugin needs character devices).
   std::string release_unavailable = "not set up";
   ReleaseWay release_way = ReleaseWay::CriuPlugin;
-  // Host pids only: the memory limits over the container and the host's memory, against which the
-  // driver's staging of device memory is billed before any toggle (staging_bill.h); null: not
-  // billed (a sandbox charges the staging to its own sentry). `reservations`: the host-wide account
-  // of staging in flight; null: this checkpoint counts alone.
+  // The memory limits over the container (over CheckpointRequest::staging_pid's where it is set)
+  // and the host's memory, against which the driver's staging of device memory is billed before
+  // any toggle (staging_bill.h); null: not billed. `reservations`: the host-wide account of
+  // staging in flight; null: this checkpoint counts alone.
   MemoryProbe* memory = nullptr;
   HostReservations* reservations = nullptr;
 };

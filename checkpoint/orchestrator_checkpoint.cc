@@ -16,7 +16,7 @@ CheckpointOutcome Orchestrator::checkpoint_around(const CheckpointRequest& req, 
   // and in whichever attempt: its own words (a stop that timed out, a process gone) would guess.
   std::optional<OomBaseline> oom;
   if (can_.bills_staging && can_.toggles_cuda)
-    oom = oom_baseline(*memory_, req.init_pid > 0 ? memory_->memory_cgroup(req.init_pid) : "");
+    oom = oom_baseline(*memory_, staging_anchor(req) > 0 ? memory_->memory_cgroup(staging_anchor(req)) : "");
   // Limits an earlier shim lifted and could not put back go back before any attempt's bill reads them.
   if (can_.bills_staging && !req.lift_record.empty())
     put_back_recorded(*memory_, req.lift_record, log_, "checkpoint of \"" + req.container_id + "\"");

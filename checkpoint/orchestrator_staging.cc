@@ -8,14 +8,20 @@ namespace nvproxy::checkpoint {
 
 using namespace detail;
 
+pid_t staging_anchor(const CheckpointRequest& req) {
+  return req.staging_pid > 0 ? req.staging_pid : req.init_pid;
+}
+
 std::optional<Orchestrator::Refusal> Orchestrator::staging_refusal(const CheckpointRequest& req, const Classified& c, Decision& d,
                                                                    std::vector<PhaseTiming>& phases) {
   if (!memory_ || c.cuda.empty()) return std::nullopt;
   Phase ph(phases, log_, req.container_id, "staging");
   StagingBill& bill = d.bill;
   bill.margin = std::uint64_t{cfg_.staging_margin_mib} << 20;
+  bill.in_sandbox = req.staging_pid > 0;
   std::vector<pid_t> unknown;
-  for (pid_t p : c.cuda) {
+  const std::vector<pid_t> bearers = req.staging_pid > 0 ? std::vector<pid_t>{req.staging_pid} : c.cuda;
+  for (pid_t p : bearers) {
     auto it = req.device_bytes.find(p);
     if (it == req.device_bytes.end()) unknown.push_back(p);
     bill.staged[p] = it == req.device_bytes.end() ? 0 : it->second;
@@ -28,7 +34,8 @@ std::optional<Orchestrator::Refusal> Orchestrator::staging_refusal(const Checkpo
                            "container's memory limit");
     return std::nullopt;
   }
-  pid_t anchor = req.init_pid > 0 ? req.init_pid : c.cuda.front();
+  pid_t anchor = staging_anchor(req);
+  if (anchor <= 0) anchor = c.cuda.front();
   StagingMode mode = parse_staging_mode(cfg_.staging_memory);
   try {
     bill.limits = memory_->limits_of(anchor);
@@ -53,7 +60,10 @@ std::optional<Orchestrator::Refusal> Orchestrator::staging_refusal(const Checkpo
   for (pid_t p : c.cuda) {
     ProcessReport rep = report_for(p, c.holders.at(p));
     rep.cuda_state = "running";
-    rep.hint = "the driver would stage " + format_bytes(bill.staged[p]) + " of its device memory in its memory";
+    rep.hint = req.staging_pid > 0
+                   ? "the driver would stage its device memory in the sandbox's memory (" + format_bytes(bill.total()) +
+                         " for the sandbox, host pid " + std::to_string(req.staging_pid) + ")"
+                   : "the driver would stage " + format_bytes(bill.staged[p]) + " of its device memory in its memory";
     r.processes.push_back(std::move(rep));
   }
   return r;

@@ -12,6 +12,9 @@ SandboxAssembly::SandboxAssembly(const CheckpointConfig& cfg, SandboxTarget t, P
       probe_(lister_, scanner_),
       comm_(scanner_),
       files_(agent_, cfg.device_globs),
+      host_usage_(make_cuda_helper(cfg, runner)),
+      memory_(cfg.host_meminfo),
+      reservations_(cfg.staging_account),
       orch_(cfg,
             OrchestratorTools{.lister = &lister_,
                               .scanner = &scanner_,
@@ -22,7 +25,9 @@ SandboxAssembly::SandboxAssembly(const CheckpointConfig& cfg, SandboxTarget t, P
                                                   "checkpoints the sandbox whole",
                               .files = &files_,
                               .release_unavailable = "",
-                              .release_way = ReleaseWay::InPlace},
+                              .release_way = ReleaseWay::InPlace,
+                              .memory = &memory_,
+                              .reservations = &reservations_},
             log) {}
 
 ProcessIdentity SandboxAssembly::identify(pid_t pid) {

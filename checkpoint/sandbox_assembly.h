@@ -2,13 +2,18 @@
 // gVisor sandbox, where every question is asked of nvproxy-sandbox-agent through `runsc exec`
 // (sandbox_tools.h) and pids are the sandbox's own. The checkpoint, the restore and `diagnose` all
 // get this object: forked children's inherited device files are released in place by the agent
-// before runsc's snapshot (drop_in_place.h), and nothing holds the sandbox's processes still.
+// before runsc's snapshot (drop_in_place.h), and nothing holds the sandbox's processes still. The
+// driver's staging is billed from the host: the sentry's device memory (NVML, through
+// nvproxy-cuda-helper) against the memory limits over the sentry and the host's memory.
 #pragma once
 
 #include <memory>
 #include <string>
 
 #include "checkpoint/config.h"
+#include "checkpoint/cuda_helper_client.h"
+#include "checkpoint/host_reservations.h"
+#include "checkpoint/memory_limits.h"
 #include "checkpoint/orchestrator.h"
 #include "checkpoint/sandbox_tools.h"
 #include "checkpoint/session_tools.h"
@@ -29,6 +34,7 @@ class SandboxAssembly final : public SessionTools {
   [[nodiscard]] bool toggles_cuda() const override { return toggler_ != nullptr; }
   [[nodiscard]] bool host_view() const override { return false; }
   GpuUsageProbe* host_facts() override { return nullptr; }  // NVML's pids are not the sandbox's
+  GpuUsageProbe* sandbox_usage() override { return &host_usage_; }
   ProcessIdentity identify(pid_t pid) override;
   pid_t container_pid(pid_t pid) override { return pid; }  // sandbox pids survive `runsc restore`
   [[nodiscard]] std::string label() const override { return " (runsc sandbox)"; }
@@ -43,6 +49,9 @@ class SandboxAssembly final : public SessionTools {
   SandboxGpuProbe probe_;
   SandboxCommProbe comm_;
   SandboxFileIdentity files_;
+  HelperGpuUsageProbe host_usage_;  // the host's NVML, where the sentry holds the sandbox's device memory
+  HostMemoryProbe memory_;
+  HostReservations reservations_;
   Orchestrator orch_;  // last: it refers to the tools above
 };
 

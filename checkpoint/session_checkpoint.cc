@@ -119,6 +119,22 @@ CheckpointRequest CheckpointSession::request(bool leave_running, const std::file
     if (facts)
       for (const auto& [pid, uses] : facts->processes)
         for (const auto& u : uses) req.device_bytes[pid] += u.used_bytes.value_or(0);
+  } else if (!tools_.host_view() && tools_.toggles_cuda()) {
+    // A gVisor sandbox: the driver stages every process's device memory in the sentry's memory
+    // (nvproxy's clients' memory is its memory file), charged to the sandbox's memory cgroup, and
+    // NVML on the host sees the sentry holding the sandbox's device memory (measured on an H100).
+    req.staging_pid = init_pid_of(rt_, t_.id, log_);
+    req.lift_record = t_.bundle / kLiftRecordFile;
+    if (GpuUsageProbe* usage = tools_.sandbox_usage(); usage && req.staging_pid > 0) try {
+        GpuHostFacts host = usage->host_facts();
+        // Not listed: NVML does not know this pid as the sandbox's (the CUDA processes found in it
+        // hold device memory), so the bill is unknown rather than empty.
+        if (auto it = host.processes.find(req.staging_pid); it != host.processes.end())
+          for (const auto& u : it->second) req.device_bytes[req.staging_pid] += u.used_bytes.value_or(0);
+      } catch (const std::exception& e) {
+        log_.warn("checkpoint of \"" + t_.id + "\"" + tools_.label() + ": the sandbox's device memory is unknown (" + e.what() +
+                  ")");
+      }
   }
   return req;
 }

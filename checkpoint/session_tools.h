@@ -37,6 +37,9 @@ class SessionTools {
   // NVML's view of this host (GPUs, driver, each process's device memory), for the image's record
   // and the restore preflight; nullptr where NVML's pids are not the container's (a sandbox).
   virtual GpuUsageProbe* host_facts() = 0;
+  // A sandbox: NVML's view from the host, where the sandbox's device memory is its sentry's (the
+  // host pid that bears the driver's staging, CheckpointRequest::staging_pid); nullptr elsewhere.
+  virtual GpuUsageProbe* sandbox_usage() { return nullptr; }
   // A process as the image records it: its pid in the container's (or sandbox's) namespace, which
   // a restore keeps, and its name.
   virtual ProcessIdentity identify(pid_t pid) = 0;

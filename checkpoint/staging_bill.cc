@@ -31,21 +31,21 @@ std::uint64_t StagingBill::total() const {
   return t;
 }
 
-std::string staged_text(const std::map<pid_t, std::uint64_t>& staged) {
+std::string staged_text(const std::map<pid_t, std::uint64_t>& staged, bool in_sandbox) {
   std::string s;
-  for (const auto& [pid, b] : staged) s += (s.empty() ? "" : ", ") + ("pid " + std::to_string(pid) + ": " + format_bytes(b));
-  return s;
+  for (const auto& [pid, b] : staged)
+    s += (s.empty() ? "" : ", ") + ((in_sandbox ? "host pid " : "pid ") + std::to_string(pid) + ": " + format_bytes(b));
+  return (in_sandbox ? "the sandbox's memory (" : "the processes' memory (") + s + ")";
 }
 
 std::string staging_text(const nlohmann::json& j) {
   if (!j.is_object() || j.value("staged_bytes", std::uint64_t{0}) == 0) return "";
-  std::string out = "staging: the driver stages " + format_bytes(j.value("staged_bytes", std::uint64_t{0})) +
-                    " of device memory in the processes' memory (";
-  std::string per;
+  std::map<pid_t, std::uint64_t> staged;
   const nlohmann::json by_pid = j.value("staged_by_pid", nlohmann::json::object());
-  for (const auto& [pid, b] : by_pid.items())
-    per += (per.empty() ? "pid " : ", pid ") + pid + ": " + format_bytes(b.get<std::uint64_t>());
-  out += per + "); host: " + format_bytes(j.value("host_available", std::uint64_t{0})) + " available";
+  for (const auto& [pid, b] : by_pid.items()) staged[static_cast<pid_t>(std::stol(pid))] = b.get<std::uint64_t>();
+  std::string out = "staging: the driver stages " + format_bytes(j.value("staged_bytes", std::uint64_t{0})) +
+                    " of device memory in " + staged_text(staged, j.value("in_sandbox", false)) +
+                    "; host: " + format_bytes(j.value("host_available", std::uint64_t{0})) + " available";
   if (auto others = j.value("host_reserved_by_others", std::uint64_t{0}); others > 0)
     out += ", " + format_bytes(others) + " reserved by other checkpoints";
   out += "; mode " + j.value("mode", std::string("lift")) + "\n";
@@ -69,6 +69,7 @@ StagingPlan plan_staging(const StagingBill& bill, StagingMode mode, const std::s
   p.json = {{"mode", to_string(mode)},
             {"staged_bytes", total},
             {"staged_by_pid", per},
+            {"in_sandbox", bill.in_sandbox},
             {"margin_bytes", bill.margin},
             {"resident_bytes", bill.resident},
             {"host_available", bill.host_available},
@@ -76,8 +77,8 @@ StagingPlan plan_staging(const StagingBill& bill, StagingMode mode, const std::s
             {"limits", nlohmann::json::array()}};
   if (!bill.others.empty()) p.json["host_reserved_by"] = bill.others;
   if (total == 0) return p;
-  const std::string staging = "the driver stages " + format_bytes(total) + " of device memory in the processes' memory (" +
-                              staged_text(bill.staged) + ")";
+  const std::string staging =
+      "the driver stages " + format_bytes(total) + " of device memory in " + staged_text(bill.staged, bill.in_sandbox);
 
   // The host first: no lift makes room there.
   std::uint64_t free_host = bill.host_available > bill.reserved_by_others ? bill.host_available - bill.reserved_by_others : 0;

@@ -28,6 +28,9 @@ std::string to_string(StagingMode m);
 
 struct StagingBill {
   std::map<pid_t, std::uint64_t> staged;  // per CUDA process: device memory staged in its memory
+  // The staging is a sandbox's as one: `staged` holds it under the sandbox's host pid (a gVisor
+  // sentry, whose memory file is every sandboxed process's memory).
+  bool in_sandbox = false;
   std::vector<MemoryLimit> limits;        // over the container, nearest first
   std::uint64_t host_available = 0;       // MemAvailable
   std::uint64_t reserved_by_others = 0;   // other checkpoints and restores in flight on this host
@@ -65,7 +68,8 @@ StagingPlan plan_staging(const StagingBill& bill, StagingMode mode, const std::s
 // and each limit's headroom, and what would be lifted. Empty when nothing is staged.
 std::string staging_text(const nlohmann::json& staging);
 
-// "pid 913: 10.0 GiB, pid 914: 1.0 GiB".
-std::string staged_text(const std::map<pid_t, std::uint64_t>& staged);
+// "the processes' memory (pid 913: 10.0 GiB, pid 914: 1.0 GiB)", or for a sandbox "the sandbox's
+// memory (host pid 4711: 10.0 GiB)".
+std::string staged_text(const std::map<pid_t, std::uint64_t>& staged, bool in_sandbox = false);
 
 }  // namespace nvproxy::checkpoint

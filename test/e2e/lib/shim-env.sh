@@ -41,7 +41,9 @@ nv_shim_config_write() {
       bin=${NV_RUNSC_BIN:-${NVPROXY_RUNSC:-}}
       [[ -x $bin ]] || nv_fail "runsc not found (run scripts/install-deps.sh)"
       # gVisor bug 10704: kernels >= 6.11 need --network=none with runsc 2024-07-29.
+      # NV_RUNSC_CGROUPS=1: runsc applies the container's cgroup (memory limits), as in production.
       extra='  extra_args: ["--network=none", "--ignore-cgroups"]'
+      [[ -n ${NV_RUNSC_CGROUPS:-} ]] && extra='  extra_args: ["--network=none"]'
       ;;
     *) nv_fail "unknown NV_RUNTIME=$NV_RUNTIME" ;;
   esac

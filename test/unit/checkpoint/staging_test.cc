@@ -80,6 +80,21 @@ TEST(StagingPlan, RefuseModeNamesTheFigures) {
   EXPECT_NE(p.reason.find("pid 913: 10.0 GiB"), std::string::npos) << p.reason;
 }
 
+// A gVisor sandbox's staging is the sentry's, billed as one under its host pid: the reason and
+// diagnose's text say so rather than naming a process.
+TEST(StagingPlan, ASandboxIsBilledAsOne) {
+  StagingBill b = bill_of(10240 * MiB, {limit("/pod/sandbox", 6144 * MiB, 1024 * MiB)});
+  b.in_sandbox = true;
+  auto p = plan_staging(b, StagingMode::Refuse, "checkpoint");
+  ASSERT_TRUE(p.refused);
+  EXPECT_NE(p.reason.find("in the sandbox's memory (host pid 913: 10.0 GiB)"), std::string::npos) << p.reason;
+  std::string t = staging_text(plan_staging(b, StagingMode::Lift, "checkpoint").json);
+  EXPECT_NE(t.find("in the sandbox's memory (host pid 913: 10.0 GiB)"), std::string::npos) << t;
+  b.in_sandbox = false;
+  EXPECT_NE(plan_staging(b, StagingMode::Refuse, "checkpoint").reason.find("in the processes' memory (pid 913: 10.0 GiB)"),
+            std::string::npos);
+}
+
 TEST(StagingPlan, HostWithoutRoomIsRefusedWhateverTheMode) {
   StagingBill b = bill_of(129 * 1024 * MiB, {}, 124 * 1024 * MiB);
   for (auto mode : {StagingMode::Lift, StagingMode::Refuse}) {
