@@ -1,13 +1,15 @@
 #!/bin/bash
-# Issue 45 under runsc, a measurement (not a pass/fail run): where the driver's staging of device
-# memory lands when the CUDA process runs in a gVisor sandbox (nvproxy), and what a memory limit
-# does to it. From the repo root after test/gpu/pack.sh (.carry/runsc.tar.xz, .carry/bin/gpu_hold).
+# Issue 45 under runsc: where the driver's staging of device memory lands when the CUDA process
+# runs in a gVisor sandbox (nvproxy), what a memory limit does to it, and the shim's bill of it. From the repo root after test/gpu/pack.sh (.carry/runsc.tar.xz, .carry/bin/gpu_hold).
 # Through ctr -> containerd 1.7 (the kit's) -> our shim -> the current runsc with --nvproxy, cgroups
 # applied (no --ignore-cgroups), a container limited to LIMIT_GIB:
 #   fits   HOLD_SMALL GiB of written device memory: NVML's pid for it (sentry?), the sandbox's cgroup,
 #          its memory.current sampled through `ctr c checkpoint --task --rw`, memory.peak, OOM events
-#   over   HOLD_BIG GiB: the same; does the sandbox survive (the sentry OOM-killed takes all of it)?
-# Prints "MEASURE ..." lines; containerd-45r.log.gz to $OUT.
+#   over   HOLD_BIG GiB: the same; the shim bills the sandbox as one (the sentry's device memory
+#          against its cgroup) and lifts the limit: RESULT lift-runsc (running, limit read back);
+#          then kill and restore: RESULT restore-runsc (gpu_hold's "data OK", or what runsc said)
+# Measured without the bill (0.6.0): the sentry was OOM-killed mid-checkpoint, the sandbox with it.
+# Prints "MEASURE ..." and "RESULT ..." lines; containerd-45r.log.gz to $OUT.
 # Run: set -o pipefail; timeout 400 bash test/gpu/measure-runsc-staging.sh 2>&1 | tee $OUT/measure45r.log
 set -uo pipefail
 REPO=$(pwd)
@@ -24,7 +26,7 @@ cp "$PACK/bin/gpu_hold" "$W/tools/"
 CFG=$W/shim.yaml
 kit_shim_config "$CFG" "{binary: /opt/runsc/bin/runsc, root: /run/containerd/nvproxy-gpu45r, extra_args: [\"--network=none\"]}"
 kit_start "$W" "$CFG" || { log "containerd or the image import failed"; exit 1; }
-trap 'kit_teardown 45r' EXIT
+trap 'kit_teardown 45r; printf "%s\n" "${RESULTS[@]}"' EXIT
 log "runsc $(/opt/runsc/bin/runsc --version | head -1); kernel $(uname -r); cgroup $(stat -fc %T /sys/fs/cgroup)"
 measure() { echo "MEASURE $*"; }
 
@@ -67,9 +69,43 @@ run_case() {  # ID GIB
   measure "$id: status after $(status_of "$id"); gpu_hold log: $(tail -c 300 "$W/h/$id/log1" | tr '\n' ' ')"
   measure "$id: host OOM lines: $(dmesg 2>/dev/null | grep -iE 'oom|killed process' | tail -3 | tr '\n' ' ')"
   grep -E 'staging|stage|memory' "$W/containerd.log" | grep -i "$id" | sed 's/.*msg="//; s/" namespace.*//' | tail -5 | while read -r l; do measure "$id: shim: $l"; done
+  if [[ $id == over ]]; then
+    [[ $rc == 0 && $(status_of "$id") == RUNNING && $(cat "$cg/memory.max") == $((LIMIT_GIB << 30)) ]] &&
+      grep -q "memory limits lifted" "$W/containerd.log" && grep -q "memory limits put back" "$W/containerd.log" &&
+      result PASS lift-runsc "$gib GiB under a $LIMIT_GIB GiB sandbox: checkpointed, running, limit read back" ||
+      result FAIL lift-runsc "rc $rc, status $(status_of "$id"), memory.max $(cat "$cg/memory.max" 2>/dev/null)"
+    restore_case "$id"
+    return
+  fi
   TMO=60 CTR task kill -a -s KILL "$id" >/dev/null 2>&1
   for _ in $(seq 100); do [[ $(status_of "$id") == STOPPED || -z $(status_of "$id") ]] && break; sleep 0.2; done
   CTR task rm -f "$id" >/dev/null 2>&1; CTR c rm "$id" >/dev/null 2>&1
+}
+
+stop_case() {
+  TMO=60 CTR task kill -a -s KILL "$1" >/dev/null 2>&1
+  for _ in $(seq 100); do [[ $(status_of "$1") == STOPPED || -z $(status_of "$1") ]] && break; sleep 0.2; done
+  CTR task rm -f "$1" >/dev/null 2>&1
+}
+# The checkpoint of ID (its image ${ID}ref) restored into a sandbox with the same limit.
+restore_case() {
+  local id=$1 t0 cg
+  stop_case "$id"; CTR c rm "$id" >/dev/null 2>&1
+  : >"$W/h/$id/log1"
+  t0=$(now)
+  if CTR c restore --live --rw "$id" "${id}ref" </dev/null >"$W/$id.rs" 2>&1; then
+    cg=$(cg_of "$(task_pid "$id")")
+    measure "$id: restore in $(dt "$t0" "$(now)") s; status $(status_of "$id"); memory.max $(cat "$cg/memory.max"); peak $(( $(cat "$cg/memory.peak" 2>/dev/null || echo 0) >> 20 )) MiB; events $(tr '\n' ' ' <"$cg/memory.events")"
+    TMO=60 CTR task kill -s TERM "$id" >/dev/null 2>&1
+    for _ in $(seq 150); do grep -q 'data ' "$W/h/$id/log1" 2>/dev/null && break; sleep 0.2; done
+    local data
+    data=$(grep -o 'data [A-Z]*' "$W/h/$id/log1" | tail -1)
+    [[ $data == "data OK" ]] && result PASS restore-runsc "$data" || result FAIL restore-runsc "${data:-no data line}: $(tail -c 300 "$W/h/$id/log1")"
+  else
+    result FAIL restore-runsc "$(tail -c 600 "$W/$id.rs" | tr '\n' ' ')"
+    measure "$id: host OOM lines: $(dmesg 2>/dev/null | grep -iE 'killed process' | tail -2 | tr '\n' ' ')"
+  fi
+  stop_case "$id"; CTR c rm "$id" >/dev/null 2>&1
 }
 
 run_case fits "$HOLD_SMALL"
