@@ -31,11 +31,11 @@ struct StagingBill {
   // The staging is a sandbox's as one: `staged` holds it under the sandbox's host pid (a gVisor
   // sentry, whose memory file is every sandboxed process's memory).
   bool in_sandbox = false;
-  std::vector<MemoryLimit> limits;        // over the container, nearest first
-  std::uint64_t host_available = 0;       // MemAvailable
-  std::uint64_t reserved_by_others = 0;   // other checkpoints and restores in flight on this host
-  std::vector<std::string> others;        // who holds that ("container \"x\" 12.0 GiB")
-  std::uint64_t margin = 0;               // kept free beyond the staging at every level
+  std::vector<MemoryLimit> limits;       // over the container, nearest first
+  std::uint64_t host_available = 0;      // MemAvailable
+  std::uint64_t reserved_by_others = 0;  // other checkpoints and restores in flight on this host
+  std::vector<std::string> others;       // who holds that ("container \"x\" 12.0 GiB")
+  std::uint64_t margin = 0;              // kept free beyond the staging at every level
   // What the processes bring besides the staging and no usage counts yet: on restore, the rest of
   // the image's pages, which CRIU writes into a cgroup that is new (0 on checkpoint: in the usage).
   std::uint64_t resident = 0;
