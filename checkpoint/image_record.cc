@@ -42,6 +42,7 @@ json to_json(const ImageRecord& r) {
   if (!r.cuda_not_restored.empty()) j["cuda_not_restored"] = processes_json(r.cuda_not_restored);
   if (r.gpu) j["gpu"] = to_json(*r.gpu);
   if (!r.gpu_error.empty()) j["gpu_error"] = r.gpu_error;
+  if (r.sandbox_device_bytes > 0) j["sandbox_device_bytes"] = r.sandbox_device_bytes;
   if (!r.runtime.empty()) j["runtime"] = {{"name", r.runtime}, {"version", r.runtime_version}};
   if (!r.criu_version.empty()) j["criu_version"] = r.criu_version;
   if (!r.released.empty()) {
@@ -68,6 +69,7 @@ ImageRecord image_record_from_json(const json& j) {
     if (j.contains("gpu")) r.gpu = gpu_record_from_json(j.at("gpu"));
     if (j.contains("gpu_error"))
       r.gpu_error = j.at("gpu_error").is_string() ? j.at("gpu_error").get<std::string>() : j.at("gpu_error").dump();
+    r.sandbox_device_bytes = json_integer_or<std::uint64_t>(j, "sandbox_device_bytes", 0);
     if (j.contains("runtime")) {
       const json& rt = j.at("runtime");
       if (!rt.is_object()) throw Error(Code::InvalidArgument, "\"runtime\" is not an object");

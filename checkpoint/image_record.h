@@ -50,7 +50,11 @@ struct ImageRecord {
   std::vector<ImageProcess> cuda_not_restored;  // toggled, but outside the init's tree (allowed by configuration)
   std::optional<GpuRecord> gpu;                 // what they used, for the restore preflight
   std::string gpu_error;                        // why `gpu` is missing, when there are CUDA processes
-  std::vector<ImageReleased> released;          // version 2, written by 0.4.0 on; absent: none
+  // A gVisor sandbox's device memory as the host's NVML reported it for the sentry before the
+  // toggles (0.7.0 on; 0: unknown): the driver staged it in the sentry's memory, which the image
+  // keeps and runsc's restore brings back, so the restore bills it (restore_staging.h).
+  std::uint64_t sandbox_device_bytes = 0;
+  std::vector<ImageReleased> released;  // version 2, written by 0.4.0 on; absent: none
   // What wrote the image (0.6.0 on; absent before, then nothing is checked): the runtime's kind and
   // version as it prints it, and the CRIU version (runc, crun). A restore on another node checks
   // them before the runtime runs (session_restore.cc).

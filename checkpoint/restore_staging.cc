@@ -15,7 +15,7 @@ std::uint64_t image_page_bytes(const fs::path& image) {
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(image, ec)) {
     std::string name = e.path().filename().string();
-    if (name.rfind("pages-", 0) == 0 && e.path().extension() == ".img") total += e.file_size(ec);
+    if ((name.rfind("pages-", 0) == 0 && e.path().extension() == ".img") || name == "pages.img") total += e.file_size(ec);
   }
   return total;
 }
@@ -27,6 +27,11 @@ RestoreStaging::RestoreStaging(const RestoreStagingInput& in, MemoryProbe& probe
   if (in.record && in.record->gpu)
     for (const auto& p : in.record->gpu->processes)
       for (const auto& u : p.gpus) bill.staged[p.id.pid] += u.used_bytes.value_or(0);
+  // A sandbox's image: the sentry's memory it restores holds the staging of every process.
+  if (in.record && !in.record->gpu && in.record->sandbox_device_bytes > 0) {
+    bill.staged[0] = in.record->sandbox_device_bytes;
+    bill.in_sandbox = true;
+  }
   if (bill.total() == 0) return;  // nothing staged: the restore is the container's own business
   std::uint64_t pages = image_page_bytes(in.image);
   bill.resident = pages > bill.total() ? pages - bill.total() : 0;

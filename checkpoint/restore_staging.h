@@ -27,7 +27,8 @@ struct RestoreStagingInput {
   std::uint64_t margin = 0;
 };
 
-// Sum of the image's CRIU page files (pages-*.img): what the restore writes into memory.
+// Sum of the image's page files (CRIU's pages-*.img, runsc's memory file pages.img): what the
+// restore writes into memory.
 std::uint64_t image_page_bytes(const std::filesystem::path& image);
 
 class RestoreStaging {

@@ -35,6 +35,8 @@ class SandboxAssembly final : public SessionTools {
   [[nodiscard]] bool host_view() const override { return false; }
   GpuUsageProbe* host_facts() override { return nullptr; }  // NVML's pids are not the sandbox's
   GpuUsageProbe* sandbox_usage() override { return &host_usage_; }
+  MemoryProbe* memory() override { return &memory_; }
+  HostReservations* reservations() override { return &reservations_; }
   ProcessIdentity identify(pid_t pid) override;
   pid_t container_pid(pid_t pid) override { return pid; }  // sandbox pids survive `runsc restore`
   [[nodiscard]] std::string label() const override { return " (runsc sandbox)"; }

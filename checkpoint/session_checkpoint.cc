@@ -193,6 +193,8 @@ void CheckpointSession::checkpoint(const SnapshotRequest& sr) {
     rec.released.push_back({.pid = pi.pid, .name = pi.name, .from = tools_.container_pid(r.from), .fds = r.fds});
   }
   stamp_runtime(rec);
+  if (auto it = req.device_bytes.find(req.staging_pid); req.staging_pid > 0 && it != req.device_bytes.end())
+    rec.sandbox_device_bytes = it->second;
   if (tools_.host_view() && !rec.gpu_error.empty())
     log_.warn(who + ": the image records no GPU facts for the restore preflight: " + rec.gpu_error);
   try {

@@ -54,8 +54,8 @@ class SessionTools {
   // The orchestrator holds the container still around the snapshot (container_hold.h): after a
   // snapshot killed for its deadline, it thaws the container itself, once the processes are held.
   [[nodiscard]] virtual bool holds_still() const { return false; }
-  // Host pids only: the memory limits and the host's memory against which a restore's staging is
-  // billed (restore_staging.h), and the host-wide account of staging in flight; null: not billed.
+  // The memory limits and the host's memory against which a restore's staging is billed
+  // (restore_staging.h), and the host-wide account of staging in flight; null: not billed.
   virtual MemoryProbe* memory() { return nullptr; }
   virtual HostReservations* reservations() { return nullptr; }
 };

@@ -34,7 +34,9 @@ std::uint64_t StagingBill::total() const {
 std::string staged_text(const std::map<pid_t, std::uint64_t>& staged, bool in_sandbox) {
   std::string s;
   for (const auto& [pid, b] : staged)
-    s += (s.empty() ? "" : ", ") + ((in_sandbox ? "host pid " : "pid ") + std::to_string(pid) + ": " + format_bytes(b));
+    s += (s.empty() ? "" : ", ") + (in_sandbox && pid == 0
+                                        ? format_bytes(b)  // a restore's: its sentry is not there yet
+                                        : (in_sandbox ? "host pid " : "pid ") + std::to_string(pid) + ": " + format_bytes(b));
   return (in_sandbox ? "the sandbox's memory (" : "the processes' memory (") + s + ")";
 }
 

@@ -6,7 +6,9 @@
 # stages with --stage-mib; the host's fake NVML (the shim's nvproxy-cuda-helper) is told the
 # sentry's device memory. runsc applies the container's cgroup (no --ignore-cgroups here). Cases:
 #   lift     a sandbox limited below what it will stage: checkpointed (task kept running) with its
-#            cgroup's limit lifted for the staging and put back after, the app counting on
+#            cgroup's limit lifted for the staging and put back after, the app counting on; then
+#            restored (runsc brings the staged bytes back in the new sentry's memory: the restore
+#            lifts the sandbox's limit through its spec too), state continued
 #   refuse   checkpoint.staging_memory: refuse: refused before any toggle with the figures, the
 #            sandbox named, running
 #   unknown  NVML does not know the sentry: the staging is not billed (a warning), the kernel kills
@@ -29,10 +31,12 @@ grep MemAvailable /proc/meminfo >"$MEMINFO"
 NV_SHIM_EXTRA="$NV_FAKE_SANDBOX_CONFIG
   libcuda: $FIX/libcuda.so
   libnvml: $FIX/libnvidia-ml.so
-  staging_margin_mib: 16
+  staging_margin_mib: 64
   host_meminfo: $MEMINFO
   staging_account: $FAKE/staging.json"
 export NV_SHIM_EXTRA
+# The margin covers the sentry's own memory and the page cache of reading the image during
+# runsc's restore (the sandbox peaked at 29 MiB over the staged bytes here).
 nv_start_with_shim --containerd "${1:-1.7}"
 
 if [[ -e /sys/fs/cgroup/cgroup.controllers ]]; then
@@ -74,6 +78,7 @@ nv_assert_eq "$LIMIT" "$(cat "$CG_ROOT$cg/$LIMIT_FILE")" "the sandbox's limit as
 pid=$(nv_fake_cuda_pids | head -1)
 tell_nvml lift
 nv_wait_for -t 30 nv_fake_counted_past "$pid" 50 || nv_fail "the app does not count"
+pre=$(nv_fake_counter "$pid")
 ctr_t c checkpoint --task --rw lift liftref
 nv_assert_eq RUNNING "$(nv_task_status lift)" "lift after its checkpoint"
 nv_fake_advancing "$pid" 10 || nv_fail "the app does not run on after the checkpoint"
@@ -82,6 +87,24 @@ grep -F 'memory limits lifted while device memory is staged' "$NV_DIR/containerd
   || nv_fail "the log does not say the sandbox's limit was lifted"
 grep -qF 'memory limits put back after' "$NV_DIR/containerd.log" || nv_fail "the log does not say the limit was put back"
 [[ ! -e $(nv_bundle lift)/nvproxy-lifted-limits.json ]] || nv_fail "the lift's record is left after the put-back"
+nv_log "restore of lift: runsc brings the staged bytes back in the new sentry's memory, with the same limit"
+ctr_t task kill -s KILL lift
+nv_wait_for -t 20 nv_task_stopped lift || nv_fail "lift did not stop"
+ctr_t task rm lift >/dev/null
+ctr_t c rm lift
+# The image holds the process CUDA-checkpointed: the fake driver's files say so again.
+printf checkpointed >"$FAKE/cuda/$pid.state"
+touch "$FAKE/cuda/$pid.closed"
+rm -f "$FAKE/cuda/$pid.counter"
+ctr_t c restore --live --rw lift liftref </dev/null
+nv_assert_eq RUNNING "$(nv_task_status lift)" "lift after its restore"
+nv_assert_eq running "$(nv_fake_state "$pid")" "the restored app's CUDA state"
+nv_fake_advancing "$pid" 10 || nv_fail "the restored app does not count"
+((pre <= $(nv_fake_counter "$pid"))) || nv_fail "state did not continue: $pre before, $(nv_fake_counter "$pid") after"
+cg=$(sandbox_cgroup lift)
+nv_assert_eq "$LIMIT" "$(cat "$CG_ROOT$cg/$LIMIT_FILE")" "the restored sandbox's limit"
+grep -F 'restore of \"lift\": memory limits lifted' "$NV_DIR/containerd.log" | grep -qF "$cg/$LIMIT_FILE" \
+  || nv_fail "the restore did not lift the sandbox's limit"
 stop lift
 
 nv_log "case refuse: checkpoint.staging_memory refuse"

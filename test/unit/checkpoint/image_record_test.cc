@@ -88,6 +88,16 @@ TEST(ImageRecord, RoundTripsAndWritesItsVersion) {
 
 // Released files need the release plugin at restore: the record says so with a version that a shim
 // without it refuses.
+// A sandbox's device memory (what its restore bills) round-trips; older records read as unknown.
+TEST(ImageRecord, ASandboxsDeviceMemoryRoundTrips) {
+  ImageRecord r{.container = "llm", .sandbox = "runsc", .cuda_processes = 1, .cuda_pids = {{.pid = 1, .name = "python3"}}};
+  r.sandbox_device_bytes = 10737418240ULL;
+  nlohmann::json j = to_json(r);
+  EXPECT_EQ(j.at("sandbox_device_bytes"), 10737418240ULL);
+  EXPECT_EQ(image_record_from_json(j).sandbox_device_bytes, 10737418240ULL);
+  EXPECT_EQ(image_record_from_json(nlohmann::json::parse(k030Runsc)).sandbox_device_bytes, 0U);
+}
+
 TEST(ImageRecord, ReleasedProcessesRoundTripAsVersion2) {
   ImageRecord r = image_record_from_json(nlohmann::json::parse(k030Runc));
   r.released.push_back({.pid = 7, .name = "pt_data_worker", .from = 1, .fds = {5, 6, 9}});
