@@ -11,7 +11,7 @@
 #include <thread>
 #include <utility>
 
-#include "checkpoint/gpu_facts.h"
+#include "checkpoint/image/gpu_facts.h"
 #include "checkpoint/process_holds.h"
 #include "common/error.h"
 #include "common/fs.h"

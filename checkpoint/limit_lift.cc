@@ -4,7 +4,7 @@
 #include <thread>
 #include <utility>
 
-#include "checkpoint/gpu_facts.h"
+#include "checkpoint/image/gpu_facts.h"
 #include "common/error.h"
 #include "common/fs.h"
 

@@ -12,12 +12,12 @@
 #include <set>
 #include <thread>
 
-#include "checkpoint/gpu_facts.h"
 #include "checkpoint/hints.h"
-#include "checkpoint/parallel.h"
+#include "checkpoint/image/gpu_facts.h"
 #include "checkpoint/restore_preflight.h"
 #include "common/error.h"
 #include "common/fs.h"
+#include "common/parallel.h"
 #include "common/process.h"
 
 namespace nvproxy::checkpoint {

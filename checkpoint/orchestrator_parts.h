@@ -10,7 +10,7 @@
 #include <type_traits>
 
 #include "checkpoint/orchestrator.h"
-#include "checkpoint/parallel.h"
+#include "common/parallel.h"
 
 namespace nvproxy::checkpoint {
 

@@ -25,37 +25,14 @@
 #include <vector>
 
 #include "checkpoint/cuda_toggler.h"
-#include "checkpoint/gpu_facts.h"
+#include "checkpoint/image/gpu_facts.h"
+#include "checkpoint/image/gpu_record.h"
 
 namespace nvproxy::checkpoint {
 
-// A process as the record names it.
-struct ProcessIdentity {
-  pid_t host_pid = 0;  // at checkpoint
-  pid_t pid = 0;       // in the container's pid namespace: the same after the restore
-  std::string name;    // comm, "python3"
-};
 // From PROC/PID/comm and the NSpid line of PROC/PID/status; a process that is gone keeps its host
 // pid as pid and an empty name.
 ProcessIdentity identify_process(pid_t host_pid, const std::filesystem::path& proc_root = "/proc");
-
-struct RecordedProcess {
-  ProcessIdentity id;
-  std::vector<GpuProcessUse> gpus;  // empty when NVML did not list it
-};
-
-// The "gpu" object of nvproxy-cuda.json.
-struct GpuRecord {
-  std::string driver_version;
-  std::vector<GpuDeviceFacts> devices;  // the devices the processes used, as the checkpointing host saw them
-  std::vector<RecordedProcess> processes;
-};
-
-// The record for these CUDA processes from the facts NVML gave before they were toggled.
-GpuRecord make_gpu_record(const GpuHostFacts& facts, const std::vector<ProcessIdentity>& cuda_processes);
-nlohmann::json to_json(const GpuRecord& r);
-// Throws Error(InvalidArgument) naming what is malformed.
-GpuRecord gpu_record_from_json(const nlohmann::json& j);
 
 struct RestoreRefusal {
   std::string kind;                // driver | model | missing | memory | nvml

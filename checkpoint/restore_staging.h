@@ -12,7 +12,7 @@
 #include <optional>
 #include <string>
 
-#include "checkpoint/image_record.h"
+#include "checkpoint/image/image_record.h"
 #include "checkpoint/staging_hold.h"
 #include "common/log.h"
 

@@ -4,11 +4,11 @@
 #include <map>
 #include <optional>
 
-#include "checkpoint/image_record.h"
+#include "checkpoint/image/image_record.h"
+#include "checkpoint/image/zero_pages.h"
 #include "checkpoint/session.h"
 #include "checkpoint/space_check.h"
 #include "checkpoint/thaw_guard.h"
-#include "checkpoint/zero_pages.h"
 #include "common/error.h"
 
 namespace nvproxy::checkpoint {

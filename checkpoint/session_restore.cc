@@ -3,9 +3,9 @@
 #include <optional>
 #include <sstream>
 
-#include "checkpoint/image_record.h"
-#include "checkpoint/image_store.h"
-#include "checkpoint/image_transfer.h"
+#include "checkpoint/image/image_record.h"
+#include "checkpoint/image/image_store.h"
+#include "checkpoint/image/image_transfer.h"
 #include "checkpoint/restore_preflight.h"
 #include "checkpoint/restore_staging.h"
 #include "checkpoint/session.h"

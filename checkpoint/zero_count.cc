@@ -15,8 +15,8 @@
 #include <thread>
 #include <vector>
 
-#include "checkpoint/parallel.h"
 #include "common/error.h"
+#include "common/parallel.h"
 #include "common/unique_fd.h"
 
 namespace nvproxy::checkpoint {

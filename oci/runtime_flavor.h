@@ -28,7 +28,7 @@ struct CheckpointFlags {
   std::string release_devices;
   // Leave zero pages out of the image: runsc's --exclude-committed-zero-pages; runc/crun: CRIU's
   // --skip-zero-pages where the CRIU has it (the project's patch; Runtime::criu_skips_zero_pages),
-  // else the shim punches them out of the page files afterwards (checkpoint/zero_pages.h).
+  // else the shim punches them out of the page files afterwards (checkpoint/image/zero_pages.h).
   bool exclude_zero_pages = false;
 };
 

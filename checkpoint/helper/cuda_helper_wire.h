@@ -5,7 +5,7 @@
 #pragma once
 
 #include "checkpoint/cuda_toggler.h"
-#include "checkpoint/gpu_facts.h"
+#include "checkpoint/image/gpu_facts.h"
 #include "common/ttrpc/status_error.h"
 #include "proto/cuda_helper.pb.h"
 

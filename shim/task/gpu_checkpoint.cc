@@ -1,6 +1,6 @@
 #include "shim/task/gpu_checkpoint.h"
 
-#include "checkpoint/skopeo_registry.h"
+#include "checkpoint/image/skopeo_registry.h"
 #include "shim/task/checkpoint_wiring.h"
 
 namespace nvproxy::shim {

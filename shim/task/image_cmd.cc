@@ -4,11 +4,11 @@
 
 #include <chrono>
 
-#include "checkpoint/ctr_checkpoint.h"
-#include "checkpoint/image_store.h"
-#include "checkpoint/image_transfer.h"
-#include "checkpoint/kube_checkpoint.h"
-#include "checkpoint/skopeo_registry.h"
+#include "checkpoint/image/ctr_checkpoint.h"
+#include "checkpoint/image/image_store.h"
+#include "checkpoint/image/image_transfer.h"
+#include "checkpoint/image/kube_checkpoint.h"
+#include "checkpoint/image/skopeo_registry.h"
 #include "common/process.h"
 #include "shim/task/config.h"
 

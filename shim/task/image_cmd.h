@@ -1,4 +1,4 @@
-// `containerd-shim-nvproxy-v1 image`: the operator's side of the image store (checkpoint/image_store.h).
+// `containerd-shim-nvproxy-v1 image`: the operator's side of the image store (checkpoint/image/image_store.h).
 //
 //   image pack DIR OUT [--store S] [--config F]   a self-contained copy of the image DIR refers to
 //                                                 (a checkpoint directory holding a reference), for
@@ -6,7 +6,7 @@
 //   image prune --older-than HOURS [--store S] [--config F]
 //                                                 removes store entries older than that
 //   image push DIR REFERENCE [--rewrite]          pushes the image DIR holds or refers to into a
-//                                                 registry (checkpoint/image_transfer.h); --rewrite
+//                                                 registry (checkpoint/image/image_transfer.h); --rewrite
 //                                                 then makes DIR refer to the pushed image
 //   image pull REFERENCE [OUT]                    pulls it into the store (its record printed
 //                                                 first); OUT gets a reference to the entry

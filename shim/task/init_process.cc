@@ -6,7 +6,7 @@
 #include <cstring>
 #include <thread>
 
-#include "checkpoint/image_store.h"
+#include "checkpoint/image/image_store.h"
 #include "common/error.h"
 #include "oci/replica_cgroup.h"
 #include "oci/spec.h"

@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "checkpoint/image_record.h"
+#include "checkpoint/image/image_record.h"
 #include "common/error.h"
 
 using namespace nvproxy;

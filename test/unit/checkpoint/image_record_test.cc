@@ -1,4 +1,4 @@
-#include "checkpoint/image_record.h"
+#include "checkpoint/image/image_record.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

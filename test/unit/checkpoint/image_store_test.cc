@@ -1,11 +1,11 @@
 // The shim's image store (image_store.h): entries, references, resolution, retention, packing.
-#include "checkpoint/image_store.h"
+#include "checkpoint/image/image_store.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "checkpoint/image_record.h"
+#include "checkpoint/image/image_record.h"
 #include "common/error.h"
 #include "common/fs.h"
 

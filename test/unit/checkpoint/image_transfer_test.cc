@@ -1,7 +1,7 @@
 // Checkpoint images through a registry (image_transfer.h, image_layout.h) against a registry kept
 // in a directory: push lays the image out with hard links, pull lands it in another store once,
 // refusals and damaged transfers leave nothing in the store.
-#include "checkpoint/image_transfer.h"
+#include "checkpoint/image/image_transfer.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -10,9 +10,9 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "checkpoint/image_layout.h"
-#include "checkpoint/image_store.h"
-#include "checkpoint/skopeo_registry.h"
+#include "checkpoint/image/image_layout.h"
+#include "checkpoint/image/image_store.h"
+#include "checkpoint/image/skopeo_registry.h"
 #include "common/error.h"
 #include "common/fs.h"
 

@@ -1,7 +1,7 @@
 // Kubernetes' checkpoint image (kube_checkpoint.h) from a CRI archive whose checkpoint/ refers to
 // the image store: the memory pushed as the shim's artifact, then an OCI image whose one layer is
 // the archive with a registry reference, annotated as containerd's CRI looks for it.
-#include "checkpoint/kube_checkpoint.h"
+#include "checkpoint/image/kube_checkpoint.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -9,9 +9,9 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
-#include "checkpoint/ctr_checkpoint.h"
-#include "checkpoint/image_store.h"
-#include "checkpoint/layout_blobs.h"
+#include "checkpoint/image/ctr_checkpoint.h"
+#include "checkpoint/image/image_store.h"
+#include "checkpoint/image/layout_blobs.h"
 #include "common/error.h"
 #include "common/fs.h"
 

@@ -8,7 +8,7 @@
 #include <chrono>
 
 #include "checkpoint/driver/cuda_driver_api.h"
-#include "checkpoint/image_record.h"
+#include "checkpoint/image/image_record.h"
 #include "fake_gpu.h"
 
 using namespace nvproxy;

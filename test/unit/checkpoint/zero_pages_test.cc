@@ -1,6 +1,6 @@
-// The zero-page pass over CRIU's page files (checkpoint/zero_pages.h) on real files: the bytes read
+// The zero-page pass over CRIU's page files (checkpoint/image/zero_pages.h) on real files: the bytes read
 // back are the same, zero pages become holes, other files of the image are left alone.
-#include "checkpoint/zero_pages.h"
+#include "checkpoint/image/zero_pages.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>

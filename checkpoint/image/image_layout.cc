@@ -1,11 +1,11 @@
-#include "checkpoint/image_layout.h"
+#include "checkpoint/image/image_layout.h"
 
 #include <algorithm>
 #include <map>
 #include <set>
 #include <sstream>
 
-#include "checkpoint/layout_blobs.h"
+#include "checkpoint/image/layout_blobs.h"
 #include "common/error.h"
 #include "common/fs.h"
 

@@ -1,6 +1,7 @@
-// Running one toggle per process on worker threads. The driver copies GPU memory at ~1.6 GiB/s per
-// process, so parallelism across processes is what makes a checkpoint fast (measured 4x8 GiB:
-// 20.8 s serial, 5.8 s parallel). Workers are always joined: a toggle is never abandoned midway.
+// Running one piece of work per item on worker threads: a CUDA toggle per process (the driver
+// copies GPU memory at ~1.6 GiB/s per process, so parallelism across processes is what makes a
+// checkpoint fast: measured 4x8 GiB, 20.8 s serial, 5.8 s parallel), a window of an image's page
+// files. Workers are always joined: a toggle is never abandoned midway.
 #pragma once
 
 #include <algorithm>
@@ -8,7 +9,7 @@
 #include <thread>
 #include <vector>
 
-namespace nvproxy::checkpoint {
+namespace nvproxy {
 
 // Calls fn(item) for every item with at most `parallelism` running at once (0 = all at once,
 // 1 = one after another on the calling thread). fn must not throw.
@@ -37,4 +38,4 @@ void for_each_parallel(const std::vector<T>& items, unsigned parallelism, Fn&& f
   for (auto& t : threads) t.join();
 }
 
-}  // namespace nvproxy::checkpoint
+}  // namespace nvproxy

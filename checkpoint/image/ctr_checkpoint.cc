@@ -1,4 +1,4 @@
-#include "checkpoint/ctr_checkpoint.h"
+#include "checkpoint/image/ctr_checkpoint.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -6,10 +6,10 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "checkpoint/image_layout.h"
-#include "checkpoint/image_record.h"
-#include "checkpoint/image_store.h"
-#include "checkpoint/layout_blobs.h"
+#include "checkpoint/image/image_layout.h"
+#include "checkpoint/image/image_record.h"
+#include "checkpoint/image/image_store.h"
+#include "checkpoint/image/layout_blobs.h"
 #include "common/error.h"
 #include "common/fs.h"
 #include "common/scratch_dir.h"

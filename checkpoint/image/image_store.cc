@@ -1,4 +1,4 @@
-#include "checkpoint/image_store.h"
+#include "checkpoint/image/image_store.h"
 
 #include <unistd.h>
 
@@ -6,7 +6,7 @@
 #include <ctime>
 #include <nlohmann/json.hpp>
 
-#include "checkpoint/image_record.h"
+#include "checkpoint/image/image_record.h"
 #include "common/error.h"
 #include "common/fs.h"
 #include "common/json_integer.h"

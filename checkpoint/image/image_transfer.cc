@@ -1,4 +1,4 @@
-#include "checkpoint/image_transfer.h"
+#include "checkpoint/image/image_transfer.h"
 
 #include <fcntl.h>
 #include <sys/file.h>
@@ -7,9 +7,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "checkpoint/image_layout.h"
-#include "checkpoint/image_store.h"
-#include "checkpoint/zero_pages.h"
+#include "checkpoint/image/image_layout.h"
+#include "checkpoint/image/image_store.h"
+#include "checkpoint/image/zero_pages.h"
 #include "common/error.h"
 #include "common/fs.h"
 #include "common/scratch_dir.h"

@@ -17,8 +17,8 @@
 #include <optional>
 #include <string>
 
-#include "checkpoint/image_record.h"
-#include "checkpoint/image_registry.h"
+#include "checkpoint/image/image_record.h"
+#include "checkpoint/image/image_registry.h"
 #include "common/process.h"
 
 namespace nvproxy::checkpoint {

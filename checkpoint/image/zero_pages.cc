@@ -1,4 +1,4 @@
-#include "checkpoint/zero_pages.h"
+#include "checkpoint/image/zero_pages.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -13,8 +13,8 @@
 #include <utility>
 #include <vector>
 
-#include "checkpoint/parallel.h"
 #include "common/error.h"
+#include "common/parallel.h"
 #include "common/unique_fd.h"
 
 namespace nvproxy::checkpoint {

@@ -1,4 +1,4 @@
-#include "checkpoint/layout_blobs.h"
+#include "checkpoint/image/layout_blobs.h"
 
 #include <unistd.h>
 

@@ -1,4 +1,4 @@
-#include "checkpoint/gpu_facts.h"
+#include "checkpoint/image/gpu_facts.h"
 
 #include <array>
 #include <cstdio>

@@ -6,7 +6,7 @@
 #include <chrono>
 #include <string>
 
-#include "checkpoint/image_registry.h"
+#include "checkpoint/image/image_registry.h"
 #include "common/process.h"
 
 namespace nvproxy::checkpoint {

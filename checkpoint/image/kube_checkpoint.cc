@@ -1,13 +1,13 @@
-#include "checkpoint/kube_checkpoint.h"
+#include "checkpoint/image/kube_checkpoint.h"
 
 #include <sys/utsname.h>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
-#include "checkpoint/ctr_checkpoint.h"
-#include "checkpoint/image_layout.h"
-#include "checkpoint/layout_blobs.h"
+#include "checkpoint/image/ctr_checkpoint.h"
+#include "checkpoint/image/image_layout.h"
+#include "checkpoint/image/layout_blobs.h"
 #include "common/error.h"
 #include "common/fs.h"
 #include "common/scratch_dir.h"

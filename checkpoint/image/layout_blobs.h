@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint/image_layout.h"
+#include "checkpoint/image/image_layout.h"
 #include "common/process.h"
 
 namespace nvproxy::checkpoint {

@@ -1,4 +1,4 @@
-#include "checkpoint/skopeo_registry.h"
+#include "checkpoint/image/skopeo_registry.h"
 
 #include <unistd.h>
 

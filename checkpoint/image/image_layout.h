@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint/image_record.h"
+#include "checkpoint/image/image_record.h"
 #include "common/process.h"
 
 namespace nvproxy::checkpoint {
