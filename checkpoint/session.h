@@ -2,10 +2,11 @@
 // hands its Checkpoint and Restore RPCs (and `diagnose`) to, one call each. It owns the order of
 // things around the Orchestrator (which toggles CUDA): the thaw of a client-paused container, the
 // GPU facts taken before any toggle, the runtime's snapshot under its deadline, the image's record
-// (image_record.h); on restore the store lookup, the preflight against this host's GPUs, the
-// runtime's restore and the CUDA restore afterwards. The same code runs for runc, crun and
-// runsc: what differs is behind SessionTools (where questions go) and SessionRuntime (the runtime's
-// verbs), both narrow so that tests drive a whole session with fakes.
+// (image/image_record.h) and, with an image store, the entry the snapshot goes into; on restore the
+// store lookup, the preflight against this host's GPUs, the runtime's restore and the CUDA restore
+// afterwards. The same code runs for runc, crun and runsc: what differs is behind SessionTools
+// (where questions go) and SessionRuntime (the runtime's verbs), both narrow so that tests drive a
+// whole session with fakes.
 #pragma once
 
 #include <filesystem>
@@ -25,6 +26,7 @@ namespace nvproxy::checkpoint {
 struct SessionTarget {
   std::string id;
   std::filesystem::path bundle;  // checkpoint-diagnostic.json goes here
+  std::string ns;                // containerd's namespace: the image store keeps each one's entries apart
   std::string content_store;     // containerd's root, where it copies an image it asked for (space check)
   // The GPUs the container asks for as restore-preflight tokens ("0", "GPU-...", "all"); empty:
   // no restriction (restore_preflight.h's visible_gpus).
@@ -41,9 +43,11 @@ struct SessionTarget {
 };
 
 struct SnapshotRequest {
-  bool leave_running = false;  // containerd's CheckpointOptions.exit == false
-  bool paused = false;         // the client froze the task first (containerd does); frozen again on return
-  std::filesystem::path image_path;
+  bool leave_running = false;         // containerd's CheckpointOptions.exit == false
+  bool paused = false;                // the client froze the task first (containerd does); frozen again on return
+  std::filesystem::path image_path;   // the directory containerd handed over
+  std::filesystem::path image_store;  // checkpoint.image_store; empty: off
+  unsigned image_store_keep = 3;      // checkpoint.image_store_keep
 };
 
 struct RestoreRequest {
@@ -62,11 +66,13 @@ class CheckpointSession {
       : t_(std::move(target)), rt_(rt), tools_(tools), log_(log) {}
 
   // Toggles CUDA off for every process holding a GPU, verifies, runs the runtime's snapshot and
-  // brings CUDA back if the task keeps running; then records the image. On failure everything is
-  // rolled back and an Error carries the diagnostic (also BUNDLE/checkpoint-diagnostic.json); the
-  // container keeps running. A snapshot killed for running out of time leaves the container thawed
-  // (unless the client had paused it and nothing needs it running) and CUDA rolled back:
-  // Error(DeadlineExceeded) says which phase ran out of time.
+  // brings CUDA back if the task keeps running; then records the image. With an image store the
+  // snapshot goes into a fresh entry of it, the client's directory gets a reference to it
+  // (image/image_store.h) and the container's entries beyond the store's keep are removed. On
+  // failure everything is rolled back (the entry too) and an Error carries the diagnostic (also
+  // BUNDLE/checkpoint-diagnostic.json); the container keeps running. A snapshot killed for running
+  // out of time leaves the container thawed (unless the client had paused it and nothing needs it
+  // running) and CUDA rolled back: Error(DeadlineExceeded) says which phase ran out of time.
   void checkpoint(const SnapshotRequest& req);
 
   // What `diagnose` shows: the decision a checkpoint into `image` would reach now, from the same
@@ -86,6 +92,8 @@ class CheckpointSession {
   void restore(const RestoreRequest& req);
 
  private:
+  // checkpoint() into `image`: the client's directory or the store's entry.
+  void snapshot_into(const SnapshotRequest& req, const std::filesystem::path& image);
   // The orchestrator's request: with CUDA holders seen from the host, the init (for processes
   // outside its tree), where the image goes and what each process holds on its GPU (space check).
   CheckpointRequest request(bool leave_running, const std::filesystem::path& image, bool cuda_holders,

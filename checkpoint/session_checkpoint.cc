@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "checkpoint/image/image_record.h"
+#include "checkpoint/image/image_store.h"
 #include "checkpoint/image/zero_pages.h"
 #include "checkpoint/session.h"
 #include "checkpoint/space_check.h"
@@ -155,6 +156,30 @@ Inspection CheckpointSession::inspect(const std::filesystem::path& image) {
 }
 
 void CheckpointSession::checkpoint(const SnapshotRequest& sr) {
+  if (sr.image_store.empty() || sr.image_path.empty()) {
+    snapshot_into(sr, sr.image_path);
+    return;
+  }
+  // The runtime writes into the shim's store; containerd's directory gets the reference. The entry
+  // goes with any failure, so that a failed checkpoint leaves nothing in the store.
+  ImageStore store(sr.image_store, sr.image_store_keep);
+  const std::filesystem::path entry = store.create(t_.ns, t_.id);
+  try {
+    snapshot_into(sr, entry);
+    store.refer(sr.image_path, entry, t_.id);
+  } catch (...) {
+    store.discard(entry);
+    throw;
+  }
+  log_.info("checkpoint of \"" + t_.id + "\": image in the store at " + entry.string() + ", referred to from " +
+            sr.image_path.string());
+  // containerd never says when it drops an image: the container's oldest entries go now.
+  for (const auto& old : store.retain(t_.ns, t_.id))
+    log_.info("image store: removed " + old.string() + " (checkpoint.image_store_keep: " + std::to_string(sr.image_store_keep) +
+              ")");
+}
+
+void CheckpointSession::snapshot_into(const SnapshotRequest& sr, const std::filesystem::path& image) {
   const std::string who = "checkpoint of \"" + t_.id + "\"" + tools_.label();
   // A runtime that has no checkpoint at all fails only after every toggle and back: refused first.
   if (std::string why = rt_.cannot_checkpoint(); !why.empty())
@@ -170,10 +195,10 @@ void CheckpointSession::checkpoint(const SnapshotRequest& sr) {
   }
   ThawGuard thaw(rt_, t_.id, sr.paused && has_holders, log_);
 
-  CheckpointRequest req = request(sr.leave_running, sr.image_path, has_holders, facts.facts);
+  CheckpointRequest req = request(sr.leave_running, image, has_holders, facts.facts);
   CheckpointOutcome outcome = tools_.orchestrator().checkpoint_around(req, [&](const ReleasePlan& release) {
     try {
-      rt_.snapshot(tools_.release_before_snapshot(release));
+      rt_.snapshot(image, tools_.release_before_snapshot(release));
     } catch (const DeadlineError& e) {
       // Thawed before the orchestrator rolls CUDA back: frozen processes cannot take part. A held
       // container is taken back (held, then thawed) by the orchestrator: nothing of it runs.
@@ -183,7 +208,7 @@ void CheckpointSession::checkpoint(const SnapshotRequest& sr) {
     }
   });
 
-  if (t_.punch_zero_pages) drop_zero_pages(sr.image_path, who, log_);
+  if (t_.punch_zero_pages) drop_zero_pages(image, who, log_);
 
   // The image exists now; note whether its processes carry checkpointed CUDA state, and what
   // they need from a host that restores them.
@@ -198,7 +223,7 @@ void CheckpointSession::checkpoint(const SnapshotRequest& sr) {
   if (tools_.host_view() && !rec.gpu_error.empty())
     log_.warn(who + ": the image records no GPU facts for the restore preflight: " + rec.gpu_error);
   try {
-    write_image_record(sr.image_path, rec);
+    write_image_record(image, rec);
   } catch (const Error& e) {
     log_.warn(who + ": " + e.what());
   }

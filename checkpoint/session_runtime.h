@@ -26,10 +26,11 @@ class SessionRuntime {
   virtual std::string status() = 0;
   virtual void pause() = 0;
   virtual void resume() = 0;
-  // The runtime's own checkpoint into the client's image (`runc checkpoint`, `runsc checkpoint`).
-  // Throws Error; a DeadlineError when it ran out of time and was killed. A non-empty plan: CRIU
-  // leaves those processes' inherited device files out of the image (release.h).
-  virtual void snapshot(const ReleasePlan& release) = 0;
+  // The runtime's own checkpoint into `image` (`runc checkpoint`, `runsc checkpoint`): the client's
+  // directory, or the image store's entry the session made for it. Throws Error; a DeadlineError
+  // when it ran out of time and was killed. A non-empty plan: CRIU leaves those processes'
+  // inherited device files out of the image (release.h).
+  virtual void snapshot(const std::filesystem::path& image, const ReleasePlan& release) = 0;
 
   // The runtime's restore of `image` (`runc restore`, `runsc restore`): the task's process runs
   // from it when this returns. leave_stopped: CRIU leaves the restored processes stopped (runsc

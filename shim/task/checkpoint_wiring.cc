@@ -32,9 +32,10 @@ class RuntimeVerbs final : public checkpoint::SessionRuntime {
   std::string status() override { return rt_.state(id_).status; }
   void pause() override { rt_.pause(id_); }
   void resume() override { rt_.resume(id_); }
-  void snapshot(const checkpoint::ReleasePlan& release) override {
+  void snapshot(const std::filesystem::path& image, const checkpoint::ReleasePlan& release) override {
     if (!flags_) throw Error(Code::Internal, "container \"" + id_ + "\": no checkpoint was asked for");
     oci::CheckpointFlags f = *flags_;
+    f.image_path = image.string();
     f.release_devices = release.devices_text();
     rt_.checkpoint(id_, f);
   }
@@ -110,6 +111,7 @@ SessionWiring::SessionWiring(const SessionSubject& s, const oci::CheckpointFlags
   const bool criu_skips = criu_files && s.runtime.criu_skips_zero_pages();
   checkpoint::SessionTarget t{.id = s.id,
                               .bundle = s.bundle,
+                              .ns = s.ns,
                               .content_store = s.content_store,
                               .punch_zero_pages = criu_files && !criu_skips,
                               .zero_pages_left_out = criu_skips,

@@ -27,6 +27,7 @@ struct SessionSubject {
   oci::Runtime& runtime;
   std::string id;
   std::filesystem::path bundle;
+  std::string ns;    // containerd's namespace (the image store's entries are kept apart by it)
   bool gpu = false;  // the device layer gave it GPUs: under runsc, its processes are asked inside the sandbox
   checkpoint::CheckpointConfig cfg;
   std::string content_store;  // containerd's root (space check)

@@ -42,7 +42,8 @@ class InitProcess;
 struct TaskContext;
 
 // The GPU side of checkpoint and restore, behind an interface so that the task layer runs in tests
-// without a driver. `checkpoint` includes the runtime's own checkpoint (c.runtime()).
+// without a driver. `checkpoint` includes the runtime's own checkpoint (c.runtime()) and, with
+// checkpoint.image_store, the store's entry it writes into.
 class CheckpointHooks {
  public:
   virtual ~CheckpointHooks() = default;

@@ -11,6 +11,7 @@ SessionSubject subject_of(Container& c) {
   return {.runtime = c.runtime(),
           .id = c.id(),
           .bundle = c.bundle(),
+          .ns = c.bundle().parent_path().filename().string(),  // containerd's bundles are STATE/NS/ID
           .gpu = c.gpu(),
           .cfg = c.config().checkpoint,
           .content_store = c.config().checkpoint.content_store};
@@ -20,7 +21,12 @@ SessionSubject subject_of(Container& c) {
 
 void GpuCheckpointHooks::checkpoint(Container& c, const oci::CheckpointFlags& flags, bool paused) {
   SessionWiring w(subject_of(c), &flags, false, runner_, log_);
-  w.session().checkpoint({.leave_running = flags.leave_running, .paused = paused, .image_path = flags.image_path});
+  const auto& cfg = c.config().checkpoint;
+  w.session().checkpoint({.leave_running = flags.leave_running,
+                          .paused = paused,
+                          .image_path = flags.image_path,
+                          .image_store = cfg.image_store,
+                          .image_store_keep = cfg.image_store_keep});
 }
 
 void GpuCheckpointHooks::restore(Container& c, const std::filesystem::path& checkpoint, const RuntimeRestore& run_restore) {

@@ -6,7 +6,6 @@
 #include <cstring>
 #include <thread>
 
-#include "checkpoint/image/image_store.h"
 #include "common/error.h"
 #include "oci/replica_cgroup.h"
 #include "oci/spec.h"
@@ -362,30 +361,9 @@ void InitProcess::run_checkpoint(const oci::CheckpointFlags& flags, bool paused)
     std::error_code ec;
     std::filesystem::create_directories(f.work_path, ec);
   }
-  const checkpoint::CheckpointConfig& cc = ctx_.setup.config.checkpoint;
-  f.exclude_zero_pages = cc.skip_zero_pages;
-  if (cc.image_store.empty() || f.image_path.empty()) {
-    ctx_.env.checkpoints.checkpoint(ctx_.container, f, paused);
-    return;
-  }
-  // The runtime writes into the shim's store; containerd's directory gets the reference.
-  checkpoint::ImageStore store(cc.image_store, cc.image_store_keep);
-  const std::string ns = ctx_.setup.bundle.parent_path().filename().string();
-  std::filesystem::path entry = store.create(ns, ctx_.setup.id);
-  const std::string client_dir = f.image_path;
-  f.image_path = entry.string();
-  try {
-    ctx_.env.checkpoints.checkpoint(ctx_.container, f, paused);
-    store.refer(client_dir, entry, ctx_.setup.id);
-  } catch (...) {
-    store.discard(entry);
-    throw;
-  }
-  ctx_.env.log.info("checkpoint of \"" + ctx_.setup.id + "\": image in the store at " + entry.string() + ", referred to from " +
-                    client_dir);
-  for (const auto& old : store.retain(ns, ctx_.setup.id))
-    ctx_.env.log.info("image store: removed " + old.string() +
-                      " (checkpoint.image_store_keep: " + std::to_string(cc.image_store_keep) + ")");
+  f.exclude_zero_pages = ctx_.setup.config.checkpoint.skip_zero_pages;
+  // checkpoint.image_store is the session's to use (it puts the image there), as on restore.
+  ctx_.env.checkpoints.checkpoint(ctx_.container, f, paused);
 }
 
 void InitProcess::run_delete() {

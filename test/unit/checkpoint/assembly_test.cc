@@ -26,7 +26,7 @@ class RuntimeWithCriu41 final : public SessionRuntime {
   std::string status() override { return "running"; }
   void pause() override {}
   void resume() override {}
-  void snapshot(const ReleasePlan&) override { ++snapshots; }
+  void snapshot(const std::filesystem::path&, const ReleasePlan&) override { ++snapshots; }
   void restore(const std::filesystem::path&, bool, const std::string&) override {}
   std::string remove() override { return "delete"; }
   std::optional<Criu> criu() override { return Criu{.binary = "/usr/sbin/criu", .version = "4.1.1"}; }

@@ -293,7 +293,7 @@ class SandboxRuntime final : public SessionRuntime {
   std::string status() override { return "running"; }
   void pause() override {}
   void resume() override {}
-  void snapshot(const ReleasePlan& plan) override {
+  void snapshot(const std::filesystem::path&, const ReleasePlan& plan) override {
     ++snapshots;
     left_to_snapshot = plan.devices_text();
   }

@@ -7,8 +7,13 @@
 
 #include <chrono>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include "checkpoint/driver/cuda_driver_api.h"
 #include "checkpoint/image/image_record.h"
+#include "checkpoint/image/image_store.h"
+#include "common/unique_fd.h"
 #include "fake_gpu.h"
 
 using namespace nvproxy;
@@ -24,7 +29,8 @@ class FakeRuntime final : public SessionRuntime {
   std::string state = "running";
   std::vector<std::string> verbs;
   std::function<void()> on_snapshot;
-  std::string released;  // the last snapshot's release plan
+  std::string released;           // the last snapshot's release plan
+  std::filesystem::path written;  // where the last snapshot went
 
   std::vector<pid_t> ps() override { return pids; }
   pid_t init_pid() override { return pids.empty() ? 0 : pids.front(); }
@@ -37,13 +43,15 @@ class FakeRuntime final : public SessionRuntime {
     verbs.push_back("resume");
     state = "running";
   }
-  void snapshot(const ReleasePlan& release) override {
+  void snapshot(const std::filesystem::path& image, const ReleasePlan& release) override {
     released = release.devices_text();
+    written = image;
     verbs.push_back("snapshot(" + state + ")");
     if (on_snapshot) on_snapshot();
   }
-  void restore(const std::filesystem::path&, bool leave_stopped, const std::string& from) override {
+  void restore(const std::filesystem::path& image, bool leave_stopped, const std::string& from) override {
     verbs.push_back(std::string("restore") + (leave_stopped ? "(stopped)" : ""));
+    restored = image;
     taken_from = from;
   }
   std::string remove() override {
@@ -59,6 +67,7 @@ class FakeRuntime final : public SessionRuntime {
   std::string unsupported;
   std::string criu_version;
   std::string taken_from;
+  std::filesystem::path restored;  // what the last restore read
 };
 
 // The host variant's shape over the fake driver; host_facts can be switched off (a sandbox's view).
@@ -312,4 +321,104 @@ TEST_F(SessionTest, ACriuOlderThanTheImagesIsAWarningNotARefusal) {
   rt.criu_version = "4.2.1";
   session(tools).restore({.checkpoint = image});  // 4.2.1 < 4.10: warned in the log, restored
   EXPECT_EQ(rt.verbs, (std::vector<std::string>{"restore"}));
+}
+
+// checkpoint.image_store: the session holds the image the same way on both verbs. The runtime
+// writes into a fresh entry, containerd's directory gets the reference (and the record's copy),
+// a failure leaves no entry, and a container keeps its newest image_store_keep entries.
+class SessionStoreTest : public SessionTest {
+ protected:
+  fs::path store = gpu.dir() / "store";
+  fs::path log_file = gpu.dir() / "shim.log";
+  UniqueFd log_fd{::open(log_file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600)};
+  Logger store_log{log_fd.get()};
+
+  CheckpointSession session(FakeTools& tools) { return {{.id = "c1", .bundle = bundle, .ns = "default"}, rt, tools, store_log}; }
+  SnapshotRequest into_store(unsigned keep = 3) const {
+    return {.leave_running = true, .image_path = image, .image_store = store, .image_store_keep = keep};
+  }
+  std::vector<fs::path> entries() const {
+    std::vector<fs::path> out;
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(store / "default" / "c1", ec)) out.push_back(e.path());
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+};
+
+TEST_F(SessionStoreTest, TheSnapshotGoesIntoAStoreEntryThatTheClientsDirectoryRefersTo) {
+  pid_t a = gpu.start_app();
+  rt.pids = {a};
+  gpu.nvml(std::to_string(a) + " 0 4813\n");
+  FakeTools tools(cfg, rt, log, true);
+  SnapshotRequest req = into_store();
+  req.leave_running = false;  // the task exits: its CUDA state stays checkpointed for the restore
+  session(tools).checkpoint(req);
+
+  ASSERT_EQ(entries().size(), 1u);
+  const fs::path entry = entries().front();
+  EXPECT_EQ(rt.written, entry);
+  auto rec = read_image_record(entry);
+  ASSERT_TRUE(rec);
+  EXPECT_EQ(rec->cuda_pids, (std::vector<ImageProcess>{{a, "fake_cuda_app"}}));
+  auto ref = read_image_ref(image);
+  ASSERT_TRUE(ref);
+  EXPECT_EQ(ref->store, store.string());
+  EXPECT_EQ(ref->entry, fs::relative(entry, store).string());
+  EXPECT_EQ(ref->container, "c1");
+  EXPECT_EQ(read_image_record(image)->cuda_pids, rec->cuda_pids);  // the record's copy beside the reference
+  EXPECT_TRUE(has(slurp(log_file), "image in the store at " + entry.string() + ", referred to from " + image.string()))
+      << slurp(log_file);
+
+  // The restore of what containerd kept reads the entry.
+  rt.verbs.clear();
+  session(tools).restore({.checkpoint = image, .image_store = store});
+  EXPECT_EQ(rt.verbs, (std::vector<std::string>{"restore"}));
+  EXPECT_EQ(rt.restored, entry);
+  EXPECT_EQ(gpu.state(a), "running");
+}
+
+TEST_F(SessionStoreTest, AFailedCheckpointLeavesNoEntryAndNoReference) {
+  rt.pids = {::getpid()};  // no GPU holders: the runtime's snapshot alone
+  rt.on_snapshot = [&] {
+    spit(rt.written / "pages-1.img", "half an image");
+    throw Error(Code::Internal, "criu failed");
+  };
+  FakeTools tools(cfg, rt, log, true);
+  EXPECT_THROW(session(tools).checkpoint(into_store()), Error);
+  EXPECT_TRUE(rt.written.string().starts_with(store.string())) << rt.written;
+  EXPECT_FALSE(fs::exists(rt.written));
+  EXPECT_TRUE(entries().empty());
+  EXPECT_FALSE(read_image_ref(image));
+
+  // Refused before any snapshot: the entry made for it goes too.
+  rt.on_snapshot = nullptr;
+  rt.unsupported = "crun 1.8.1 (/usr/bin/crun) is built without CRIU";
+  EXPECT_THROW(session(tools).checkpoint(into_store()), Error);
+  EXPECT_TRUE(entries().empty());
+  EXPECT_FALSE(read_image_ref(image));
+}
+
+TEST_F(SessionStoreTest, ACheckpointRemovesTheContainersEntriesBeyondTheKeep) {
+  rt.pids = {::getpid()};
+  FakeTools tools(cfg, rt, log, true);
+  std::vector<fs::path> written;
+  for (int i = 0; i < 3; ++i) {
+    session(tools).checkpoint(into_store(2));
+    written.push_back(rt.written);
+  }
+  EXPECT_EQ(entries(), (std::vector<fs::path>{written[1], written[2]}));
+  EXPECT_EQ(read_image_ref(image)->entry, fs::relative(written[2], store).string());
+  EXPECT_TRUE(has(slurp(log_file), "image store: removed " + written[0].string() + " (checkpoint.image_store_keep: 2)"))
+      << slurp(log_file);
+}
+
+TEST_F(SessionStoreTest, WithoutAStoreTheSnapshotGoesIntoTheClientsDirectory) {
+  rt.pids = {::getpid()};
+  FakeTools tools(cfg, rt, log, true);
+  session(tools).checkpoint({.leave_running = true, .image_path = image});
+  EXPECT_EQ(rt.written, image);
+  EXPECT_TRUE(read_image_record(image));
+  EXPECT_FALSE(read_image_ref(image));
+  EXPECT_FALSE(fs::exists(store));
 }

@@ -134,13 +134,17 @@ class RecordingEvents final : public EventSink {
 
 class StubCheckpoints final : public CheckpointHooks {
  public:
-  void checkpoint(Container& c, const oci::CheckpointFlags& f, bool) override { c.runtime().checkpoint(c.id(), f); }
+  void checkpoint(Container& c, const oci::CheckpointFlags& f, bool) override {
+    checkpointed_into = f.image_path;
+    c.runtime().checkpoint(c.id(), f);
+  }
   // The session's shape: the runtime's restore, then CUDA (which may fail).
   void restore(Container&, const fs::path& checkpoint, const RuntimeRestore& run) override {
     restored_from = checkpoint.string();
     run(checkpoint, false, taken_from);
     if (fail_after_restore) throw Error(Code::FailedPrecondition, "CUDA could not be restored in pid 42");
   }
+  std::string checkpointed_into;  // the image path the hook was handed
   std::string restored_from;
   std::string taken_from;  // the image's container, as the session reads it from the record
   bool fail_after_restore = false;
@@ -629,6 +633,17 @@ TEST_F(TaskLayer, CheckpointWithExitStopsTheTaskUnderBothOptionTypesAndRestores)
     svc_->on_exit(restored, SIGKILL);
     remove(c.id);
   }
+}
+
+// checkpoint.image_store is the checkpoint session's to use, as on restore: the task layer hands
+// over containerd's directory as it came and makes no store entry.
+TEST_F(TaskLayer, WithAnImageStoreTheHookGetsContainerdsDirectory) {
+  config_.checkpoint.image_store = (dir_ / "store").string();
+  create("c1");
+  start("c1");
+  client_checkpoint("c1", nullptr, "");
+  EXPECT_EQ(hooks_.checkpointed_into, (dir_ / "image").string());
+  EXPECT_FALSE(fs::exists(dir_ / "store"));
 }
 
 TEST_F(TaskLayer, CheckpointWithoutOptionsKeepsRunningUnlessExitWithoutOptionsIsSet) {
