@@ -13,7 +13,7 @@
 #            sandbox named, running
 #   unknown  NVML does not know the sentry: the staging is not billed (a warning), the kernel kills
 #            the sandbox mid-checkpoint, the error names the OOM kill, the shim reports the exit
-# Usage: runsc_staging.sh [1.6|1.7|2.3]   (77: the current runsc is not unpacked here)
+# Usage: staging_memory_runsc.sh [1.6|1.7|2.3]   (77: the current runsc is not unpacked here)
 set -euo pipefail
 source "$(dirname "$0")/lib/shim-env.sh"
 [[ -r /opt/nvproxy-deps/shared/env.sh ]] && source /opt/nvproxy-deps/shared/env.sh
@@ -142,4 +142,4 @@ grep -F 'checkpoint unknown' "$NV_DIR/containerd.log" | grep -qF "is not billed"
 nv_assert_contains "$err" "OOM-killed" "the error names the kernel's OOM kill"
 nv_wait_for -t 20 nv_task_stopped unknown || nv_fail "the killed sandbox's task is not reported stopped (the shim: $(nv_task_status unknown))"
 stop unknown
-echo "PASS runsc_staging (containerd $NV_CONTAINERD_VERSION)"
+echo "PASS staging_memory_runsc (containerd $NV_CONTAINERD_VERSION)"
