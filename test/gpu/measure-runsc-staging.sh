@@ -95,10 +95,12 @@ restore_case() {
   if CTR c restore --live --rw "$id" "${id}ref" </dev/null >"$W/$id.rs" 2>&1; then
     cg=$(cg_of "$(task_pid "$id")")
     measure "$id: restore in $(dt "$t0" "$(now)") s; status $(status_of "$id"); memory.max $(cat "$cg/memory.max"); peak $(( $(cat "$cg/memory.peak" 2>/dev/null || echo 0) >> 20 )) MiB; events $(tr '\n' ' ' <"$cg/memory.events")"
-    TMO=60 CTR task kill -a -s TERM "$id" >/dev/null 2>&1
+    # SIGTERM to gpu_hold alone (its pid in the sandbox is in ready1): a kill --all takes the init
+    # too under runsc (measured: exit 143), and the sandbox with it, before gpu_hold has checked.
+    TMO=60 CTR task exec --exec-id term "$id" sh -c 'kill -TERM "$(cat /out/ready1)"' >/dev/null 2>&1
     for _ in $(seq 300); do [[ $(status_of "$id") == STOPPED ]] && break; sleep 0.2; done
-    # The init (sh, which PID 1 keeps from SIGTERM) exits with gpu_hold's status: 0 only when its
-    # whole buffer read back as written. ctr's task rm warns of any other exit code.
+    # The init (sh) then exits with gpu_hold's status from its wait: 0 only when the whole buffer
+    # read back as written. ctr's task rm warns of any other exit code.
     local data rm_out
     data=$(grep -o 'data [A-Z]*' "$W/h/$id/log1" | tail -1)
     rm_out=$(CTR task rm "$id" 2>&1)
