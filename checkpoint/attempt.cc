@@ -172,13 +172,11 @@ void Orchestrator::Attempt::classify() {
   auto gone = o_.ended_among(no_cuda, std::chrono::milliseconds(0));
   if (gone.empty()) return;
   std::erase_if(c_->blockers, [&](const ProcessReport& r) { return gone.contains(r.pid); });
-  std::vector<pid_t> left_out;
   for (const auto& [pid, _] : gone) {
     c_->holders.erase(pid);
     c_->state_error.erase(pid);
-    left_out.push_back(pid);
   }
-  o_.log_.info("checkpoint " + id_ + ": pids " + comma_list(left_out) +
+  o_.log_.info("checkpoint " + id_ + ": pids " + comma_list(pids_of(gone)) +
                " held GPU devices without CUDA at the scan and have ended since; left out");
   if (c_->holders.empty()) c_.reset();
 }

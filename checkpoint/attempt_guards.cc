@@ -9,7 +9,7 @@ using namespace detail;
 Orchestrator::Toggled::~Toggled() {
   if (released_ || believed_.empty()) return;
   try {
-    Resumed r = o_.bring_back(pids(), believed_);
+    Resumed r = o_.bring_back(pids_of(believed_), believed_);
     o_.log_.error("checkpoint " + id_ + ": rolled back on an unexpected way out: running " + comma_list(r.running) +
                   (r.stuck.empty() ? "" : ", STUCK " + std::to_string(r.stuck.size())));
   } catch (const std::exception& e) {  // a destructor must not throw: the shim would end with it
@@ -29,13 +29,7 @@ void Orchestrator::Toggled::unsure(pid_t pid) {
 
 Orchestrator::Resumed Orchestrator::Toggled::bring_back_all() {
   released_ = true;  // asked once: a second try on a way out that failed would not do better
-  return o_.bring_back(pids(), believed_);
-}
-
-std::vector<pid_t> Orchestrator::Toggled::pids() const {
-  std::vector<pid_t> v;
-  for (const auto& [pid, _] : believed_) v.push_back(pid);
-  return v;
+  return o_.bring_back(pids_of(believed_), believed_);
 }
 
 std::vector<pid_t> Orchestrator::HoldGuard::hold(const std::vector<pid_t>& pids) {

@@ -33,7 +33,6 @@ class Orchestrator::Toggled {
   void release() { released_ = true; }
 
  private:
-  [[nodiscard]] std::vector<pid_t> pids() const;
   Orchestrator& o_;
   std::string id_;
   std::mutex mu_;

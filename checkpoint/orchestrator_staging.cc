@@ -14,13 +14,13 @@ pid_t staging_anchor(const CheckpointRequest& req) {
 
 std::optional<Orchestrator::Refusal> Orchestrator::staging_refusal(const CheckpointRequest& req, const Classified& c, Decision& d,
                                                                    std::vector<PhaseTiming>& phases) {
-  if (!memory_ || c.cuda.empty()) return std::nullopt;
+  if (!can_.bills_staging || c.cuda.empty()) return std::nullopt;
   Phase ph(phases, log_, req.container_id, "staging");
   StagingBill& bill = d.bill;
   bill.margin = std::uint64_t{cfg_.staging_margin_mib} << 20;
   bill.in_sandbox = req.staging_pid > 0;
   std::vector<pid_t> unknown;
-  const std::vector<pid_t> bearers = req.staging_pid > 0 ? std::vector<pid_t>{req.staging_pid} : c.cuda;
+  const std::vector<pid_t> bearers = bill.in_sandbox ? std::vector<pid_t>{req.staging_pid} : c.cuda;
   for (pid_t p : bearers) {
     auto it = req.device_bytes.find(p);
     if (it == req.device_bytes.end()) unknown.push_back(p);
@@ -60,7 +60,7 @@ std::optional<Orchestrator::Refusal> Orchestrator::staging_refusal(const Checkpo
   for (pid_t p : c.cuda) {
     ProcessReport rep = report_for(p, c.holders.at(p));
     rep.cuda_state = "running";
-    rep.hint = req.staging_pid > 0
+    rep.hint = bill.in_sandbox
                    ? "the driver would stage its device memory in the sandbox's memory (" + format_bytes(bill.total()) +
                          " for the sandbox, host pid " + std::to_string(req.staging_pid) + ")"
                    : "the driver would stage " + format_bytes(bill.staged[p]) + " of its device memory in its memory";

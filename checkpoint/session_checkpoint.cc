@@ -64,6 +64,14 @@ struct FactsBeforeToggle {
   }
 };
 
+// Each host pid's device memory over every GPU, as NVML reports it.
+std::map<pid_t, std::uint64_t> device_bytes_by_pid(const GpuHostFacts& facts) {
+  std::map<pid_t, std::uint64_t> bytes;
+  for (const auto& [pid, uses] : facts.processes)
+    for (const auto& u : uses) bytes[pid] += u.used_bytes.value_or(0);
+  return bytes;
+}
+
 // The init's host pid; 0 when it cannot be had: then processes outside its tree are not told apart.
 pid_t init_pid_of(SessionRuntime& rt, const std::string& id, Logger& log) {
   try {
@@ -117,9 +125,7 @@ CheckpointRequest CheckpointSession::request(bool leave_running, const std::file
     req.zero_pages_left_out = t_.zero_pages_left_out;
     if (containerd_copies_image(req.image_path)) req.content_store = t_.content_store;
     req.lift_record = t_.bundle / kLiftRecordFile;
-    if (facts)
-      for (const auto& [pid, uses] : facts->processes)
-        for (const auto& u : uses) req.device_bytes[pid] += u.used_bytes.value_or(0);
+    if (facts) req.device_bytes = device_bytes_by_pid(*facts);
   } else if (!tools_.host_view() && tools_.toggles_cuda()) {
     // A gVisor sandbox: the driver stages every process's device memory in the sentry's memory
     // (nvproxy's clients' memory is its memory file), charged to the sandbox's memory cgroup, and
@@ -127,11 +133,10 @@ CheckpointRequest CheckpointSession::request(bool leave_running, const std::file
     req.staging_pid = init_pid_of(rt_, t_.id, log_);
     req.lift_record = t_.bundle / kLiftRecordFile;
     if (GpuUsageProbe* usage = tools_.sandbox_usage(); usage && req.staging_pid > 0) try {
-        GpuHostFacts host = usage->host_facts();
         // Not listed: NVML does not know this pid as the sandbox's (the CUDA processes found in it
         // hold device memory), so the bill is unknown rather than empty.
-        if (auto it = host.processes.find(req.staging_pid); it != host.processes.end())
-          for (const auto& u : it->second) req.device_bytes[req.staging_pid] += u.used_bytes.value_or(0);
+        auto bytes = device_bytes_by_pid(usage->host_facts());
+        if (auto it = bytes.find(req.staging_pid); it != bytes.end()) req.device_bytes[req.staging_pid] = it->second;
       } catch (const std::exception& e) {
         log_.warn("checkpoint of \"" + t_.id + "\"" + tools_.label() + ": the sandbox's device memory is unknown (" + e.what() +
                   ")");
