@@ -18,7 +18,6 @@ source "$(dirname "$0")/lib/fake-cuda.sh"
 nv_fake_cuda
 MEMINFO=$FAKE/meminfo
 ACCOUNT=$FAKE/staging.json
-MODE_FILE=$FAKE/mode
 NV_SHIM_EXTRA="$NV_FAKE_CHECKPOINT
   staging_margin_mib: 64
   host_meminfo: $MEMINFO
@@ -110,14 +109,10 @@ grep -F 'restore of \"lift\": memory limits lifted' "$NV_DIR/containerd.log" | g
 stop lift
 reset_fake
 
-# The shim reads its configuration at each container's create.
-set_config() { sed -i "/^  $1: /d" "$NVPROXY_SHIM_CONFIG" && sed -i "s|^checkpoint:\$|checkpoint:\n  $1: $2|" "$NVPROXY_SHIM_CONFIG"; }
-unset_config() { sed -i "/^  $1: /d" "$NVPROXY_SHIM_CONFIG"; }
-
 nv_log "case refuse: checkpoint.staging_memory refuse"
-set_config staging_memory refuse
+nv_set_checkpoint_key staging_memory refuse
 start refuse "$POD/refuse" $(app)
-unset_config staging_memory
+nv_unset_checkpoint_key staging_memory
 tell_nvml "$(host_pid_of refuse)"
 rm -f "$FAKE/cuda/calls.log"
 checkpoint_fails refuse refuseref

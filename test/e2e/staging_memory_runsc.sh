@@ -67,8 +67,6 @@ stop() {
   ctr_t c rm "$1" 2>/dev/null || true
   rm -f "$FAKE"/cuda/* "$HOSTNVML/nvml"
 }
-set_config() { sed -i "/^  $1: /d" "$NVPROXY_SHIM_CONFIG" && sed -i "s|^checkpoint:\$|checkpoint:\n  $1: $2|" "$NVPROXY_SHIM_CONFIG"; }
-unset_config() { sed -i "/^  $1: /d" "$NVPROXY_SHIM_CONFIG"; }
 
 nv_log "case lift: a sandbox limited to $((LIMIT >> 20)) MiB staging $STAGE_MIB MiB"
 start lift
@@ -108,9 +106,9 @@ grep -F 'restore of \"lift\": memory limits lifted' "$NV_DIR/containerd.log" | g
 stop lift
 
 nv_log "case refuse: checkpoint.staging_memory refuse"
-set_config staging_memory refuse
+nv_set_checkpoint_key staging_memory refuse
 start refuse
-unset_config staging_memory
+nv_unset_checkpoint_key staging_memory
 pid=$(nv_fake_cuda_pids | head -1)
 tell_nvml refuse
 set +e

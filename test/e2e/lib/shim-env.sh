@@ -101,6 +101,12 @@ nv_containerd_restart() {
 }
 
 # nv_task_status ID: RUNNING, STOPPED, PAUSED ... or empty when containerd has no such task.
+# nv_set_checkpoint_key KEY VALUE / nv_unset_checkpoint_key KEY: one key of the shim's checkpoint:
+# section, for the containers created next (the shim reads its configuration at each create).
+nv_set_checkpoint_key() {
+  sed -i "/^  $1: /d" "$NVPROXY_SHIM_CONFIG" && sed -i "s|^checkpoint:\$|checkpoint:\n  $1: $2|" "$NVPROXY_SHIM_CONFIG"
+}
+nv_unset_checkpoint_key() { sed -i "/^  $1: /d" "$NVPROXY_SHIM_CONFIG"; }
 nv_task_status() { nv_ctr task ls 2>/dev/null | awk -v id="$1" '$1==id{print $3}'; }
 nv_task_stopped() { [[ $(nv_task_status "$1") == STOPPED ]]; }
 # nv_stop_rm ID: kills the task, waits (20 s at most) until it has stopped, removes it and its container.
