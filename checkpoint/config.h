@@ -59,6 +59,12 @@ struct CheckpointConfig {
   bool registry_tls_verify = true;  // false: plain HTTP or unverified TLS (a registry on loopback)
   std::string registry_authfile;    // empty: skopeo's default (${XDG_RUNTIME_DIR}/containers/auth.json)
   unsigned registry_timeout_s = 3600;
+  // Restore by annotation (restore.nvproxy.io/<container name> in the spec, a pod annotation
+  // under Kubernetes): a checkpoint image is process memory that CRIU restores as root, so it is
+  // off unless enabled here, and only images of the repositories listed (prefixes, "host:5000/ckpt")
+  // pinned by digest are pulled.
+  bool annotation_restore = false;
+  std::vector<std::string> annotation_registries;
   // The driver stages device memory in the process's own memory (staging_bill.h): limits over the
   // container that this would cross are lifted for the staging's time (lift), or the checkpoint
   // is refused with the figures (refuse). The host's room is checked either way.

@@ -91,6 +91,11 @@ class CheckpointSession {
   // failure removes the restored container (SessionRuntime::remove) and the Error says so.
   void restore(const RestoreRequest& req);
 
+  // restore()'s first half alone, ahead of it (a restore by annotation, at Create): the image
+  // found or pulled into the store, its record checked against this host's runtime and GPUs.
+  // Nothing runs; the restore later finds the same entry. Throws as restore() does.
+  void fetch(const RestoreRequest& req);
+
  private:
   // checkpoint() into `image`: the client's directory or the store's entry.
   void snapshot_into(const SnapshotRequest& req, const std::filesystem::path& image);

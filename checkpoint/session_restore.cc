@@ -115,6 +115,13 @@ void CheckpointSession::restore(const RestoreRequest& req) {
   }
 }
 
+void CheckpointSession::fetch(const RestoreRequest& req) {
+  RestorePlan plan;
+  const std::filesystem::path image = find_image(req, plan);
+  log_.info("restore of \"" + t_.id + "\": the image is ready at " + image.string() +
+            (plan.record ? "; recorded from container " + plan.record->container : std::string()));
+}
+
 std::filesystem::path CheckpointSession::find_image(const RestoreRequest& req, RestorePlan& plan) {
   const std::string who = "restore of \"" + t_.id + "\"" + tools_.label() + ": ";
   std::optional<ImageRef> ref;

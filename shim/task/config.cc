@@ -85,6 +85,8 @@ ShimConfig parse_config_unchecked(const std::string& text, const std::string& or
                 "registry_tls_verify",
                 "registry_authfile",
                 "registry_timeout_s",
+                "annotation_restore",
+                "annotation_registries",
                 "staging_memory",
                 "staging_margin_mib",
                 "host_meminfo",
@@ -115,6 +117,12 @@ ShimConfig parse_config_unchecked(const std::string& text, const std::string& or
     get(k, "registry_tls_verify", c.checkpoint.registry_tls_verify, origin, "checkpoint");
     get(k, "registry_authfile", c.checkpoint.registry_authfile, origin, "checkpoint");
     get(k, "registry_timeout_s", c.checkpoint.registry_timeout_s, origin, "checkpoint");
+    get(k, "annotation_restore", c.checkpoint.annotation_restore, origin, "checkpoint");
+    get(k, "annotation_registries", c.checkpoint.annotation_registries, origin, "checkpoint");
+    for (const auto& r : c.checkpoint.annotation_registries)
+      if (r.empty() || r.find('@') != std::string::npos || r.find("://") != std::string::npos)
+        throw Error(Code::InvalidArgument,
+                    origin + ": checkpoint.annotation_registries: \"" + r + "\" is not a repository prefix (host[:port][/path])");
     get(k, "staging_memory", c.checkpoint.staging_memory, origin, "checkpoint");
     get(k, "staging_margin_mib", c.checkpoint.staging_margin_mib, origin, "checkpoint");
     get(k, "host_meminfo", c.checkpoint.host_meminfo, origin, "checkpoint");

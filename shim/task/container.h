@@ -57,6 +57,12 @@ class CheckpointHooks {
   // refuses what this host cannot give back before anything runs, calls run_restore, brings
   // CUDA back. Throws; a failure after run_restore has removed the restored container.
   virtual void restore(Container& c, const std::filesystem::path& checkpoint, const RuntimeRestore& run_restore) = 0;
+  // Restore by annotation (restore_annotation.h), at Create: the checkpoint image `reference`
+  // pulled and unpacked into `into`, checked against the new container's spec, this host's GPUs
+  // and runtime, and its memory pulled into the image store, all before anything runs; Start's
+  // restore then finds it there. Returns the unpacked archive (checkpoint/, rootfs-diff.tar, ...).
+  // Throws with the reason; `into` is the caller's to remove.
+  virtual std::filesystem::path fetch_for_restore(Container& c, const std::string& reference, const std::filesystem::path& into) = 0;
 };
 
 // What a container needs from the shim around it.
@@ -77,6 +83,9 @@ struct ContainerSetup {
   StdioPaths stdio;
   std::vector<MountSpec> rootfs;
   std::string checkpoint;  // image to restore at Start; empty: create
+  // Restore by annotation: the checkpoint image fetched at Create into RESTORE_DIR, whose
+  // checkpoint/ is `checkpoint` (restore_annotation.h). Empty: none.
+  std::string restore_reference;
   TaskOptions options;
   ShimConfig config;
   bool own_pid_ns = true;

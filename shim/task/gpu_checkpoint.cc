@@ -1,7 +1,11 @@
 #include "shim/task/gpu_checkpoint.h"
 
+#include "checkpoint/image/kube_restore.h"
 #include "checkpoint/image/skopeo_registry.h"
+#include "common/error.h"
+#include "common/fs.h"
 #include "shim/task/checkpoint_wiring.h"
+#include "shim/task/restore_annotation.h"
 
 namespace nvproxy::shim {
 
@@ -15,6 +19,13 @@ SessionSubject subject_of(Container& c) {
           .gpu = c.gpu(),
           .cfg = c.config().checkpoint,
           .content_store = c.config().checkpoint.content_store};
+}
+
+checkpoint::SkopeoRegistry registry_for(const checkpoint::CheckpointConfig& cfg, ProcessRunner& runner) {
+  return checkpoint::SkopeoRegistry({.tls_verify = cfg.registry_tls_verify,
+                                     .authfile = cfg.registry_authfile,
+                                     .timeout = std::chrono::seconds(cfg.registry_timeout_s)},
+                                    runner);
 }
 
 }  // namespace
@@ -34,11 +45,36 @@ void GpuCheckpointHooks::restore(Container& c, const std::filesystem::path& chec
   s.run_restore = run_restore;
   SessionWiring w(s, nullptr, true, runner_, log_);
   const auto& cfg = c.config().checkpoint;
-  checkpoint::SkopeoRegistry registry({.tls_verify = cfg.registry_tls_verify,
-                                       .authfile = cfg.registry_authfile,
-                                       .timeout = std::chrono::seconds(cfg.registry_timeout_s)},
-                                      runner_);
+  auto registry = registry_for(cfg, runner_);
   w.session().restore({.checkpoint = checkpoint, .image_store = cfg.image_store, .registry = &registry});
+}
+
+std::filesystem::path GpuCheckpointHooks::fetch_for_restore(Container& c, const std::string& reference,
+                                                            const std::filesystem::path& into) {
+  const std::string who = "create of container \"" + c.id() + "\" from " + reference + ": ";
+  const auto& cfg = c.config().checkpoint;
+  auto registry = registry_for(cfg, runner_);
+  checkpoint::KubeCheckpoint image;
+  try {
+    image = checkpoint::fetch_kube_checkpoint(reference, into, registry, runner_);
+  } catch (const Error& e) {
+    throw Error(e.code(), who + e.what());
+  }
+  log_.info(who + "the checkpoint image of container " + image.container + " is unpacked in " + image.dir.string());
+  // What the image's processes were allowed against what this container grants, before any bulk.
+  auto spec = nlohmann::json::parse(read_file(c.bundle() / "config.json"), nullptr, false);
+  auto mismatches = restore_mismatches(image.spec, image.config, spec);
+  if (!mismatches.empty()) {
+    std::string text = who + "refused:";
+    for (const auto& m : mismatches) text += " " + m + ";";
+    text.pop_back();
+    log_.warn(text);
+    throw Error(Code::FailedPrecondition, text);
+  }
+  // The record against this host (GPUs, driver, runtime), then the memory into the store.
+  SessionWiring w(subject_of(c), nullptr, true, runner_, log_);
+  w.session().fetch({.checkpoint = image.checkpoint(), .image_store = cfg.image_store, .registry = &registry});
+  return image.dir;
 }
 
 }  // namespace nvproxy::shim

@@ -12,6 +12,7 @@ class GpuCheckpointHooks final : public CheckpointHooks {
   GpuCheckpointHooks(Logger& log, ProcessRunner& runner) : log_(log), runner_(runner) {}
   void checkpoint(Container& c, const oci::CheckpointFlags& flags, bool paused) override;
   void restore(Container& c, const std::filesystem::path& checkpoint, const RuntimeRestore& run_restore) override;
+  std::filesystem::path fetch_for_restore(Container& c, const std::string& reference, const std::filesystem::path& into) override;
 
  private:
   Logger& log_;

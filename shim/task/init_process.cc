@@ -10,6 +10,8 @@
 #include "oci/replica_cgroup.h"
 #include "oci/spec.h"
 #include "shim/task/exec_table.h"
+#include "shim/task/restore_annotation.h"
+#include "shim/task/rootfs_diff.h"
 #include "shim/task/runsc_filestore.h"
 #include "shim/task/runsc_root.h"
 #include "shim/task/task_context.h"
@@ -29,6 +31,7 @@ InitProcess::InitProcess(TaskContext& ctx, const ExecTable& execs) : Process(ctx
 void InitProcess::create() {
   const ContainerSetup& s = ctx_.setup;
   ctx_.rootfs.emplace(s.rootfs, s.bundle / "rootfs");
+  if (!s.restore_reference.empty()) fetch_for_restore();
   {
     std::lock_guard lk(ctx_.mu);
     begin_start_locked();  // its exit waits for TaskCreate
@@ -49,6 +52,23 @@ void InitProcess::create() {
     watch_oom();
   }
   finish_start([&] { ctx_.events.created(s.bundle, s.rootfs, s.stdio, s.checkpoint, pid()); });
+}
+
+void InitProcess::fetch_for_restore() {
+  const ContainerSetup& s = ctx_.setup;
+  const std::filesystem::path into = s.bundle / kRestoreDir;
+  const std::string who = "create of container \"" + s.id + "\" from " + s.restore_reference + ": ";
+  try {
+    const std::filesystem::path archive = ctx_.env.checkpoints.fetch_for_restore(ctx_.container, s.restore_reference, into);
+    // The writable layer as it was: CRIU reopens the files the processes had open in it.
+    RootfsDiffResult r = apply_rootfs_diff(archive, s.bundle / "rootfs", ctx_.env.runner, who);
+    ctx_.env.log.info(who + "the writable layer's changes put back (" + std::to_string(r.entries) + " entries, " +
+                      std::to_string(r.removed) + " removed)");
+  } catch (...) {
+    std::error_code ec;
+    std::filesystem::remove_all(into, ec);
+    throw;
+  }
 }
 
 ProcStatus InitProcess::status() const {

@@ -48,6 +48,9 @@ class InitProcess final : public Process, private InitOps {
   void exec_exited_locked();
 
  private:
+  // A restore by annotation: the image fetched and checked into the bundle, the writable layer's
+  // changes put back onto the mounted rootfs (restore_annotation.h). Throws with both undone.
+  void fetch_for_restore();
   void exited_locked(ExitInfo e) override;
   // An OOM kill is what ends many inits: its event goes out with the exit, not after the delete.
   void before_exit() override;

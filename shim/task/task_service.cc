@@ -11,6 +11,7 @@
 #include "shim/kit/timestamp.h"
 #include "shim/kit/version.h"
 #include "shim/task/gpu_setup.h"
+#include "shim/task/restore_annotation.h"
 #include "shim/task/runsc_root.h"
 #include "shim/task/runtime_locator.h"
 #include "shim/task/task_options.h"
@@ -95,6 +96,21 @@ void drop_mounts_runsc_cannot_restore(const std::string& id, const std::filesyst
   spec.save(bundle);
 }
 
+// A restore asked for by annotation (restore_annotation.h) becomes the create's checkpoint: the
+// image is fetched into the bundle when the container is created (InitProcess::create).
+void take_restore_annotation(const oci::Spec& spec, bool runsc, ContainerSetup& s, Logger& log) {
+  auto a = restore_annotation(spec, s.id, s.config.checkpoint);
+  if (!a) return;
+  if (runsc)
+    throw Error(Code::FailedPrecondition,
+                "create of container \"" + s.id + "\": restore by annotation (" + kRestoreAnnotationPrefix + a->name +
+                    ") is not possible under runsc: gVisor restores a whole sandbox from its own state file, which a CRI "
+                    "checkpoint image of one container does not hold; restore it under runc or crun");
+  s.restore_reference = a->reference;
+  s.checkpoint = (s.bundle / kRestoreDir / "archive" / "checkpoint").string();
+  log.info("create of container \"" + s.id + "\" (" + a->name + "): restored from " + a->reference + ", as its annotation asks");
+}
+
 }  // namespace
 
 task::CreateTaskResponse TaskService::create(const task::CreateTaskRequest& r) {
@@ -124,6 +140,7 @@ task::CreateTaskResponse TaskService::create(const task::CreateTaskRequest& r) {
     validate_id("sandbox id", sandbox);
     s.config.runtime = runsc_root_for_sandbox(s.config.runtime, deps_.ns, sandbox);
   }
+  if (s.checkpoint.empty()) take_restore_annotation(spec, runsc, s, deps_.log);
   if (!s.checkpoint.empty() && runsc) refuse_runsc_container_restore(spec, s.id);
   s.own_pid_ns = spec.own_pid_namespace();
   s.shares_sandbox_pid = runsc && spec.annotation("io.kubernetes.cri.container-type").value_or("") == "container";

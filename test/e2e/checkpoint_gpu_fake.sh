@@ -78,7 +78,7 @@ nv_ctr c rm cuda
 # them back after CRIU restores them (new host pids, same container pids). The state file is written
 # as the fake driver writes it (no newline): CRIU's image may hold it open (the app reads it every
 # millisecond) and refuses to restore a file whose size changed ("has bad size 13 (expect 12)").
-for c in "${cp[@]}"; do printf checkpointed >"$FAKE/cuda/$c.state"; touch "$FAKE/cuda/$c.closed"; done
+nv_fake_as_checkpointed "${cp[@]}"
 : >"$log"
 nv_ctr c restore --live --rw cuda cudaref </dev/null
 nv_assert_eq RUNNING "$(nv_task_status cuda)" "restored container state"

@@ -193,7 +193,7 @@ export CUDA_MOUNTS
 restore_and_check() {
   local pod=$1
   # As in checkpoint_gpu_fake.sh: the image holds the processes in the checkpointed CUDA state.
-  for c in "${cp[@]}"; do printf checkpointed >"$F/cuda/$c.state"; touch "$F/cuda/$c.closed"; done
+  nv_fake_as_checkpointed "${cp[@]}"
   : >"$log"
   RS=$(nv_cri_ctr ck "$pod" cuda-restored '.image.image = $ENV.ARCHIVE | .mounts = ($ENV.CUDA_MOUNTS | fromjson)')
   nv_crictl start "$RS" >/dev/null

@@ -66,7 +66,7 @@ nv_assert_eq 2 "$(awk '$2=="checkpoint" && $5==0' "$log" | wc -l)" "CUDA checkpo
 gone pf
 [[ -z $(app_pids) ]] || nv_fail "the original container's processes outlived it: $(app_pids)"
 # The image carries the processes in the checkpointed CUDA state (see checkpoint_gpu_fake.sh).
-for c in "${cp[@]}"; do printf checkpointed >"$FAKE/cuda/$c.state"; touch "$FAKE/cuda/$c.closed"; done
+nv_fake_as_checkpointed "${cp[@]}"
 : >"$FAKE/cuda/nvml"  # nothing holds GPU memory now
 
 # refused CASE NEEDLE...: the restore fails with every NEEDLE in its error, and nothing ran.
@@ -134,7 +134,7 @@ grep -q "onto other GPUs: $GPU0=GPU-00000000-0000-0000-0000-0000000b0000" "$NV_D
   nv_fail "the restore preflight did not log the device map"
 gone pf
 nv_wait_for -t 10 no_apps || nv_fail "moved: processes outlived the container: $(app_pids)"
-for c in "${cp[@]}"; do printf checkpointed >"$FAKE/cuda/$c.state"; touch "$FAKE/cuda/$c.closed"; done
+nv_fake_as_checkpointed "${cp[@]}"
 echo GPU-00000000-0000-0000-0000-0000000a >"$FAKE/cuda/nvml_uuid_prefix"
 
 nv_log "case match: the checkpointing host's GPUs, the restore works"

@@ -7,10 +7,11 @@
 #   nv_cri_start 1.7|2.3    containerd + CRI; sets NV_CRI_DIR, NV_CRI_HANDLER, NV_CRICTL_BIN
 #   nv_crictl ARGS...       crictl against it (stdout only; its stderr goes to the test's)
 #   nv_cri_doc_block NAME   the fenced block after "<!-- test/e2e/cri.sh reads this block: NAME -->"
-#   nv_cri_pod NAME         RunPodSandbox with the handler from the docs' RuntimeClass; prints the id
+#   nv_cri_pod NAME [JQ]    RunPodSandbox with the handler from the docs' RuntimeClass; prints the id
 #   nv_cri_ctr POD NAME JQ  CreateContainer (busybox image; JQ: a jq filter that edits the config)
 #   nv_cri_bundle ID        the task bundle of a CRI container
-# Needs from the caller: NVPROXY_SHIM_DIR (ctest), NV_CRI_SHIM_EXTRA (extra YAML for the shim config).
+# Needs from the caller: NVPROXY_SHIM_DIR (ctest), NV_CRI_SHIM_EXTRA (extra YAML for the shim config);
+# NV_CRI_DOC_BLOCKS (2.x): further docs/install.md blocks for containerd's conf.d.
 source "$(dirname "${BASH_SOURCE[0]}")/shim-env.sh"
 
 NV_CRI_DOC=$NV_REPO_DIR/docs/install.md
@@ -75,6 +76,9 @@ EOF
 EOF
     _nv_cri_doc_config ctd2-runtime >"$NV_DIR/conf.d/nvproxy.toml"
     nv_cri_doc_block ctd2-restore >"$NV_DIR/conf.d/nvproxy-restore.toml"
+    # Further docs blocks a test asks for (NV_CRI_DOC_BLOCKS: names), each a drop-in of its own.
+    local b
+    for b in ${NV_CRI_DOC_BLOCKS:-}; do nv_cri_doc_block "$b" >"$NV_DIR/conf.d/$b.toml"; done
   fi
 }
 
@@ -179,13 +183,14 @@ _nv_cri_has_images() {
   ((l >= 2))
 }
 
-# nv_cri_pod NAME: a pod in the host network (no CNI here), cgroups below /NV_NAMESPACE.
+# nv_cri_pod NAME [JQ]: a pod in the host network (no CNI here), cgroups below /NV_NAMESPACE; JQ
+# edits its config (annotations, ...).
 nv_cri_pod() {
   jq -n --arg n "$1" --arg logs "$NV_CRI_DIR/logs/$1" --arg cg "/$NV_NAMESPACE/$1" '{
       metadata: {name: $n, namespace: "default", uid: ("uid-" + $n), attempt: 0},
       log_directory: $logs,
       linux: {cgroup_parent: $cg, security_context: {namespace_options: {network: 2}}}
-    }' >"$NV_CRI_DIR/pod-$1.json"
+    }' | jq "${2:-.}" >"$NV_CRI_DIR/pod-$1.json"
   mkdir -p "$NV_CRI_DIR/logs/$1"
   nv_crictl runp --runtime "$NV_CRI_HANDLER" "$NV_CRI_DIR/pod-$1.json"
 }

@@ -7,11 +7,17 @@
 # NV_FAKE_CHECKPOINT (the shim's checkpoint: keys for the fake driver, for NV_SHIM_EXTRA) and
 # NV_FAKE_MOUNTS (ctr run's mounts: the device at /dev/fakegpu0, the state dir at /fakecuda, the app
 # in /fake).
+# nv_fake_cuda DIR: the same driver as another process of the test made in DIR (a second node on
+# this machine: the same GPU), left for that process to remove.
 nv_fake_cuda() {
   FIX=${NVPROXY_FIXTURES_DIR:?NVPROXY_FIXTURES_DIR (build/test/fixtures) is not set}
   [[ -x $FIX/fake_cuda_app && -f $FIX/libcuda.so && -f $FIX/libnvidia-ml.so ]] || nv_fail "fixtures missing in $FIX"
-  FAKE=$(mktemp -d /tmp/nvproxy-fakecuda.XXXXXX)
-  nv_defer rm -rf "$FAKE"
+  if [[ -n ${1:-} ]]; then
+    FAKE=$1
+  else
+    FAKE=$(mktemp -d /tmp/nvproxy-fakecuda.XXXXXX)
+    nv_defer rm -rf "$FAKE"
+  fi
   mkdir -p "$FAKE/cuda" "$FAKE/bin"
   touch "$FAKE/fakegpu0"
   cp "$FIX/fake_cuda_app" "$FAKE/bin/"
@@ -67,6 +73,15 @@ checkpoint:
 nv_fake_counter() { cat "$FAKE/cuda/$1.counter" 2>/dev/null || echo 0; }
 nv_fake_counted_past() { (($(nv_fake_counter "$1") > $2)); }
 nv_fake_state() { cat "$FAKE/cuda/$1.state"; }
+# nv_fake_as_checkpointed PID...: the fake driver's state as the image holds it (CUDA checkpointed,
+# the device closed), before a restore brings the processes back in it.
+nv_fake_as_checkpointed() {
+  local c
+  for c in "$@"; do
+    printf checkpointed >"$FAKE/cuda/$c.state"
+    touch "$FAKE/cuda/$c.closed"
+  done
+}
 nv_fake_cuda_pids() { find "$FAKE/cuda" -maxdepth 1 -name '*.cuda' -printf '%f\n' | sed 's/\.cuda$//' | sort -n; }
 # Whether pid $1's work goes on: waits (up to ${2:-5} s) for its counter to pass its value now,
 # rather than sleeping and then looking once.

@@ -57,6 +57,10 @@ class StubRuntime final : public oci::Runtime {
       std::lock_guard lk(mu);
       return std::find(calls.begin(), calls.end(), c) != calls.end();
     }
+    bool called_any(const std::string& verb) {
+      std::lock_guard lk(mu);
+      return std::any_of(calls.begin(), calls.end(), [&](const std::string& c) { return c.starts_with(verb + " "); });
+    }
   };
   StubRuntime(std::shared_ptr<Shared> s, ProcessRunner& r, Logger& log) : oci::Runtime({}, r, log, ""), s_(std::move(s)) {}
 
@@ -144,6 +148,17 @@ class StubCheckpoints final : public CheckpointHooks {
     run(checkpoint, false, taken_from);
     if (fail_after_restore) throw Error(Code::FailedPrecondition, "CUDA could not be restored in pid 42");
   }
+  // A restore by annotation: the archive made here, as the fetch would unpack it.
+  fs::path fetch_for_restore(Container& c, const std::string& reference, const fs::path& into) override {
+    fetched = reference;
+    fetched_for = c.id();
+    if (!refuse_fetch.empty()) throw Error(Code::FailedPrecondition, refuse_fetch);
+    fs::create_directories(into / "archive" / "checkpoint");
+    if (!rootfs_diff.empty()) fs::copy_file(rootfs_diff, into / "archive" / "rootfs-diff.tar");
+    return into / "archive";
+  }
+  std::string fetched, fetched_for, refuse_fetch;
+  fs::path rootfs_diff;  // a tar for the archive's rootfs-diff.tar; none when empty
   std::string checkpointed_into;  // the image path the hook was handed
   std::string restored_from;
   std::string taken_from;  // the image's container, as the session reads it from the record
@@ -169,6 +184,7 @@ class TaskLayer : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(dir_); }
   std::string cgroups_path_;  // the bundles' linux.cgroupsPath; none when empty
+  nlohmann::json annotations_ = nlohmann::json::object();  // the bundles' annotations
 
   // A bundle whose spec has its own pid namespace (or shares the host's).
   std::string bundle(const std::string& id, bool own_pid_ns = true) {
@@ -178,6 +194,7 @@ class TaskLayer : public ::testing::Test {
     spec["linux"]["namespaces"] = nlohmann::json::array();
     if (own_pid_ns) spec["linux"]["namespaces"].push_back({{"type", "pid"}});
     if (!cgroups_path_.empty()) spec["linux"]["cgroupsPath"] = cgroups_path_;
+    if (!annotations_.empty()) spec["annotations"] = annotations_;
     std::ofstream(b / "config.json") << spec.dump();
     return b.string();
   }
@@ -669,5 +686,58 @@ TEST_F(TaskLayer, CheckpointWithoutOptionsKeepsRunningUnlessExitWithoutOptionsIs
   EXPECT_TRUE(rt_->called("checkpoint --leave-running"));
 }
 
+
+// Restore by annotation (restore_annotation.h): the create fetches the image into the bundle and
+// puts the writable layer's changes on the rootfs; the start restores from what was fetched.
+class RestoreByAnnotation : public TaskLayer {
+ protected:
+  const std::string ref = "reg.example:5000/ckpt/app@sha256:" + std::string(64, 'a');
+  void SetUp() override {
+    TaskLayer::SetUp();
+    config_.checkpoint.image_store = (dir_ / "store").string();
+    config_.checkpoint.annotation_restore = true;
+    config_.checkpoint.annotation_registries = {"reg.example:5000/ckpt"};
+    annotations_["restore.nvproxy.io/c1"] = ref;
+  }
+};
+
+TEST_F(RestoreByAnnotation, TheCreateFetchesTheImageAndTheStartRestoresFromIt) {
+  fs::create_directories(dir_ / "layer");
+  std::ofstream(dir_ / "layer" / "written") << "from node A";
+  hooks_.rootfs_diff = dir_ / "diff.tar";
+  ASSERT_EQ(std::system(("tar -cf " + hooks_.rootfs_diff.string() + " -C " + (dir_ / "layer").string() + " written").c_str()), 0);
+  EXPECT_EQ(create("c1"), 0);
+  EXPECT_EQ(hooks_.fetched, ref);
+  EXPECT_EQ(hooks_.fetched_for, "c1");
+  EXPECT_EQ(read_file(dir_ / "c1" / "rootfs" / "written"), "from node A");
+  EXPECT_FALSE(rt_->called_any("create"));
+  pid_t pid = start("c1");
+  EXPECT_TRUE(rt_->called("restore " + std::to_string(pid)));
+  EXPECT_EQ(hooks_.restored_from, (dir_ / "c1" / "restore-by-annotation" / "archive" / "checkpoint").string());
+  kill("c1", SIGKILL);
+  svc_->on_exit(pid, status_exited(137));
+}
+
+TEST_F(RestoreByAnnotation, OffInTheConfigTheCreateIsRefusedAndNothingIsFetched) {
+  config_.checkpoint.annotation_restore = false;
+  EXPECT_EQ(code_of([&] { create("c1"); }), Code::FailedPrecondition);
+  EXPECT_TRUE(hooks_.fetched.empty());
+  EXPECT_EQ(code_of([&] { state("c1"); }), Code::NotFound);
+}
+
+TEST_F(RestoreByAnnotation, ARefusedFetchLeavesNoContainerAndNothingInTheBundle) {
+  hooks_.refuse_fetch = "this host's GPUs cannot give the image back";
+  EXPECT_EQ(code_of([&] { create("c1"); }), Code::FailedPrecondition);
+  EXPECT_EQ(hooks_.fetched, ref);
+  EXPECT_EQ(code_of([&] { state("c1"); }), Code::NotFound);
+  EXPECT_FALSE(fs::exists(dir_ / "c1" / "restore-by-annotation"));
+  EXPECT_FALSE(rt_->called_any("create"));
+}
+
+TEST_F(RestoreByAnnotation, AContainerNamedOtherwiseStartsFresh) {
+  EXPECT_GT(create("sidecar"), 0);
+  EXPECT_TRUE(hooks_.fetched.empty());
+  EXPECT_TRUE(rt_->called_any("create"));
+}
 }  // namespace
 }  // namespace nvproxy::shim
