@@ -94,15 +94,24 @@ std::optional<AnnotationRestore> restore_annotation(const oci::Spec& spec, const
 std::vector<std::string> restore_mismatches(const json& checkpointed, const json& config_dump, const json& spec) {
   std::vector<std::string> out;
   // Capabilities: the restored processes keep the sets they were checkpointed with.
+  std::vector<std::string> beyond;  // "CAP_X (bounding, effective)"
+  std::vector<std::pair<std::string, std::string>> missing;  // capability, set
   for (const char* set : {"bounding", "effective", "permitted"}) {
-    const auto had = strings_at(checkpointed, {"process", "capabilities", set});
     const auto grants = strings_at(spec, {"process", "capabilities", set});
-    std::string beyond;
-    for (const auto& c : had)
-      if (std::find(grants.begin(), grants.end(), c) == grants.end()) beyond += (beyond.empty() ? "" : ", ") + c;
-    if (!beyond.empty())
-      out.push_back(std::string("the checkpointed processes held ") + beyond + " in their " + set +
-                    " capabilities, which this container's spec does not grant");
+    for (const auto& c : strings_at(checkpointed, {"process", "capabilities", set}))
+      if (std::find(grants.begin(), grants.end(), c) == grants.end()) missing.emplace_back(c, set);
+  }
+  for (const auto& [cap, set] : missing) {
+    auto it = std::find_if(beyond.begin(), beyond.end(), [&](const std::string& b) { return b.starts_with(cap + " ("); });
+    if (it == beyond.end())
+      beyond.push_back(cap + " (" + set + ")");
+    else
+      it->insert(it->size() - 1, ", " + set);
+  }
+  if (!beyond.empty()) {
+    std::string list;
+    for (const auto& b : beyond) list += (list.empty() ? "" : ", ") + b;
+    out.push_back("the checkpointed processes held " + list + ", which this container's spec does not grant");
   }
   // The user namespace: the processes' ids mean what they meant only under the same mappings.
   const json* had_user = namespace_of(checkpointed, "user");

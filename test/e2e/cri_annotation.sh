@@ -8,7 +8,8 @@
 #            shim's store, each made a checkpoint image (`image push --kube`) in a registry on
 #            loopback.
 #   node B   a second containerd of the same version (its own root, state and store):
-#            refusals at create, each with its reason and nothing left running: restore by
+#            refusals at the task's create (CRI's StartContainer), each with its reason and nothing
+#            left running: restore by
 #            annotation off in the shim's config, a tag, a host path, a repository not allowed,
 #            a capability the new container does not grant, a blob altered in the registry;
 #            then a pod whose CUDA container is restored (CUDA back in both processes, the work
@@ -59,19 +60,21 @@ node_b() {
   read -ra cp <<<"$NV_B_CUDA_PIDS"
   nv_log "node B: containerd $NV_CONTAINERD_VERSION on $NV_SOCK, store $STORE, registry $NV_REGISTRY"
 
-  # refuse NAME WANT [POD_JQ] [CTR_JQ]: a pod annotated with NAME's restore, whose counter's create
-  # is refused with WANT in the error; nothing of it runs and B's store holds no image.
+  # refuse NAME WANT [POD_JQ] [CTR_JQ]: a pod annotated with NAME's restore, whose counter's task
+  # create (CRI creates the task at StartContainer) is refused with WANT in the error; nothing of
+  # it runs and B's store holds no image.
   refuse() {
-    local name=$1 want=$2 podjq=${3:-.} ctrjq=${4:-.} pod err
+    local name=$1 want=$2 podjq=${3:-.} ctrjq=${4:-.} pod id err
     pod=$(nv_cri_pod "$name" "$podjq")
-    if err=$(count_ctr "$name" "$pod" "$ctrjq" 2>&1); then
-      nv_fail "$name: the create of a container to restore was not refused: $err"
+    id=$(count_ctr "$name" "$pod" "$ctrjq")
+    if err=$(nv_crictl start "$id" 2>&1); then
+      nv_fail "$name: the restore was not refused; the spec's annotations: $(jq -c .annotations "$(nv_cri_bundle "$id")/config.json")"
     fi
     nv_assert_contains "$err" "$want" "$name: the refusal's reason"
-    nv_assert_eq 0 "$(nv_crictl ps -a -q --pod "$pod" | wc -l)" "$name: containers left in the pod"
+    [[ $(nv_cri_state "$id") != CONTAINER_RUNNING ]] || nv_fail "$name: the refused container runs"
     [[ -z $(find "$STORE" -name '*.img') ]] || nv_fail "$name: B's store holds an image: $(find "$STORE" -name '*.img')"
     nv_crictl rmp -f "$pod" >/dev/null
-    nv_log "refused ($name): $(grep -o "$want.*" <<<"$err" | head -c 300)"
+    nv_log "refused ($name): ${err##*desc = }"
   }
   ann() { printf '.annotations = {"restore.nvproxy.io/counter": "%s"}' "$1"; }
 
