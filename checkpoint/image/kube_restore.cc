@@ -16,7 +16,8 @@ namespace {
 
 json read_json(const fs::path& file, const std::string& what) {
   json j = json::parse(read_file(file), nullptr, false);
-  if (j.is_discarded() || !j.is_object()) throw Error(Code::InvalidArgument, what + ": " + file.filename().string() + " is not a JSON object");
+  if (j.is_discarded() || !j.is_object())
+    throw Error(Code::InvalidArgument, what + ": " + file.filename().string() + " is not a JSON object");
   return j;
 }
 
@@ -39,13 +40,13 @@ KubeCheckpoint fetch_kube_checkpoint(const std::string& reference, const fs::pat
                                            std::string(kCheckpointNameAnnotation) + " annotation");
   const json layers = manifest.value("layers", json::array());
   if (!layers.is_array() || layers.size() != 1)
-    throw Error(Code::InvalidArgument, what + ": a checkpoint image has one layer, this one has " + std::to_string(layers.size()));
+    throw Error(Code::InvalidArgument,
+                what + ": a checkpoint image has one layer, this one has " + std::to_string(layers.size()));
   out.dir = into / "archive";
   fs::create_directories(out.dir);
   // GNU tar finds a compressed layer's compression itself, drops leading "/" and refuses ".." in
   // member names: nothing lands outside the directory.
-  run_tar({"-xf", blob_path(layout.path(), layers[0].value("digest", "")).string(), "-C", out.dir.string(),
-           "--no-same-owner"},
+  run_tar({"-xf", blob_path(layout.path(), layers[0].value("digest", "")).string(), "-C", out.dir.string(), "--no-same-owner"},
           runner, "unpacking the layer of " + reference);
   for (const char* f : {"spec.dump", "config.dump"})
     if (!fs::is_regular_file(out.dir / f)) throw Error(Code::InvalidArgument, what + ": its layer has no " + std::string(f));

@@ -62,7 +62,8 @@ class CheckpointHooks {
   // and runtime, and its memory pulled into the image store, all before anything runs; Start's
   // restore then finds it there. Returns the unpacked archive (checkpoint/, rootfs-diff.tar, ...).
   // Throws with the reason; `into` is the caller's to remove.
-  virtual std::filesystem::path fetch_for_restore(Container& c, const std::string& reference, const std::filesystem::path& into) = 0;
+  virtual std::filesystem::path fetch_for_restore(Container& c, const std::string& reference,
+                                                  const std::filesystem::path& into) = 0;
 };
 
 // What a container needs from the shim around it.

@@ -74,7 +74,8 @@ std::optional<AnnotationRestore> restore_annotation(const oci::Spec& spec, const
   auto value = spec.annotation(key);
   if (!value) return std::nullopt;
   r.reference = *value;
-  const std::string who = "create of container \"" + id + "\": its annotation " + key + "=\"" + r.reference + "\" asks for a restore, ";
+  const std::string who =
+      "create of container \"" + id + "\": its annotation " + key + "=\"" + r.reference + "\" asks for a restore, ";
   auto refuse = [&](const std::string& why) { throw Error(Code::FailedPrecondition, who + why); };
   if (!cfg.annotation_restore)
     refuse("and this node's shim does not restore by annotation (checkpoint.annotation_restore is off)");
@@ -94,7 +95,7 @@ std::optional<AnnotationRestore> restore_annotation(const oci::Spec& spec, const
 std::vector<std::string> restore_mismatches(const json& checkpointed, const json& config_dump, const json& spec) {
   std::vector<std::string> out;
   // Capabilities: the restored processes keep the sets they were checkpointed with.
-  std::vector<std::string> beyond;  // "CAP_X (bounding, effective)"
+  std::vector<std::string> beyond;                           // "CAP_X (bounding, effective)"
   std::vector<std::pair<std::string, std::string>> missing;  // capability, set
   for (const char* set : {"bounding", "effective", "permitted"}) {
     const auto grants = strings_at(spec, {"process", "capabilities", set});
@@ -126,8 +127,8 @@ std::vector<std::string> restore_mismatches(const json& checkpointed, const json
       if ((a ? *a : json()) != (b ? *b : json()))
         out.push_back(std::string("the user namespace's ") + m + " differ from the checkpointed container's");
     }
-  if (const json* pid = namespace_of(spec, "pid"); pid && pid->contains("path") && (*pid)["path"].is_string() &&
-                                                    !(*pid)["path"].get<std::string>().empty())
+  if (const json* pid = namespace_of(spec, "pid");
+      pid && pid->contains("path") && (*pid)["path"].is_string() && !(*pid)["path"].get<std::string>().empty())
     out.push_back("this container joins another's PID namespace (" + (*pid)["path"].get<std::string>() +
                   ", a pod sharing its process namespace): CRIU restores a process tree only into a PID namespace of its own");
   // The image: CRIU restores the processes onto the files they were checkpointed on.

@@ -26,13 +26,14 @@ fs::path inside(const fs::path& root, const std::string& rel, const std::string&
   std::vector<fs::path> parts(r.begin(), r.end());
   if (parts.empty()) throw Error(Code::InvalidArgument, who + "an empty path to remove");
   for (std::size_t i = 0; i < parts.size(); ++i) {
-    if (parts[i] == ".." ) throw Error(Code::InvalidArgument, who + "the path \"" + rel + "\" leaves the rootfs");
+    if (parts[i] == "..") throw Error(Code::InvalidArgument, who + "the path \"" + rel + "\" leaves the rootfs");
     out /= parts[i];
     if (i + 1 == parts.size()) break;
     struct stat st {};
     if (::lstat(out.c_str(), &st) != 0) return {};  // nothing there to remove
     if (!S_ISDIR(st.st_mode))
-      throw Error(Code::InvalidArgument, who + "the path \"" + rel + "\" goes through " + out.string() + ", which is not a directory");
+      throw Error(Code::InvalidArgument,
+                  who + "the path \"" + rel + "\" goes through " + out.string() + ", which is not a directory");
   }
   return out;
 }

@@ -2,6 +2,7 @@
 // the image store: the memory pushed as the shim's artifact, then an OCI image whose one layer is
 // the archive with a registry reference, annotated as containerd's CRI looks for it.
 #include "checkpoint/image/kube_checkpoint.h"
+#include "checkpoint/image/kube_restore.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -33,7 +34,16 @@ class KeepingRegistry final : public ImageRegistry {
     pushed.push_back({reference, d});
     return json::parse(read_file(d / "index.json"))["manifests"][0]["digest"];
   }
-  void pull(const std::string&, const fs::path&, const std::string&) override {}
+  // The pushed layout whose manifest the pinned reference names, copied into `layout`.
+  void pull(const std::string& reference, const fs::path& layout, const std::string&) override {
+    const std::string digest = reference.substr(reference.find('@') + 1);
+    for (const auto& p : pushed)
+      if (json::parse(read_file(p.layout / "index.json"))["manifests"][0]["digest"] == digest) {
+        fs::copy(p.layout, layout, fs::copy_options::recursive | fs::copy_options::overwrite_existing);
+        return;
+      }
+    throw Error(Code::NotFound, "no pushed image " + reference);
+  }
   struct Push {
     std::string reference;
     fs::path layout;
@@ -117,6 +127,31 @@ TEST_F(KubeCheckpointTest, WhatIsNotACriArchiveIsRefusedNamingIt) {
   }
   EXPECT_TRUE(registry_.pushed.empty());
   EXPECT_THROW(push_kube_checkpoint(root_ / "none.tar", "reg/x:v1", root_ / "store", registry_, runner_), Error);
+}
+
+// Node B without CRI's restore (restore by annotation): the shim pulls the image itself and gets
+// the archive back as the kubelet wrote it.
+TEST_F(KubeCheckpointTest, ThePushedImageUnpacksBackIntoTheArchive) {
+  KubePushResult r = push_kube_checkpoint(archive_, "reg:5000/ckpt/llm:v1", root_ / "store", registry_, runner_);
+  KubeCheckpoint k = fetch_kube_checkpoint(r.image, root_ / "b", registry_, runner_);
+  EXPECT_EQ(k.container, "llm");
+  EXPECT_EQ(k.spec["annotations"]["io.kubernetes.cri.container-name"], "llm");
+  EXPECT_EQ(k.config["name"], "llm_pod_default_uid_0");
+  auto ref = read_image_ref(k.checkpoint());
+  ASSERT_TRUE(ref);
+  EXPECT_EQ(ref->registry, r.data.pinned) << "the memory stays in the registry until the restore pulls it";
+  EXPECT_FALSE(fs::exists(root_ / "b" / "layout")) << "the pulled layout goes once unpacked";
+}
+
+TEST_F(KubeCheckpointTest, AnImageThatIsNoCheckpointImageIsRefused) {
+  KubePushResult r = push_kube_checkpoint(archive_, "reg:5000/ckpt/llm:v1", root_ / "store", registry_, runner_);
+  try {
+    fetch_kube_checkpoint(r.data.pinned, root_ / "b", registry_, runner_);
+    FAIL() << "the memory's artifact was taken for a checkpoint image";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Code::InvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("is not a checkpoint image"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

@@ -158,7 +158,7 @@ class StubCheckpoints final : public CheckpointHooks {
     return into / "archive";
   }
   std::string fetched, fetched_for, refuse_fetch;
-  fs::path rootfs_diff;  // a tar for the archive's rootfs-diff.tar; none when empty
+  fs::path rootfs_diff;           // a tar for the archive's rootfs-diff.tar; none when empty
   std::string checkpointed_into;  // the image path the hook was handed
   std::string restored_from;
   std::string taken_from;  // the image's container, as the session reads it from the record
@@ -183,7 +183,7 @@ class TaskLayer : public ::testing::Test {
                     .shutdown = [] {}});
   }
   void TearDown() override { fs::remove_all(dir_); }
-  std::string cgroups_path_;  // the bundles' linux.cgroupsPath; none when empty
+  std::string cgroups_path_;                               // the bundles' linux.cgroupsPath; none when empty
   nlohmann::json annotations_ = nlohmann::json::object();  // the bundles' annotations
 
   // A bundle whose spec has its own pid namespace (or shares the host's).
@@ -685,7 +685,6 @@ TEST_F(TaskLayer, CheckpointWithoutOptionsKeepsRunningUnlessExitWithoutOptionsIs
   client_checkpoint("c3", &keep, "containerd.linux.runc.CheckpointOptions");
   EXPECT_TRUE(rt_->called("checkpoint --leave-running"));
 }
-
 
 // Restore by annotation (restore_annotation.h): the create fetches the image into the bundle and
 // puts the writable layer's changes on the rootfs; the start restores from what was fetched.
