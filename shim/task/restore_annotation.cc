@@ -102,12 +102,13 @@ std::vector<std::string> restore_mismatches(const json& checkpointed, const json
     for (const auto& c : strings_at(checkpointed, {"process", "capabilities", set}))
       if (std::find(grants.begin(), grants.end(), c) == grants.end()) missing.emplace_back(c, set);
   }
-  for (const auto& [cap, set] : missing) {
-    auto it = std::find_if(beyond.begin(), beyond.end(), [&](const std::string& b) { return b.starts_with(cap + " ("); });
+  for (const auto& m : missing) {
+    const std::string& cap = m.first;
+    auto it = std::find_if(beyond.begin(), beyond.end(), [&cap](const std::string& b) { return b.starts_with(cap + " ("); });
     if (it == beyond.end())
-      beyond.push_back(cap + " (" + set + ")");
+      beyond.push_back(cap + " (" + m.second + ")");
     else
-      it->insert(it->size() - 1, ", " + set);
+      it->insert(it->size() - 1, ", " + m.second);
   }
   if (!beyond.empty()) {
     std::string list;
