@@ -738,5 +738,15 @@ TEST_F(RestoreByAnnotation, AContainerNamedOtherwiseStartsFresh) {
   EXPECT_TRUE(hooks_.fetched.empty());
   EXPECT_TRUE(rt_->called_any("create"));
 }
+// gVisor restores whole sandboxes from its own state file, which a CRI image of one container
+// does not hold: refused at create, with the reason.
+TEST_F(RestoreByAnnotation, UnderRunscTheCreateIsRefusedWithTheReason) {
+  config_.runtime.binary = "runsc";
+  std::string msg;
+  EXPECT_EQ(code_of([&] { create("c1"); }, &msg), Code::FailedPrecondition);
+  EXPECT_NE(msg.find("not possible under runsc"), std::string::npos) << msg;
+  EXPECT_TRUE(hooks_.fetched.empty());
+}
+
 }  // namespace
 }  // namespace nvproxy::shim
