@@ -132,6 +132,21 @@ std::vector<std::string> restore_mismatches(const json& checkpointed, const json
       pid && pid->contains("path") && (*pid)["path"].is_string() && !(*pid)["path"].get<std::string>().empty())
     out.push_back("this container joins another's PID namespace (" + (*pid)["path"].get<std::string>() +
                   ", a pod sharing its process namespace): CRIU restores a process tree only into a PID namespace of its own");
+  // Mounts: CRIU puts each of the image's mounts back at its destination in the new container.
+  std::vector<std::string> dests;
+  if (const json* ms = at(spec, {"mounts"}); ms && ms->is_array())
+    for (const auto& m : *ms)
+      if (m.is_object()) dests.push_back(m.value("destination", ""));
+  std::string lacking;
+  if (const json* ms = at(checkpointed, {"mounts"}); ms && ms->is_array())
+    for (const auto& m : *ms)
+      if (m.is_object()) {
+        const std::string d = m.value("destination", "");
+        if (!d.empty() && std::find(dests.begin(), dests.end(), d) == dests.end()) lacking += (lacking.empty() ? "" : ", ") + d;
+      }
+  if (!lacking.empty())
+    out.push_back("the checkpointed container had mounts at " + lacking +
+                  " that this container's spec does not: CRIU puts every mount back at its destination");
   // The image: CRIU restores the processes onto the files they were checkpointed on.
   std::string had_image = config_dump.is_object() ? config_dump.value("rootfsImageName", "") : "";
   if (had_image.empty()) had_image = annotation_of(checkpointed, "io.kubernetes.cri.image-name");

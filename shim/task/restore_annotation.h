@@ -44,7 +44,8 @@ std::optional<AnnotationRestore> restore_annotation(const oci::Spec& spec, const
 // What the checkpointed container (its spec.dump and CRI's config.dump) has that the new one
 // (`spec`) does not grant, each a sentence: capabilities beyond the new spec's, another user
 // namespace or its mappings, a PID namespace the new container joins instead of owning (CRIU
-// restores a process tree into one of its own), another image. Empty: may be restored.
+// restores a process tree into one of its own), a mount destination the new spec lacks, another
+// image. Empty: may be restored.
 std::vector<std::string> restore_mismatches(const nlohmann::json& checkpointed, const nlohmann::json& config_dump,
                                             const nlohmann::json& spec);
 

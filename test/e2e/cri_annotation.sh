@@ -14,7 +14,9 @@
 #            a capability the new container does not grant, a blob altered in the registry;
 #            then a pod whose CUDA container is restored (CUDA back in both processes, the work
 #            going on from the checkpoint, the writable layer's file there) beside a sidecar that
-#            starts fresh; then the counter fanned out into three pods, one store entry.
+#            starts fresh; then the counter fanned out into three pods, one store entry; then
+#            ctr run --annotation (no CRI): read from ctr's spec, refused before CRIU as the
+#            container lacks CRI's mounts.
 # Usage: cri_annotation.sh 2.4|2.3
 set -euo pipefail
 source "$(dirname "$0")/lib/cri.sh"
@@ -145,6 +147,17 @@ node_b() {
     nv_assert_eq counter-on-a "$(nv_crictl exec "$id" cat /written)" "replica $id's writable layer"
   done
   nv_assert_eq 2 "$(find "$STORE/registry" -name .complete | wc -l)" "pulled images in B's store (CUDA, counter)"
+
+  nv_log "node B: ctr, no CRI: an annotation read from ctr run's spec; a container without CRI's mounts is refused before CRIU"
+  local kctr=("$NV_CTR" -a "$NV_SOCK" -n "$NV_CRI_NS") err
+  if err=$("${kctr[@]}" run -d --runtime io.containerd.nvproxy.v1 --runtime-config-path "$shim_cfg" \
+    --annotation "restore.nvproxy.io/by-ctr=$count_img" "$NV_IMAGE" by-ctr sh -c "$COUNT_CMD" 2>&1); then
+    nv_fail "ctr run of a container without the checkpointed one's mounts was not refused"
+  fi
+  nv_assert_contains "$err" "this container's spec does not: CRIU puts every mount back" "ctr's refusal"
+  nv_assert_contains "$err" "/etc/hosts" "ctr's refusal names CRI's mounts"
+  nv_log "refused (ctr): ${err##*refused: }"
+  "${kctr[@]}" c rm by-ctr >/dev/null 2>&1 || true
   echo "PASS node B (containerd $NV_CONTAINERD_VERSION)"
 }
 

@@ -83,7 +83,7 @@ TEST(RestoreMismatches, CapabilitiesBeyondTheNewSpecsAreNamedOnce) {
   EXPECT_TRUE(restore_mismatches(with_caps({"CAP_KILL"}), json::object(), with_caps({"CAP_CHOWN", "CAP_KILL"})).empty());
 }
 
-TEST(RestoreMismatches, AnotherUserNamespaceASharedPidNamespaceOrAnotherImageAreRefused) {
+TEST(RestoreMismatches, AnotherUserNamespaceASharedPidNamespaceAMissingMountOrAnotherImageAreRefused) {
   json userns = {
       {"linux",
        {{"namespaces", {{{"type", "user"}}}}, {"uidMappings", {{{"containerID", 0}, {"hostID", 100000}, {"size", 65536}}}}}}};
@@ -97,6 +97,14 @@ TEST(RestoreMismatches, AnotherUserNamespaceASharedPidNamespaceOrAnotherImageAre
   auto m = restore_mismatches(json::object(), json::object(), shared_pid);
   ASSERT_EQ(m.size(), 1u);
   EXPECT_NE(m[0].find("/proc/42/ns/pid"), std::string::npos);
+
+  json mounts_a = {{"mounts", {{{"destination", "/etc/hosts"}}, {{"destination", "/data"}}}}};
+  json mounts_b = {{"mounts", {{{"destination", "/etc/hosts"}}, {{"destination", "/dev/nvidia0"}}}}};
+  m = restore_mismatches(mounts_a, json::object(), mounts_b);
+  ASSERT_EQ(m.size(), 1u);
+  EXPECT_NE(m[0].find("mounts at /data "), std::string::npos) << m[0];
+  EXPECT_TRUE(restore_mismatches(mounts_b, json::object(), mounts_a).size() == 1u);
+  EXPECT_TRUE(restore_mismatches(json::object(), json::object(), mounts_a).empty()) << "more mounts than the image's: fine";
 
   json image_b = {{"annotations", {{"io.kubernetes.cri.image-name", "reg/app:2"}}}};
   EXPECT_EQ(restore_mismatches(json::object(), {{"rootfsImageName", "reg/app:1"}}, image_b).size(), 1u);
