@@ -200,12 +200,7 @@ restore_and_check() {
   nv_assert_eq CONTAINER_RUNNING "$(nv_cri_state "$RS")" "restored container"
   nv_assert_eq true "$(nv_crictl inspect -o json "$RS" | jq -r '.status.annotations.restored')" "CRI marks it restored"
   cat "$log" >&2
-  nv_assert_eq 2 "$(awk '$2=="restore" && $5==0' "$log" | wc -l)" "CUDA restores after the runtime restore"
-  nv_assert_eq 2 "$(awk '$2=="unlock" && $5==0' "$log" | wc -l)" "CUDA unlocks after the runtime restore"
-  for c in "${cp[@]}"; do
-    nv_assert_eq running "$(cat "$F/cuda/$c.state")" "CUDA state of $c after the restore"
-    nv_fake_advancing "$c" || nv_fail "process $c does not work after the restore"
-  done
+  nv_fake_resumed "CRI restore" "${cp[@]}"
   after=$(nv_fake_counter "${cp[0]}")
   ((after >= before)) || nv_fail "work did not continue from the checkpoint: before=$before after=$after"
   nv_assert_contains "$(tr '\0' ' ' <"/proc/$(nv_cri_pid "$RS")/cmdline")" /fake/fake_cuda_app "the restored init"
@@ -231,18 +226,13 @@ node_b() {
   POD=$(nv_cri_pod ck)
 
   nv_log "node B: a blob altered in the registry: the restore is refused and B's store keeps nothing"
-  pages=$(skopeo inspect --raw --tls-verify=false "docker://$pinned" \
-    | jq -r '.layers[] | select(.annotations."org.opencontainers.image.title" | test("^pages-")) | .digest' | head -1)
-  blob=$(nv_registry_blob "$pages")
-  [[ -f $blob ]] || nv_fail "no blob $pages in the registry's storage"
-  cp "$blob" "$NV_CRI_DIR/pages.saved"
-  printf 'X' | dd of="$blob" bs=1 seek=64 conv=notrunc status=none
+  nv_registry_alter_pages "$pinned"
   BAD=$(nv_cri_ctr ck "$POD" cuda-bad '.image.image = $ENV.ARCHIVE | .mounts = ($ENV.CUDA_MOUNTS | fromjson)')
   if err=$(nv_crictl start "$BAD" 2>&1); then nv_fail "a restore from an altered blob started"; fi
   nv_assert_contains "$err" "Digest did not match" "the refused restore's error"
   nv_crictl rm -f "$BAD" >/dev/null 2>&1 || true
   [[ -z $(find "$STORE" -name '*.img') ]] || nv_fail "B's store kept a half-pulled image: $(find "$STORE")"
-  cp "$NV_CRI_DIR/pages.saved" "$blob"
+  nv_registry_unalter
 
   nv_log "node B: restore by CreateContainer; the image lands in B's store, CUDA comes back, the work goes on"
   restore_and_check "$POD"

@@ -93,16 +93,9 @@ node_b() {
   refuse caps "which this container's spec does not grant" "$(ann "$count_img")" \
     '.linux.security_context.capabilities.drop_capabilities = ["CHOWN"]'
   # A blob of the memory altered in the registry: skopeo's digest check refuses it.
-  local pinned pages blob
-  pinned=$NV_B_COUNT_DATA
-  pages=$(skopeo inspect --raw --tls-verify=false "docker://$pinned" \
-    | jq -r '.layers[] | select(.annotations."org.opencontainers.image.title" | test("^pages-")) | .digest' | head -1)
-  blob=$(nv_registry_blob "$pages")
-  [[ -f $blob ]] || nv_fail "no blob $pages in the registry's storage"
-  cp "$blob" "$NV_CRI_DIR/pages.saved"
-  printf 'X' | dd of="$blob" bs=1 seek=64 conv=notrunc status=none
+  nv_registry_alter_pages "$NV_B_COUNT_DATA"
   refuse altered "Digest did not match" "$(ann "$count_img")"
-  cp "$NV_CRI_DIR/pages.saved" "$blob"
+  nv_registry_unalter
 
   nv_log "node B: a pod whose CUDA container is restored by annotation, beside a sidecar that starts fresh"
   nv_fake_as_checkpointed "${cp[@]}"
@@ -116,12 +109,7 @@ node_b() {
   nv_assert_eq CONTAINER_RUNNING "$(nv_cri_state "$r")" "the restored container"
   nv_assert_eq CONTAINER_RUNNING "$(nv_cri_state "$side")" "the sidecar"
   cat "$log" >&2
-  nv_assert_eq 2 "$(awk '$2=="restore" && $5==0' "$log" | wc -l)" "CUDA restores after the runtime restore"
-  nv_assert_eq 2 "$(awk '$2=="unlock" && $5==0' "$log" | wc -l)" "CUDA unlocks after the runtime restore"
-  for c in "${cp[@]}"; do
-    nv_assert_eq running "$(nv_fake_state "$c")" "CUDA state of $c after the restore"
-    nv_fake_advancing "$c" || nv_fail "process $c does not work after the restore"
-  done
+  nv_fake_resumed "restore by annotation" "${cp[@]}"
   local after
   after=$(nv_fake_counter "${cp[0]}")
   ((after >= before)) || nv_fail "the work did not go on from the checkpoint: before=$before after=$after"

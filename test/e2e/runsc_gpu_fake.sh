@@ -150,12 +150,7 @@ done
 : >"$log"
 ctr_t c restore --live --rw cuda cudaref </dev/null
 nv_assert_eq RUNNING "$(nv_task_status cuda)" "restored container state"
-nv_assert_eq 2 "$(awk '$2=="restore" && $5==0' "$log" | wc -l)" "CUDA restores after runsc restore"
-nv_assert_eq 2 "$(awk '$2=="unlock" && $5==0' "$log" | wc -l)" "CUDA unlocks after runsc restore"
-for c in "${cp[@]}"; do
-  nv_assert_eq running "$(nv_fake_state "$c")" "CUDA state of $c after restore"
-  nv_fake_advancing "$c" || nv_fail "process $c does not work after the restore"
-done
+nv_fake_resumed "runsc restore" "${cp[@]}"
 after=$(nv_fake_counter "${cp[0]}")
 ((after >= pre)) || nv_fail "work did not continue from the checkpoint: $pre before it, $after after the restore"
 

@@ -82,6 +82,19 @@ nv_fake_as_checkpointed() {
     touch "$FAKE/cuda/$c.closed"
   done
 }
+# nv_fake_resumed WHAT PID...: after a restore, the fake driver's log ($FAKE/cuda/calls.log, emptied
+# before it) shows one successful CUDA restore and unlock per PID, each PID's CUDA state is running
+# and its work goes on. WHAT prefixes each assertion.
+nv_fake_resumed() {
+  local what=$1 c log=$FAKE/cuda/calls.log
+  shift
+  nv_assert_eq "$#" "$(awk '$2=="restore" && $5==0' "$log" | wc -l)" "$what: CUDA restores after the runtime restore"
+  nv_assert_eq "$#" "$(awk '$2=="unlock" && $5==0' "$log" | wc -l)" "$what: CUDA unlocks after the runtime restore"
+  for c in "$@"; do
+    nv_assert_eq running "$(nv_fake_state "$c")" "$what: CUDA state of $c after the restore"
+    nv_fake_advancing "$c" || nv_fail "$what: process $c does not work after the restore"
+  done
+}
 nv_fake_cuda_pids() { find "$FAKE/cuda" -maxdepth 1 -name '*.cuda' -printf '%f\n' | sed 's/\.cuda$//' | sort -n; }
 # Whether pid $1's work goes on: waits (up to ${2:-5} s) for its counter to pass its value now,
 # rather than sleeping and then looking once.

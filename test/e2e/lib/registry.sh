@@ -3,6 +3,8 @@
 #   nv_registry_start     sets NV_REGISTRY (127.0.0.1:PORT), NV_REGISTRY_DIR (its storage),
 #                         NV_REGISTRY_LOG
 #   nv_registry_blob D    the file in which the registry keeps the blob of digest D (sha256:...)
+#   nv_registry_alter_pages REF   one byte changed in the first pages- blob of the pushed image REF
+#                         (the original kept); nv_registry_unalter puts it back
 
 nv_registry_start() {
   command -v docker-registry >/dev/null || nv_skip "docker-registry not installed (scripts/install-deps.sh)"
@@ -44,3 +46,14 @@ nv_registry_blob() {
   local hex=${1#sha256:}
   echo "$NV_REGISTRY_DIR/docker/registry/v2/blobs/sha256/${hex:0:2}/$hex/data"
 }
+
+nv_registry_alter_pages() {
+  local pages
+  pages=$(skopeo inspect --raw --tls-verify=false "docker://$1" \
+    | jq -r '.layers[] | select(.annotations."org.opencontainers.image.title" | test("^pages-")) | .digest' | head -1)
+  _NV_ALTERED=$(nv_registry_blob "$pages")
+  [[ -f $_NV_ALTERED ]] || nv_fail "no blob $pages of $1 in the registry's storage"
+  cp "$_NV_ALTERED" "$NV_DIR/altered-blob.saved"
+  printf 'X' | dd of="$_NV_ALTERED" bs=1 seek=64 conv=notrunc status=none
+}
+nv_registry_unalter() { cp "$NV_DIR/altered-blob.saved" "$_NV_ALTERED"; }
