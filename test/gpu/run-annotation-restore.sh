@@ -23,24 +23,12 @@ W=/var/tmp/nvgpu-annotation
 source "$REPO/test/gpu/lib/kit-containerd.sh"
 source "$REPO/test/gpu/lib/progress.sh"
 kit_install
-rm -rf "$W"; mkdir -p "$W/travel" "$W/cri" "$W/registry" "$W/host"
-tar -C "$W/travel" -xJf "$REPO/.carry-travel/travel.tar.xz"
-for b in skopeo docker-registry; do
-  printf '#!/bin/sh\nLD_LIBRARY_PATH=%s/lib/x86_64-linux-gnu exec %s/usr/bin/%s "$@"\n' "$W/travel" "$W/travel" "$b" >"$W/travel/$b"
-  chmod +x "$W/travel/$b"
-done
+rm -rf "$W"; mkdir -p "$W/cri" "$W/host"
+source "$REPO/test/gpu/lib/travel.sh"
+travel_registry "$W" 5124
 tar -C "$W/cri" -xJf "$CRI_CARRY"/containerd-2.4*.tar.xz && tar -C "$W/cri" -xJf "$CRI_CARRY"/crictl-*.tar.xz
 CTD24=$(dirname "$(find "$W/cri" -name containerd -type f | head -1)")
 CRICTL=$(find "$W/cri" -name crictl -type f | head -1)
-export PATH=$W/travel:$PATH
-cat >"$W/registry.yml" <<EOT
-version: 0.1
-storage: {filesystem: {rootdirectory: $W/registry}}
-http: {addr: 127.0.0.1:5124}
-EOT
-docker-registry serve "$W/registry.yml" >"$W/registry.log" 2>&1 &
-REGPID=$!
-for _ in $(seq 50); do (echo >/dev/tcp/127.0.0.1/5124) 2>/dev/null && break; sleep 0.2; done
 REG=127.0.0.1:5124
 PY=/opt/torch/.venv/bin/python3
 SHIM=$PACK/bin/containerd-shim-nvproxy-v1

@@ -19,22 +19,10 @@ mkdir -p "$OUTD"
 W=/var/tmp/nvgpu-travel
 source "$REPO/test/gpu/lib/kit-containerd.sh"
 kit_install
-rm -rf "$W"; mkdir -p "$W/travel/bin" "$W/registry" "$W/host"
-tar -C "$W/travel" -xJf "$REPO/.carry-travel/travel.tar.xz"
-for b in skopeo docker-registry; do
-  printf '#!/bin/sh\nLD_LIBRARY_PATH=%s/lib/x86_64-linux-gnu exec %s/usr/bin/%s "$@"\n' "$W/travel" "$W/travel" "$b" >"$W/travel/bin/$b"
-  chmod +x "$W/travel/bin/$b"
-done
-export PATH=$W/travel/bin:$PATH
+rm -rf "$W"; mkdir -p "$W/host"
+source "$REPO/test/gpu/lib/travel.sh"
+travel_registry "$W" 5123
 log "skopeo: $(skopeo --version 2>&1 | head -1)"
-cat >"$W/registry.yml" <<EOT
-version: 0.1
-storage: {filesystem: {rootdirectory: $W/registry}}
-http: {addr: 127.0.0.1:5123}
-EOT
-docker-registry serve "$W/registry.yml" >"$W/registry.log" 2>&1 &
-REGPID=$!
-for _ in $(seq 50); do (echo >/dev/tcp/127.0.0.1/5123) 2>/dev/null && break; sleep 0.2; done
 REF=127.0.0.1:5123/ckpt/llm:v1
 PY=/opt/torch/.venv/bin/python3
 SHIM=$PACK/bin/containerd-shim-nvproxy-v1
