@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <fstream>
 
-#include "checkpoint/holder_scan.h"
 #include "checkpoint/inet_sockets.h"
+#include "checkpoint/shared/holder_scan.h"
 #include "common/process.h"
 
 namespace nvproxy::checkpoint {

@@ -17,7 +17,7 @@
 #include <sstream>
 #include <thread>
 
-#include "checkpoint/holder_scan.h"
+#include "checkpoint/shared/holder_scan.h"
 #include "common/error.h"
 #include "common/ptrace_seize.h"
 

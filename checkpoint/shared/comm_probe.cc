@@ -1,4 +1,4 @@
-#include "checkpoint/comm_probe.h"
+#include "checkpoint/shared/comm_probe.h"
 
 #include <cstdio>
 #include <fstream>
