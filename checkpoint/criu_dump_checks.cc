@@ -3,10 +3,10 @@
 #include <sys/stat.h>
 
 #include <algorithm>
-#include <fstream>
 
-#include "checkpoint/holder_scan.h"
 #include "checkpoint/inet_sockets.h"
+#include "checkpoint/shared/holder_scan.h"
+#include "checkpoint/shared/proc_maps.h"
 #include "common/process.h"
 
 namespace nvproxy::checkpoint {
@@ -56,9 +56,9 @@ std::vector<IoUringUse> io_uring_users(const std::vector<pid_t>& pids, const fs:
       fs::path target = fs::read_symlink(it->path(), rec);
       if (!rec && target.string() == kIoUring) u.fds.push_back(std::stoi(it->path().filename().string()));
     }
-    std::ifstream maps(dir / "maps");
-    for (std::string line; std::getline(maps, line);)
-      if (line.find("[io_uring]") != std::string::npos) ++u.mappings;
+    if (auto maps = read_maps(dir / "maps"))
+      for (const MapsEntry& m : *maps)
+        if (m.path.find("[io_uring]") != std::string::npos) ++u.mappings;
     if (u.fds.empty() && u.mappings == 0) continue;
     std::sort(u.fds.begin(), u.fds.end());
     u.name = comm_of(proc, pid);

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint/cuda_toggler.h"
+#include "checkpoint/shared/cuda_toggler.h"
 #include "common/process.h"
 
 namespace nvproxy::checkpoint {

@@ -10,7 +10,7 @@
 #include <filesystem>
 
 #include "checkpoint/cuda_checkpoint_bin.h"
-#include "checkpoint/helper/cuda_helper_wire.h"
+#include "checkpoint/shared/cuda_helper_wire.h"
 #include "checkpoint/shim_files.h"
 #include "common/error.h"
 #include "common/ttrpc/client.h"

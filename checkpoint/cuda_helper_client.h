@@ -23,8 +23,8 @@
 
 #include "checkpoint/config.h"
 #include "checkpoint/container_hold.h"
-#include "checkpoint/cuda_toggler.h"
-#include "checkpoint/gpu_usage.h"
+#include "checkpoint/shared/cuda_toggler.h"
+#include "checkpoint/shared/gpu_usage.h"
 #include "common/process.h"
 #include "common/unique_fd.h"
 

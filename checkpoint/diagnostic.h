@@ -18,7 +18,7 @@
 #include <utility>
 #include <vector>
 
-#include "checkpoint/holder_scan.h"
+#include "checkpoint/shared/holder_scan.h"
 
 namespace nvproxy::checkpoint {
 

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint/cuda_toggler.h"
-#include "checkpoint/holder_scan.h"
+#include "checkpoint/shared/cuda_toggler.h"
+#include "checkpoint/shared/holder_scan.h"
 
 namespace nvproxy::checkpoint {
 

@@ -10,13 +10,11 @@
 #include <optional>
 #include <string>
 
-#include "checkpoint/comm_probe.h"
 #include "checkpoint/config.h"
 #include "checkpoint/criu_dump_checks.h"
 #include "checkpoint/criu_kernel_check.h"
 #include "checkpoint/cuda_helper_client.h"
 #include "checkpoint/file_identity.h"
-#include "checkpoint/holder_scan.h"
 #include "checkpoint/host_reservations.h"
 #include "checkpoint/memory_limits.h"
 #include "checkpoint/orchestrator.h"
@@ -24,6 +22,8 @@
 #include "checkpoint/process_list.h"
 #include "checkpoint/session_runtime.h"
 #include "checkpoint/session_tools.h"
+#include "checkpoint/shared/comm_probe.h"
+#include "checkpoint/shared/holder_scan.h"
 #include "checkpoint/space_check.h"
 #include "common/log.h"
 #include "common/process.h"

@@ -11,8 +11,8 @@
 #include <thread>
 #include <utility>
 
-#include "checkpoint/image/gpu_facts.h"
 #include "checkpoint/process_holds.h"
+#include "checkpoint/shared/gpu_facts.h"
 #include "common/error.h"
 #include "common/fs.h"
 #include "common/unique_fd.h"

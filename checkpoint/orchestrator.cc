@@ -13,8 +13,8 @@
 #include <thread>
 
 #include "checkpoint/hints.h"
-#include "checkpoint/image/gpu_facts.h"
 #include "checkpoint/restore_preflight.h"
+#include "checkpoint/shared/gpu_facts.h"
 #include "common/error.h"
 #include "common/fs.h"
 #include "common/parallel.h"

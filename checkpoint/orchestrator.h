@@ -26,17 +26,17 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint/comm_probe.h"
 #include "checkpoint/config.h"
 #include "checkpoint/container_hold.h"
-#include "checkpoint/cuda_toggler.h"
 #include "checkpoint/diagnostic.h"
 #include "checkpoint/file_identity.h"
-#include "checkpoint/gpu_usage.h"
-#include "checkpoint/holder_scan.h"
 #include "checkpoint/process_holds.h"
 #include "checkpoint/process_list.h"
 #include "checkpoint/release.h"
+#include "checkpoint/shared/comm_probe.h"
+#include "checkpoint/shared/cuda_toggler.h"
+#include "checkpoint/shared/gpu_usage.h"
+#include "checkpoint/shared/holder_scan.h"
 #include "checkpoint/snapshot_check.h"
 #include "checkpoint/space_check.h"
 #include "checkpoint/staging_hold.h"

@@ -2,7 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "checkpoint/image/gpu_facts.h"
+#include "checkpoint/shared/gpu_facts.h"
 #include "common/error.h"
 #include "common/fs.h"
 

@@ -29,15 +29,15 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint/comm_probe.h"
 #include "checkpoint/config.h"
-#include "checkpoint/cuda_toggler.h"
 #include "checkpoint/file_identity.h"
-#include "checkpoint/gpu_usage.h"
-#include "checkpoint/holder_scan.h"
 #include "checkpoint/orchestrator.h"
 #include "checkpoint/process_list.h"
 #include "checkpoint/release.h"
+#include "checkpoint/shared/comm_probe.h"
+#include "checkpoint/shared/cuda_toggler.h"
+#include "checkpoint/shared/gpu_usage.h"
+#include "checkpoint/shared/holder_scan.h"
 #include "common/log.h"
 #include "common/process.h"
 

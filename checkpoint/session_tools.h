@@ -11,13 +11,13 @@
 #include <memory>
 
 #include "checkpoint/config.h"
-#include "checkpoint/gpu_usage.h"
-#include "checkpoint/holder_scan.h"
 #include "checkpoint/orchestrator.h"
 #include "checkpoint/process_list.h"
 #include "checkpoint/release.h"
 #include "checkpoint/restore_preflight.h"
 #include "checkpoint/session_runtime.h"
+#include "checkpoint/shared/gpu_usage.h"
+#include "checkpoint/shared/holder_scan.h"
 #include "common/log.h"
 #include "common/process.h"
 

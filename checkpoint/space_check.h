@@ -49,7 +49,7 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint/image/gpu_facts.h"
+#include "checkpoint/shared/gpu_facts.h"
 #include "checkpoint/zero_count.h"
 #include "common/error.h"
 

@@ -1,6 +1,6 @@
 #include "checkpoint/staging_bill.h"
 
-#include "checkpoint/image/gpu_facts.h"
+#include "checkpoint/shared/gpu_facts.h"
 #include "common/error.h"
 
 namespace nvproxy::checkpoint {

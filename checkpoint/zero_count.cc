@@ -8,13 +8,12 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
-#include <fstream>
 #include <mutex>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "checkpoint/shared/proc_maps.h"
 #include "common/error.h"
 #include "common/parallel.h"
 #include "common/unique_fd.h"
@@ -34,20 +33,14 @@ struct Range {
 
 // Private anonymous mappings that can be read: "7f..-7f.. rw-p 00000000 00:00 0  [heap]".
 std::vector<Range> private_anonymous(const std::filesystem::path& maps) {
-  std::ifstream in(maps);
-  if (!in) throw sys_error("cannot read " + maps.string());
+  auto entries = read_maps(maps);
+  if (!entries) throw sys_error("cannot read " + maps.string());
   std::vector<Range> out;
-  for (std::string line; std::getline(in, line);) {
-    std::istringstream f(line);
-    std::string range, perms, offset, dev, inode, name;
-    f >> range >> perms >> offset >> dev >> inode;
-    std::getline(f >> std::ws, name);
-    if (perms.size() < 4 || perms[0] != 'r' || perms[3] != 'p' || inode != "0") continue;
+  for (const MapsEntry& m : *entries) {
+    if (m.perms.size() < 4 || m.perms[0] != 'r' || m.perms[3] != 'p' || m.inode != 0) continue;
     // The kernel's own mappings hold nothing a pool could be.
-    if (!name.empty() && name != "[heap]" && name != "[stack]" && name.rfind("[anon:", 0) != 0) continue;
-    auto dash = range.find('-');
-    if (dash == std::string::npos) continue;
-    out.push_back({std::stoull(range.substr(0, dash), nullptr, 16), std::stoull(range.substr(dash + 1), nullptr, 16)});
+    if (!m.path.empty() && m.path != "[heap]" && m.path != "[stack]" && m.path.rfind("[anon:", 0) != 0) continue;
+    out.push_back({m.start, m.end});
   }
   return out;
 }

@@ -17,7 +17,7 @@
 #include <sstream>
 #include <thread>
 
-#include "checkpoint/holder_scan.h"
+#include "checkpoint/shared/proc_maps.h"
 #include "common/error.h"
 #include "common/ptrace_seize.h"
 
@@ -291,17 +291,11 @@ void drop_in_place(const DropRequest& req, std::chrono::milliseconds) {
 #endif
 
 std::vector<AddressRange> mappings_of(pid_t pid, const std::vector<std::string>& paths) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/maps");
-  if (!in) throw Error(Code::NotFound, "pid " + std::to_string(pid) + ": cannot read its mappings");
+  auto maps = read_maps("/proc/" + std::to_string(pid) + "/maps");
+  if (!maps) throw Error(Code::NotFound, "pid " + std::to_string(pid) + ": cannot read its mappings");
   std::vector<AddressRange> out;
-  std::string line;
-  while (std::getline(in, line)) {
-    if (std::find(paths.begin(), paths.end(), maps_path(line)) == paths.end()) continue;
-    const std::string range = line.substr(0, line.find(' '));
-    auto dash = range.find('-');
-    if (dash == std::string::npos) continue;
-    out.push_back({std::stoull(range.substr(0, dash), nullptr, 16), std::stoull(range.substr(dash + 1), nullptr, 16)});
-  }
+  for (const MapsEntry& m : *maps)
+    if (std::find(paths.begin(), paths.end(), m.path) != paths.end()) out.push_back({m.start, m.end});
   return out;
 }
 

@@ -12,9 +12,9 @@
 #include <nlohmann/json.hpp>
 
 #include "checkpoint/agent/drop_in_place.h"
-#include "checkpoint/comm_probe.h"
 #include "checkpoint/driver/cuda_driver_api.h"
-#include "checkpoint/holder_scan.h"
+#include "checkpoint/shared/comm_probe.h"
+#include "checkpoint/shared/holder_scan.h"
 #include "common/error.h"
 
 namespace nvproxy::checkpoint {

@@ -7,7 +7,7 @@
 #include <mutex>
 #include <optional>
 
-#include "checkpoint/cuda_toggler.h"
+#include "checkpoint/shared/cuda_toggler.h"
 
 namespace nvproxy::checkpoint {
 

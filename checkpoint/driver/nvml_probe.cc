@@ -2,7 +2,7 @@
 
 #include <vector>
 
-#include "checkpoint/gpu_usage.h"
+#include "checkpoint/shared/gpu_usage.h"
 #include "common/error.h"
 
 namespace nvproxy::checkpoint {

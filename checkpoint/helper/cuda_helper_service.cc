@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "checkpoint/helper/cuda_helper_wire.h"
+#include "checkpoint/shared/cuda_helper_wire.h"
 
 namespace nvproxy::checkpoint {
 

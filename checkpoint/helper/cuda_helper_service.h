@@ -6,9 +6,9 @@
 
 #include <functional>
 
-#include "checkpoint/cuda_toggler.h"
-#include "checkpoint/gpu_usage.h"
 #include "checkpoint/helper/thread_hold.h"
+#include "checkpoint/shared/cuda_toggler.h"
+#include "checkpoint/shared/gpu_usage.h"
 #include "common/ttrpc/server.h"
 
 namespace nvproxy::checkpoint {

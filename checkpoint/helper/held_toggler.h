@@ -7,8 +7,8 @@
 #include <map>
 #include <mutex>
 
-#include "checkpoint/cuda_toggler.h"
 #include "checkpoint/helper/thread_hold.h"
+#include "checkpoint/shared/cuda_toggler.h"
 
 namespace nvproxy::checkpoint {
 

@@ -13,10 +13,10 @@
 #include <string>
 
 #include "checkpoint/driver/cuda_driver_api.h"
-#include "checkpoint/gpu_usage.h"
 #include "checkpoint/helper/cuda_helper_service.h"
 #include "checkpoint/helper/held_toggler.h"
 #include "checkpoint/helper/thread_hold.h"
+#include "checkpoint/shared/gpu_usage.h"
 #include "common/log.h"
 #include "common/ttrpc/server.h"
 #include "common/unique_fd.h"

@@ -1,6 +1,6 @@
 // The comm probe against fake /proc trees: NCCL shared memory, NCCL unix sockets, TCP links between
 // the given processes (and none for independent processes).
-#include "checkpoint/comm_probe.h"
+#include "checkpoint/shared/comm_probe.h"
 
 #include <gtest/gtest.h>
 

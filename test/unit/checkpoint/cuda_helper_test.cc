@@ -10,7 +10,7 @@
 
 #include "checkpoint/cuda_helper_client.h"
 #include "checkpoint/helper/cuda_helper_service.h"
-#include "checkpoint/helper/cuda_helper_wire.h"
+#include "checkpoint/shared/cuda_helper_wire.h"
 #include "common/ttrpc/client.h"
 #include "fake_gpu.h"
 

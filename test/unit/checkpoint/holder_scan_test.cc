@@ -1,4 +1,4 @@
-#include "checkpoint/holder_scan.h"
+#include "checkpoint/shared/holder_scan.h"
 
 #include <gtest/gtest.h>
 

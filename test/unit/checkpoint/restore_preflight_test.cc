@@ -6,7 +6,7 @@
 #include <unistd.h>
 
 #include "checkpoint/cuda_helper_client.h"
-#include "checkpoint/gpu_usage.h"
+#include "checkpoint/shared/gpu_usage.h"
 #include "common/error.h"
 #include "fake_gpu.h"
 

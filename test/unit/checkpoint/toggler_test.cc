@@ -3,7 +3,7 @@
 
 #include "checkpoint/cuda_checkpoint_bin.h"
 #include "checkpoint/driver/cuda_driver_api.h"
-#include "checkpoint/gpu_usage.h"
+#include "checkpoint/shared/gpu_usage.h"
 #include "fake_gpu.h"
 
 using namespace nvproxy;

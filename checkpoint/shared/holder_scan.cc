@@ -1,4 +1,4 @@
-#include "checkpoint/holder_scan.h"
+#include "checkpoint/shared/holder_scan.h"
 
 #include <dirent.h>
 #include <fnmatch.h>
@@ -10,6 +10,8 @@
 #include <fstream>
 #include <set>
 #include <sstream>
+
+#include "checkpoint/shared/proc_maps.h"
 
 namespace nvproxy::checkpoint {
 
@@ -46,22 +48,6 @@ std::string basename_of(const std::string& p) {
 
 }  // namespace
 
-std::string maps_path(const std::string& line) {
-  std::istringstream ls(line);
-  std::string f;
-  for (int i = 0; i < 5; ++i)
-    if (!(ls >> f)) return "";
-  std::string rest;
-  std::getline(ls, rest);
-  size_t b = rest.find_first_not_of(' ');
-  if (b == std::string::npos) return "";
-  rest = rest.substr(b);
-  static const std::string kDeleted = " (deleted)";
-  if (rest.size() > kDeleted.size() && rest.compare(rest.size() - kDeleted.size(), kDeleted.size(), kDeleted) == 0)
-    rest.resize(rest.size() - kDeleted.size());
-  return rest;
-}
-
 std::string_view kind_name(HolderKind k) {
   return k == HolderKind::Fd ? "fd" : "mapping";
 }
@@ -95,12 +81,10 @@ std::vector<Holder> ProcHolderScanner::scan_one(pid_t pid) {
           {.pid = pid, .kind = HolderKind::Fd, .fd = fd, .path = t, .device = char_device(dir / "fd" / std::to_string(fd))});
   }
   // Mappings: one holder per device, however many ranges map it.
-  if (auto maps = slurp(dir / "maps")) {
+  if (auto maps = read_maps(dir / "maps")) {
     std::set<std::string> seen;
-    std::istringstream ms(*maps);
-    std::string line;
-    while (std::getline(ms, line)) {
-      std::string p = maps_path(line);
+    for (const MapsEntry& m : *maps) {
+      const std::string& p = m.path;
       if (p.empty() || p[0] != '/' || !matches(p) || !seen.insert(p).second) continue;
       // The path is the container's: its node is found through the process's root.
       out.push_back({.pid = pid, .kind = HolderKind::Mapping, .path = p, .device = char_device(dir / "root" / p.substr(1))});
@@ -137,22 +121,16 @@ std::optional<ProcInfo> ProcHolderScanner::info(pid_t pid) {
     if (line.rfind("PPid:", 0) == 0) pi.ppid = static_cast<pid_t>(std::strtol(line.c_str() + 5, nullptr, 10));
   std::error_code ec;
   pi.exe = fs::read_symlink(dir / "exe", ec).string();
-  if (auto maps = slurp(dir / "maps")) {
-    std::istringstream ms(*maps);
+  if (auto maps = read_maps(dir / "maps")) {
     std::vector<std::uint64_t> uvm;  // sizes of the /dev/nvidia-uvm ranges
-    while (std::getline(ms, line)) {
-      std::string path = maps_path(line);
+    for (const MapsEntry& m : *maps) {
+      const std::string& path = m.path;
       std::string b = basename_of(path);
       if (b.rfind("libcuda.so", 0) == 0) pi.maps_libcuda = true;
       if (b.rfind("libnvidia-ml.so", 0) == 0) pi.maps_libnvml = true;
       if (path.rfind("/dev/shm/cuda.shm.", 0) == 0 && pi.cuda_ipc_file.empty()) pi.cuda_ipc_file = path;
       if (pi.unheld_lib.empty() && runs_device_threads(path)) pi.unheld_lib = path;
-      if (path == "/dev/nvidia-uvm") {
-        char* end = nullptr;
-        std::uint64_t lo = std::strtoull(line.c_str(), &end, 16);
-        std::uint64_t hi = *end == '-' ? std::strtoull(end + 1, nullptr, 16) : 0;
-        if (hi > lo) uvm.push_back(hi - lo);
-      }
+      if (path == "/dev/nvidia-uvm" && m.end > m.start) uvm.push_back(m.end - m.start);
     }
     // The driver's own 2 MiB range is not managed memory; everything beyond it is.
     constexpr std::uint64_t kDriverRange = 2ULL << 20;

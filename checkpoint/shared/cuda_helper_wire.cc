@@ -1,4 +1,4 @@
-#include "checkpoint/helper/cuda_helper_wire.h"
+#include "checkpoint/shared/cuda_helper_wire.h"
 
 #include <string>
 

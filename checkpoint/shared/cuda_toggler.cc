@@ -1,4 +1,4 @@
-#include "checkpoint/cuda_toggler.h"
+#include "checkpoint/shared/cuda_toggler.h"
 
 namespace nvproxy::checkpoint {
 

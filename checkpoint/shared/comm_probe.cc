@@ -1,8 +1,10 @@
-#include "checkpoint/comm_probe.h"
+#include "checkpoint/shared/comm_probe.h"
 
 #include <cstdio>
 #include <fstream>
 #include <sstream>
+
+#include "checkpoint/shared/proc_maps.h"
 
 namespace nvproxy::checkpoint {
 
@@ -133,14 +135,9 @@ std::map<pid_t, CommFinding> ProcCommProbe::scan(const std::vector<pid_t>& pids)
         shm.insert(strip_deleted(t));
       }
     }
-    std::istringstream maps(slurp(d / "maps"));
-    std::string line;
-    while (std::getline(maps, line)) {
-      auto slash = line.find(" /");
-      if (slash == std::string::npos) continue;
-      std::string path = strip_deleted(line.substr(slash + 1));
-      if (is_nccl_shm(path)) shm.insert(path);
-    }
+    if (auto maps = read_maps(d / "maps"))
+      for (const MapsEntry& m : *maps)
+        if (is_nccl_shm(m.path)) shm.insert(m.path);
     for (const auto& s : shm) {
       out[pid].evidence.push_back("nccl-shm " + s);
       out[pid].nccl = true;

@@ -84,8 +84,4 @@ class ProcHolderScanner final : public HolderScanner {
 
 std::string_view kind_name(HolderKind k);  // "fd" | "mapping"
 
-// The path of a /proc/PID/maps line (6th field onwards), without the " (deleted)" suffix: what a
-// Mapping holder's path is, and what drop_in_place matches its ranges by.
-std::string maps_path(const std::string& line);
-
 }  // namespace nvproxy::checkpoint

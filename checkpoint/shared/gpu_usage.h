@@ -10,7 +10,7 @@
 #include <set>
 #include <string>
 
-#include "checkpoint/image/gpu_facts.h"
+#include "checkpoint/shared/gpu_facts.h"
 #include "common/error.h"
 
 namespace nvproxy::checkpoint {

@@ -1,4 +1,4 @@
-#include "checkpoint/image/gpu_facts.h"
+#include "checkpoint/shared/gpu_facts.h"
 
 #include <array>
 #include <cstdio>
