@@ -59,7 +59,11 @@ Orchestrator::Capabilities Orchestrator::capabilities_of(const OrchestratorTools
           .holds_still = t.toggler != nullptr && t.hold != nullptr,
           .guards_pids = t.holds != nullptr,
           .checks_snapshot = t.snapshot_check != nullptr,
-          .bills_staging = t.memory != nullptr};
+          .bills_staging = t.memory != nullptr,
+          .probes_gpus = t.probe != nullptr,
+          .probes_collectives = t.comm != nullptr,
+          .identifies_files = t.files != nullptr,
+          .checks_space = t.space != nullptr};
 }
 using namespace detail;
 
@@ -213,7 +217,7 @@ void Orchestrator::refuse_forked_cuda(Classified& c) {
 }
 
 bool Orchestrator::explain_inherited(pid_t pid, const ProcInfo& self, const Classified& c, ProcessReport& r) {
-  if (!files_) return false;
+  if (!can_.identifies_files) return false;
   pid_t anc = cuda_ancestor(self, c);
   if (anc <= 0) return false;
   auto theirs = c.holders.find(anc);
@@ -318,13 +322,13 @@ std::map<pid_t, std::set<std::string>> Orchestrator::probe_gpus(std::string& err
 }
 
 void Orchestrator::ensure_held(pid_t pid, const char* op) {
-  if (!holds_) return;
+  if (!can_.guards_pids) return;
   if (std::string why = holds_->gone(pid); !why.empty()) throw CudaError(pid, op, -1, "not asked", why);
 }
 
 std::optional<StuckProcess> Orchestrator::bring_back_once(pid_t pid, const std::map<pid_t, CudaState>& believed,
                                                           const DeviceMap& map) {
-  if (holds_)
+  if (can_.guards_pids)
     if (std::string why = holds_->gone(pid); !why.empty()) return StuckProcess{pid, "gone", why};
   std::optional<CudaState> s;
   std::string why;
@@ -365,7 +369,7 @@ std::map<pid_t, std::string> Orchestrator::ended_among(const std::vector<pid_t>&
   if (pids.empty()) return gone;
   auto deadline = Clock::now() + grace;
   for (;;) {
-    if (holds_) {
+    if (can_.guards_pids) {
       for (pid_t p : pids)
         if (std::string why = holds_->gone(p); !why.empty()) gone[p] = why;
     } else {
@@ -412,7 +416,7 @@ Orchestrator::Resumed Orchestrator::bring_back(const std::vector<pid_t>& pids, c
       out.running.push_back(pid);
     }
   });
-  if (!holds_ && !out.stuck.empty()) {
+  if (!can_.guards_pids && !out.stuck.empty()) {
     // No hold says at once whether a process ended (a sandbox's pids): one gone from the container
     // is not stuck.
     std::vector<pid_t> stuck;
@@ -488,12 +492,12 @@ ResumeOutcome Orchestrator::restore_after_runtime_restore(const std::string& id,
   std::vector<pid_t> pids = lister_.list();  // new host pids after the runtime's restore
   std::optional<RestoreHold> held;
   if (left_stopped) {
-    held.emplace(toggler_ ? hold_ : nullptr, pids, log_, id);
+    held.emplace(can_.holds_still ? hold_ : nullptr, pids, log_, id);
     held->take(out.phases);
   }
-  if (!toggler_) return out;
+  if (!can_.toggles_cuda) return out;
   Phase scan(out.phases, log_, id, "scan", "restore");
-  if (holds_) holds_->hold(pids);
+  if (can_.guards_pids) holds_->hold(pids);
   std::map<pid_t, CudaState> states;
   std::mutex mu;
   try {

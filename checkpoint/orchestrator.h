@@ -303,12 +303,16 @@ class Orchestrator {
   // What the runtime variant's tools allow (OrchestratorTools' optional ones), read once: the
   // phases ask these, not whether a tool is there.
   struct Capabilities {
-    bool toggles_cuda = false;     // a toggler; without one the runtime's snapshot runs alone
-    bool holds_still = false;      // a container hold with CUDA toggled: nothing runs from the lock to the
-                                   // resume; without one, newcomers are taken in while the rest runs on
-    bool guards_pids = false;      // process holds: no driver call on a pid that is no longer the process found
-    bool checks_snapshot = false;  // the runtime's snapshot is checked against this host first
-    bool bills_staging = false;    // the driver's staging is billed against the memory limits and the host
+    bool toggles_cuda = false;        // a toggler; without one the runtime's snapshot runs alone
+    bool holds_still = false;         // a container hold with CUDA toggled: nothing runs from the lock to the
+                                      // resume; without one, newcomers are taken in while the rest runs on
+    bool guards_pids = false;         // process holds: no driver call on a pid that is no longer the process found
+    bool checks_snapshot = false;     // the runtime's snapshot is checked against this host first
+    bool bills_staging = false;       // the driver's staging is billed against the memory limits and the host
+    bool probes_gpus = false;         // NVML: which GPUs each process uses (multi-GPU refusals, the record)
+    bool probes_collectives = false;  // NCCL ranks told from independent processes
+    bool identifies_files = false;    // open file descriptions compared: inherited device files explained
+    bool checks_space = false;        // the image's room on its disk, from each process's memory
   };
   static Capabilities capabilities_of(const OrchestratorTools& t);
 

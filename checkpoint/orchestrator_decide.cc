@@ -43,7 +43,7 @@ Orchestrator::Decision Orchestrator::decide(const CheckpointRequest& req, const 
 // processes are there.
 std::optional<Orchestrator::Refusal> Orchestrator::runtime_refusal(const std::vector<pid_t>& pids, Decision& d,
                                                                    std::vector<PhaseTiming>& phases, const std::string& id) {
-  if (!snapshot_check_) return std::nullopt;
+  if (!can_.checks_snapshot) return std::nullopt;
   Phase ph(phases, log_, id, "runtime");
   std::optional<SnapshotProblem> p = snapshot_check_->check(pids);
   ph.done(p ? "refused" : "ok");
@@ -113,7 +113,7 @@ SpaceVerdict Orchestrator::space_verdict(const CheckpointRequest& req, const Spa
 std::optional<Orchestrator::Refusal> Orchestrator::space_refusal(const CheckpointRequest& req, const std::vector<pid_t>& pids,
                                                                  const Classified& c, Decision& d,
                                                                  std::vector<PhaseTiming>& phases) {
-  if (!space_ || !cfg_.check_space || req.image_path.empty() || c.cuda.empty()) return std::nullopt;
+  if (!can_.checks_space || !cfg_.check_space || req.image_path.empty() || c.cuda.empty()) return std::nullopt;
   Phase sp(phases, log_, req.container_id, "space");
   SpaceNeed need;
   std::vector<ProcessReport> rows;
@@ -204,7 +204,7 @@ std::optional<Orchestrator::Refusal> Orchestrator::space_as_written(const Checkp
 
 Orchestrator::Preflight Orchestrator::preflight(const Classified& c) {
   Preflight pf;
-  if (probe_) pf.gpus = probe_gpus(pf.probe_error);
+  if (can_.probes_gpus) pf.gpus = probe_gpus(pf.probe_error);
   for (pid_t pid : c.cuda) {
     auto g = pf.gpus.find(pid);
     if (g == pf.gpus.end() || g->second.size() < 2) continue;
@@ -214,7 +214,7 @@ Orchestrator::Preflight Orchestrator::preflight(const Classified& c) {
     r.hint = hint_multi_gpu(pid, g->second);
     pf.multi_gpu.push_back(std::move(r));
   }
-  if (comm_) pf.ranks = collective_ranks(c, pf.gpus);
+  if (can_.probes_collectives) pf.ranks = collective_ranks(c, pf.gpus);
   // CUDA IPC and managed memory, as the process's maps show them (holder_scan.h).
   for (pid_t pid : c.cuda) {
     auto pi = scanner_.info(pid);
@@ -240,7 +240,7 @@ Orchestrator::Preflight Orchestrator::preflight(const Classified& c) {
                "(CUDA_ERROR_NOT_SUPPORTED, measured)";
       pf.managed.push_back(std::move(r));
     }
-    if (!hold_ && !pi->unheld_lib.empty()) {
+    if (!can_.holds_still && !pi->unheld_lib.empty()) {
       ProcessReport r = row();
       r.hint = "pid " + std::to_string(pid) + " (" + r.name + ") maps " + pi->unheld_lib +
                " (JAX's XLA), whose threads touch device memory on their own; while its CUDA state is checkpointed that "

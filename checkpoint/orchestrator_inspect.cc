@@ -15,7 +15,7 @@ Inspection Orchestrator::inspect(const CheckpointRequest& req) {
   d.container = id;
   std::vector<pid_t> pids = lister_.list();
   std::vector<Holder> holders = scanner_.scan(pids);
-  if (!toggler_) {
+  if (!can_.toggles_cuda) {
     for (const auto& [pid, hs] : by_pid(holders)) {
       ProcessReport r = report_for(pid, hs);
       r.cuda_state = "(not checked)";
