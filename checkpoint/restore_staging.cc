@@ -29,7 +29,7 @@ RestoreStaging::RestoreStaging(const RestoreStagingInput& in, MemoryProbe& probe
       for (const auto& u : p.gpus) bill.staged[p.id.pid] += u.used_bytes.value_or(0);
   // A sandbox's image: the sentry's memory it restores holds the staging of every process.
   if (in.record && !in.record->gpu && in.record->sandbox_device_bytes > 0) {
-    bill.staged[0] = in.record->sandbox_device_bytes;
+    bill.staged[StagingBill::kSandboxToCome] = in.record->sandbox_device_bytes;
     bill.in_sandbox = true;
   }
   if (bill.total() == 0) return;  // nothing staged: the restore is the container's own business

@@ -34,8 +34,8 @@ std::uint64_t StagingBill::total() const {
 std::string staged_text(const std::map<pid_t, std::uint64_t>& staged, bool in_sandbox) {
   std::string s;
   for (const auto& [pid, b] : staged)
-    s += (s.empty() ? "" : ", ") + (in_sandbox && pid == 0
-                                        ? format_bytes(b)  // a restore's: its sentry is not there yet
+    s += (s.empty() ? "" : ", ") + (in_sandbox && pid == StagingBill::kSandboxToCome
+                                        ? format_bytes(b)
                                         : (in_sandbox ? "host pid " : "pid ") + std::to_string(pid) + ": " + format_bytes(b));
   return (in_sandbox ? "the sandbox's memory (" : "the processes' memory (") + s + ")";
 }

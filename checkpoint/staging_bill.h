@@ -29,8 +29,10 @@ std::string to_string(StagingMode m);
 struct StagingBill {
   std::map<pid_t, std::uint64_t> staged;  // per CUDA process: device memory staged in its memory
   // The staging is a sandbox's as one: `staged` holds it under the sandbox's host pid (a gVisor
-  // sentry, whose memory file is every sandboxed process's memory).
+  // sentry, whose memory file is every sandboxed process's memory), or kSandboxToCome on restore.
   bool in_sandbox = false;
+  // A restore's sandbox: its sentry, which will hold the staging, does not run yet.
+  static constexpr pid_t kSandboxToCome = 0;
   std::vector<MemoryLimit> limits;       // over the container, nearest first
   std::uint64_t host_available = 0;      // MemAvailable
   std::uint64_t reserved_by_others = 0;  // other checkpoints and restores in flight on this host
