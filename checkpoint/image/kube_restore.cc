@@ -42,7 +42,7 @@ KubeCheckpoint fetch_kube_checkpoint(const std::string& reference, const fs::pat
   if (!layers.is_array() || layers.size() != 1)
     throw Error(Code::InvalidArgument,
                 what + ": a checkpoint image has one layer, this one has " + std::to_string(layers.size()));
-  out.dir = into / "archive";
+  out.dir = kube_archive_in(into);
   fs::create_directories(out.dir);
   // GNU tar finds a compressed layer's compression itself, drops leading "/" and refuses ".." in
   // member names: nothing lands outside the directory.

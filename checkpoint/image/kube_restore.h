@@ -24,6 +24,11 @@ struct KubeCheckpoint {
   std::filesystem::path checkpoint() const { return dir / "checkpoint"; }
 };
 
+// Where fetch_kube_checkpoint unpacks the archive below `into`.
+inline std::filesystem::path kube_archive_in(const std::filesystem::path& into) {
+  return into / "archive";
+}
+
 // Pulls `reference` (digests checked as it streams) and unpacks its layer into `into`/archive
 // (created; `into` is the caller's to remove). Error(InvalidArgument) naming the reference when it
 // is not a checkpoint image, or its layer holds no checkpoint/, spec.dump or config.dump.

@@ -50,10 +50,11 @@ void write_layout_top(const fs::path& layout, const nlohmann::json& descriptor) 
   write_file_atomic(layout / "oci-layout", R"({"imageLayoutVersion":"1.0.0"})", 0600);
 }
 
-void run_tar(std::vector<std::string> argv, ProcessRunner& runner, const std::string& what) {
+std::string run_tar(std::vector<std::string> argv, ProcessRunner& runner, const std::string& what) {
   argv.insert(argv.begin(), "tar");
   RunResult r = runner.run(Command{.argv = std::move(argv), .timeout = std::chrono::minutes(10)});
   if (!r.ok()) throw Error(Code::Internal, what + ": tar failed: " + r.describe());
+  return r.out;
 }
 
 }  // namespace nvproxy::checkpoint

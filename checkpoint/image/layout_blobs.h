@@ -25,7 +25,8 @@ LayoutFile add_blob_text(const std::string& text, const std::filesystem::path& l
 // annotations), and its oci-layout file.
 void write_layout_top(const std::filesystem::path& layout, const nlohmann::json& descriptor);
 
-// tar with `argv` (bounded at 10 minutes); Error naming `what` with tar's own error.
-void run_tar(std::vector<std::string> argv, ProcessRunner& runner, const std::string& what);
+// tar with `argv` (bounded at 10 minutes); its standard output (a listing). Error naming `what`
+// with tar's own error.
+std::string run_tar(std::vector<std::string> argv, ProcessRunner& runner, const std::string& what);
 
 }  // namespace nvproxy::checkpoint

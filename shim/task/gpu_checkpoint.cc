@@ -3,7 +3,7 @@
 #include "checkpoint/image/kube_restore.h"
 #include "checkpoint/image/skopeo_registry.h"
 #include "common/error.h"
-#include "common/fs.h"
+#include "oci/spec.h"
 #include "shim/task/checkpoint_wiring.h"
 #include "shim/task/restore_annotation.h"
 
@@ -62,8 +62,7 @@ std::filesystem::path GpuCheckpointHooks::fetch_for_restore(Container& c, const 
   }
   log_.info(who + "the checkpoint image of container " + image.container + " is unpacked in " + image.dir.string());
   // What the image's processes were allowed against what this container grants, before any bulk.
-  auto spec = nlohmann::json::parse(read_file(c.bundle() / "config.json"), nullptr, false);
-  auto mismatches = restore_mismatches(image.spec, image.config, spec);
+  auto mismatches = restore_mismatches(image.spec, image.config, oci::Spec::load(c.bundle()).json());
   if (!mismatches.empty()) {
     std::string text = who + "refused:";
     for (const auto& m : mismatches) text += " " + m + ";";

@@ -95,24 +95,21 @@ std::optional<AnnotationRestore> restore_annotation(const oci::Spec& spec, const
 std::vector<std::string> restore_mismatches(const json& checkpointed, const json& config_dump, const json& spec) {
   std::vector<std::string> out;
   // Capabilities: the restored processes keep the sets they were checkpointed with.
-  std::vector<std::string> beyond;                           // "CAP_X (bounding, effective)"
-  std::vector<std::pair<std::string, std::string>> missing;  // capability, set
+  std::vector<std::pair<std::string, std::string>> beyond;  // capability, the sets it is missing from
   for (const char* set : {"bounding", "effective", "permitted"}) {
     const auto grants = strings_at(spec, {"process", "capabilities", set});
-    for (const auto& c : strings_at(checkpointed, {"process", "capabilities", set}))
-      if (std::find(grants.begin(), grants.end(), c) == grants.end()) missing.emplace_back(c, set);
-  }
-  for (const auto& m : missing) {
-    const std::string& cap = m.first;
-    auto it = std::find_if(beyond.begin(), beyond.end(), [&cap](const std::string& b) { return b.starts_with(cap + " ("); });
-    if (it == beyond.end())
-      beyond.push_back(cap + " (" + m.second + ")");
-    else
-      it->insert(it->size() - 1, ", " + m.second);
+    for (const auto& c : strings_at(checkpointed, {"process", "capabilities", set})) {
+      if (std::find(grants.begin(), grants.end(), c) != grants.end()) continue;
+      auto it = std::find_if(beyond.begin(), beyond.end(), [&c](const auto& b) { return b.first == c; });
+      if (it == beyond.end())
+        beyond.emplace_back(c, set);
+      else
+        it->second += std::string(", ") + set;
+    }
   }
   if (!beyond.empty()) {
     std::string list;
-    for (const auto& b : beyond) list += (list.empty() ? "" : ", ") + b;
+    for (const auto& [cap, sets] : beyond) list += (list.empty() ? "" : ", ") + cap + " (" + sets + ")";
     out.push_back("the checkpointed processes held " + list + ", which this container's spec does not grant");
   }
   // The user namespace: the processes' ids mean what they meant only under the same mappings.

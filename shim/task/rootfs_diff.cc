@@ -6,6 +6,7 @@
 #include <sstream>
 #include <vector>
 
+#include "checkpoint/image/layout_blobs.h"
 #include "common/error.h"
 #include "common/fs.h"
 
@@ -64,13 +65,7 @@ RootfsDiffResult apply_rootfs_diff(const fs::path& archive, const fs::path& root
   }
   const fs::path diff = archive / "rootfs-diff.tar";
   if (!fs::exists(diff)) return out;
-  auto tar = [&](std::vector<std::string> argv, const std::string& what) {
-    argv.insert(argv.begin(), "tar");
-    RunResult r = runner.run(Command{.argv = std::move(argv), .timeout = std::chrono::minutes(10)});
-    if (!r.ok()) throw Error(Code::Internal, who + what + " " + diff.string() + ": tar failed: " + r.describe());
-    return r.out;
-  };
-  std::istringstream members(tar({"-tf", diff.string()}, "listing"));
+  std::istringstream members(checkpoint::run_tar({"-tf", diff.string()}, runner, who + "listing " + diff.string()));
   for (std::string m; std::getline(members, m);) {
     const fs::path p(m);
     const std::string name = p.filename().string();
@@ -83,7 +78,8 @@ RootfsDiffResult apply_rootfs_diff(const fs::path& archive, const fs::path& root
   }
   // GNU tar drops a leading "/", refuses ".." in names and makes an archive's symlinks only after
   // its files, so nothing lands outside the rootfs.
-  tar({"-xf", diff.string(), "-C", rootfs.string(), "--exclude=.wh.*", "--numeric-owner", "--same-permissions"}, "unpacking");
+  checkpoint::run_tar({"-xf", diff.string(), "-C", rootfs.string(), "--exclude=.wh.*", "--numeric-owner", "--same-permissions"},
+                      runner, who + "unpacking " + diff.string());
   return out;
 }
 

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include "checkpoint/image/kube_restore.h"
 #include "common/error.h"
 #include "common/validate.h"
 #include "oci/cgroup_metrics.h"
@@ -107,7 +108,7 @@ void take_restore_annotation(const oci::Spec& spec, bool runsc, ContainerSetup& 
                     ") is not possible under runsc: gVisor restores a whole sandbox from its own state file, which a CRI "
                     "checkpoint image of one container does not hold; restore it under runc or crun");
   s.restore_reference = a->reference;
-  s.checkpoint = (s.bundle / kRestoreDir / "archive" / "checkpoint").string();
+  s.checkpoint = (checkpoint::kube_archive_in(s.bundle / kRestoreDir) / "checkpoint").string();
   log.info("create of container \"" + s.id + "\" (" + a->name + "): restored from " + a->reference + ", as its annotation asks");
 }
 

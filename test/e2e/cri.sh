@@ -94,7 +94,6 @@ YAML
 
 shim_of() { awk '/^PPid:/{print $2}' "/proc/$1/status"; }
 is_our_shim() { [[ $(readlink "/proc/$1/exe") == */containerd-shim-nvproxy-v1 ]]; }
-logs_have() { nv_crictl logs "$1" 2>&1 | grep -qF -- "$2"; }
 state_is() { [[ $(nv_cri_state "$1") == "$2" ]]; }
 no_shim_for() { ! pgrep -f "containerd-shim-nvproxy-v1 .*-id $1 .*-address $NV_SOCK" >/dev/null; }
 mem_known() {
@@ -131,8 +130,8 @@ case_pod() {
   nv_assert_contains "$err" "command terminated with exit code 3" "crictl exec's exit code"
   nv_assert_eq "$(readlink "/proc/$(nv_cri_pid "$C2")/ns/pid")" "$(nv_crictl exec "$C2" readlink /proc/self/ns/pid)" \
     "exec joins c2's PID namespace"
-  nv_wait_for -t 10 logs_have "$C1" hello-c1 || nv_fail "crictl logs c1: $(nv_crictl logs "$C1" 2>&1)"
-  nv_wait_for -t 10 logs_have "$C2" hello-c2 || nv_fail "crictl logs c2: $(nv_crictl logs "$C2" 2>&1)"
+  nv_wait_for -t 10 nv_cri_logs_have "$C1" hello-c1 || nv_fail "crictl logs c1: $(nv_crictl logs "$C1" 2>&1)"
+  nv_wait_for -t 10 nv_cri_logs_have "$C2" hello-c2 || nv_fail "crictl logs c2: $(nv_crictl logs "$C2" 2>&1)"
   nv_wait_for -t 30 mem_known "$C1" || nv_fail "crictl stats has no memory for c1: $(nv_crictl stats -o json --id "$C1")"
   nv_crictl stats --id "$C1" >&2
 
@@ -140,7 +139,7 @@ case_pod() {
   nv_crictl stop -t 20 "$C1" >/dev/null
   nv_assert_eq CONTAINER_EXITED "$(nv_cri_state "$C1")" "c1 after stop"
   nv_assert_eq 0 "$(nv_crictl inspect -o json "$C1" | jq -r .status.exitCode)" "c1's exit code (its TERM trap)"
-  nv_wait_for -t 10 logs_have "$C1" got-term || nv_fail "c1 did not get SIGTERM: $(nv_crictl logs "$C1" 2>&1)"
+  nv_wait_for -t 10 nv_cri_logs_have "$C1" got-term || nv_fail "c1 did not get SIGTERM: $(nv_crictl logs "$C1" 2>&1)"
   nv_crictl rm "$C1" >/dev/null
   if nv_crictl ps -a -q | grep -qx "$C1"; then nv_fail "c1 still listed after rm"; fi
   nv_assert_eq still "$(nv_crictl exec "$C2" echo still)" "c2 after c1's removal"
@@ -160,7 +159,7 @@ case_cdi() {
   GF=$(nv_cri_ctr gpu "$POD" gfield '.CDI_devices = [{name: "example.com/gpu=gpu0"}] | .command = ["sh", "-c", $ENV.SHOW]')
   nv_crictl start "$GA" "$GF" >/dev/null
   for c in "$GA" "$GF"; do
-    nv_wait_for -t 10 logs_have "$c" end-of-gpu || nv_fail "GPU container $c: $(nv_crictl logs "$c" 2>&1)"
+    nv_wait_for -t 10 nv_cri_logs_have "$c" end-of-gpu || nv_fail "GPU container $c: $(nv_crictl logs "$c" 2>&1)"
     out=$(nv_crictl logs "$c" 2>&1)
     echo "$out" >&2
     grep -Eq '^c.* 195, +0 .*/dev/examplegpu0$' <<<"$out" || nv_fail "CDI node /dev/examplegpu0 is not char 195, 0"

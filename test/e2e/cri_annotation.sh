@@ -115,8 +115,7 @@ node_b() {
   ((after >= before)) || nv_fail "the work did not go on from the checkpoint: before=$before after=$after"
   nv_assert_contains "$(tr '\0' ' ' <"/proc/$(nv_cri_pid "$r")/cmdline")" /fake/fake_cuda_app "the restored init"
   nv_assert_eq written-on-a "$(nv_crictl exec "$r" cat /written)" "the writable layer's file from node A"
-  logs_have() { nv_crictl logs "$1" 2>&1 | grep -qF -- "$2"; }
-  nv_wait_for -t 10 logs_have "$side" sidecar-fresh || nv_fail "the sidecar did not start fresh: $(nv_crictl logs "$side" 2>&1)"
+  nv_wait_for -t 10 nv_cri_logs_have "$side" sidecar-fresh || nv_fail "the sidecar did not start fresh: $(nv_crictl logs "$side" 2>&1)"
   nv_assert_contains "$(nv_crictl logs "$side" 2>&1)" "No such file" "the sidecar's rootfs has no restored file"
   nv_crictl rmp -f "$pod" >/dev/null
 

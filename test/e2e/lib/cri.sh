@@ -10,6 +10,7 @@
 #   nv_cri_pod NAME [JQ]    RunPodSandbox with the handler from the docs' RuntimeClass; prints the id
 #   nv_cri_ctr POD NAME JQ  CreateContainer (busybox image; JQ: a jq filter that edits the config)
 #   nv_cri_bundle ID        the task bundle of a CRI container
+#   nv_cri_logs_have ID T   whether the container's log holds T
 # Needs from the caller: NVPROXY_SHIM_DIR (ctest), NV_CRI_SHIM_EXTRA (extra YAML for the shim config);
 # NV_CRI_DOC_BLOCKS (2.x): further docs/install.md blocks for containerd's conf.d.
 source "$(dirname "${BASH_SOURCE[0]}")/shim-env.sh"
@@ -206,6 +207,8 @@ nv_cri_ctr() {
   nv_crictl create "$pod" "$NV_CRI_DIR/ctr-$name.json" "$NV_CRI_DIR/pod-$podname.json"
 }
 
+# nv_cri_logs_have ID TEXT: the container's log (crictl logs) holds TEXT.
+nv_cri_logs_have() { nv_crictl logs "$1" 2>&1 | grep -qF -- "$2"; }
 nv_cri_state() { nv_crictl inspect -o json "$1" 2>/dev/null | jq -r '.status.state'; }
 nv_cri_bundle() { echo "$NV_STATE_DIR/io.containerd.runtime.v2.task/$NV_CRI_NS/$1"; }
 # Host pid of a CRI container's init.
