@@ -44,7 +44,7 @@ checksum() { http | awk '{print $NF}'; }
 node() {
   local d=$W/$1
   mkdir -p "$d/store" "$d/logs"
-  kit_shim_config "$d/shim.yaml" "{binary: /opt/kit/root/usr/sbin/runc, root: /run/containerd/nvproxy-ann-$1, criu_path: /opt/kit/bin/criu}" \
+  CONTENT_ROOT=$d/root kit_shim_config "$d/shim.yaml" "{binary: /opt/kit/root/usr/sbin/runc, root: /run/containerd/nvproxy-ann-$1, criu_path: /opt/kit/bin/criu}" \
     "image_store: $d/store" "registry_tls_verify: false" "registry_timeout_s: 300" "${@:2}"
   SOCK=$d/containerd.sock
   cat >"$d/config.toml" <<EOT

@@ -26,14 +26,14 @@ kit_start() {  # W CFG
 
 # kit_shim_config FILE RUNTIME [LINE...]: the shim's config of the GPU runs: RUNTIME (the runtime:
 # value, a YAML flow map), debug log, the host's driver root, libcuda and NVML where this machine has
-# them, containerd's root under $W, then each LINE (a "key: value" of checkpoint:; empty ones skipped).
+# them, containerd's root (CONTENT_ROOT, else $W/root), then each LINE (a "key: value" of checkpoint:; empty ones skipped).
 kit_shim_config() {
   local file=$1 rt=$2 l
   shift 2
   {
     printf 'runtime: %s\nlog_level: debug\ngpu: {driver_root: /}\ncheckpoint:\n' "$rt"
     printf '  libcuda: /usr/local/nvidia/lib64/libcuda.so.1\n  libnvml: /usr/local/nvidia/lib64/libnvidia-ml.so.1\n'
-    printf '  content_store: %s/root\n' "$W"
+    printf '  content_store: %s\n' "${CONTENT_ROOT:-$W/root}"
     for l in "$@"; do [[ -n $l ]] && printf '  %s\n' "$l"; done
   } >"$file"
 }
