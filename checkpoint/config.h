@@ -55,10 +55,12 @@ struct CheckpointConfig {
   // Empty: off (every image is self-contained where containerd asked for it).
   std::string image_store;
   unsigned image_store_keep = 3;  // entries kept per container; older ones go at its next checkpoint
-  // Pulling an image that a reference names in a registry (image_transfer.h), through skopeo.
+  // Images to and from a registry (image_transfer.h, http_registry.h).
   bool registry_tls_verify = true;  // false: plain HTTP or unverified TLS (a registry on loopback)
-  std::string registry_authfile;    // empty: skopeo's default (${XDG_RUNTIME_DIR}/containers/auth.json)
-  unsigned registry_timeout_s = 3600;
+  std::string registry_authfile;    // empty: $REGISTRY_AUTH_FILE, containers' auth.json, Docker's config.json
+  unsigned registry_timeout_s = 3600;  // one blob or manifest at most
+  unsigned registry_streams = 8;       // chunks moving at once
+  unsigned registry_chunk_mib = 1024;  // the largest chunk of a file
   // Restore by annotation (restore.nvproxy.io/<container name> in the spec, a pod annotation
   // under Kubernetes): a checkpoint image is process memory that CRIU restores as root, so it is
   // off unless enabled here, and only images of the repositories listed (prefixes, "host:5000/ckpt")

@@ -16,6 +16,7 @@
 
 #include "checkpoint/config.h"
 #include "checkpoint/image/image_record.h"
+#include "checkpoint/image/chunk_transfer.h"
 #include "checkpoint/image/image_registry.h"
 #include "checkpoint/session_runtime.h"
 #include "checkpoint/session_tools.h"
@@ -56,6 +57,7 @@ struct RestoreRequest {
   std::filesystem::path checkpoint;
   std::filesystem::path image_store;  // checkpoint.image_store; empty: off
   ImageRegistry* registry = nullptr;  // where a registry reference is pulled from; null: refused
+  TransferOptions transfer;           // how it is pulled (streams, chunk size, progress in the log)
 };
 
 inline constexpr const char* kDiagnosticFile = "checkpoint-diagnostic.json";

@@ -137,7 +137,7 @@ std::filesystem::path CheckpointSession::find_image(const RestoreRequest& req, R
     std::filesystem::path entry;
     try {
       entry = pull_image(ref->registry, req.image_store, *req.registry,
-                         [&](const std::optional<ImageRecord>& rec) { plan = plan_restore(rec); });
+                         [&](const std::optional<ImageRecord>& rec) { plan = plan_restore(rec); }, req.transfer);
     } catch (const Error& e) {
       throw Error(e.code(), std::string(e.what()).rfind(who, 0) == 0 ? std::string(e.what()) : who + e.what());
     }

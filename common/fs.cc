@@ -51,6 +51,26 @@ bool write_all(int fd, std::string_view data) {
   return true;
 }
 
+bool write_all_at(int fd, std::string_view data, std::uint64_t offset) {
+  while (!data.empty()) {
+    ssize_t n = ::pwrite(fd, data.data(), data.size(), static_cast<off_t>(offset));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    data.remove_prefix(static_cast<size_t>(n));
+    offset += static_cast<std::uint64_t>(n);
+  }
+  return true;
+}
+
+long read_at(int fd, char* buf, std::size_t n, std::uint64_t offset) {
+  for (;;) {
+    ssize_t got = ::pread(fd, buf, n, static_cast<off_t>(offset));
+    if (got >= 0 || errno != EINTR) return static_cast<long>(got);
+  }
+}
+
 void write_existing_file(const std::filesystem::path& p, std::string_view data) {
   UniqueFd fd(::open(p.c_str(), O_WRONLY | O_CLOEXEC));
   if (!fd) throw sys_error("open " + p.string());

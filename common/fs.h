@@ -1,6 +1,7 @@
 // File helpers with errors that name the file.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <string>
 
@@ -17,6 +18,10 @@ UniqueFd open_devnull(int flags);
 void make_pipe(UniqueFd& read_end, UniqueFd& write_end, const std::string& what);
 // Writes all of `data` to fd (retrying short writes and EINTR); false with errno set on failure.
 bool write_all(int fd, std::string_view data);
+// The same at `offset` (pwrite), the file's position untouched: threads writing one file at once.
+bool write_all_at(int fd, std::string_view data, std::uint64_t offset);
+// Reads up to `n` bytes at `offset` (pread, EINTR retried); how many, or -1 with errno set.
+long read_at(int fd, char* buf, std::size_t n, std::uint64_t offset);
 // Writes into an existing file without creating or truncating it (cgroup and proc files).
 void write_existing_file(const std::filesystem::path& p, std::string_view data);
 // Resolves `rel` under `root` lexically and refuses results outside root (".." escapes).

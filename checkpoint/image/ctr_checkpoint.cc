@@ -70,7 +70,8 @@ std::string data_reference_of(const std::string& reference) {
 }
 
 CtrPushResult push_ctr_checkpoint(const std::string& name, const std::string& reference, const fs::path& store,
-                                  const CtrTarget& ctr, ImageRegistry& registry, ProcessRunner& runner) {
+                                  const CtrTarget& ctr, ImageRegistry& registry, ProcessRunner& runner,
+                                  const TransferOptions& opts) {
   const std::string data_ref = data_reference_of(reference);
   ScratchDir work((store.empty() ? fs::temp_directory_path() : store) / (".ctr-push-" + std::to_string(::getpid())));
   const fs::path layout = work.path() / "layout";
@@ -94,7 +95,7 @@ CtrPushResult push_ctr_checkpoint(const std::string& name, const std::string& re
   run_tar({"-xf", blob_path(layout, criu_digest).string(), "-C", dir.string()}, runner, "unpacking " + criu_digest);
   fs::remove(blob_path(layout, criu_digest));
   CtrPushResult out;
-  out.data = push_image(dir, store, data_ref, true, registry, runner);
+  out.data = push_image(dir, store, data_ref, true, registry, opts);
 
   // Its CRIU blob now refers to the data; the index and the archive follow.
   const fs::path made = work.path() / "made";
@@ -114,13 +115,14 @@ CtrPushResult push_ctr_checkpoint(const std::string& name, const std::string& re
   fs::create_directories(art);
   run_tar({"-cf", (art / kCtrArchiveFile).string(), "-C", layout.string(), "."}, runner, "packing the archive");
   if (fs::exists(dir / ImageRecord::kFileName)) fs::copy_file(dir / ImageRecord::kFileName, art / ImageRecord::kFileName);
-  out.archive = push_image(art, "", reference, false, registry, runner).pinned;
+  out.archive = push_image(art, "", reference, false, registry, {.streams = opts.streams}).pinned;
   return out;
 }
 
 std::string pull_ctr_checkpoint(const std::string& reference, const fs::path& store, const CtrTarget& ctr,
-                                ImageRegistry& registry, ProcessRunner& runner, const RecordCheck& check) {
-  const fs::path entry = pull_image(reference, store, registry, check);
+                                ImageRegistry& registry, ProcessRunner& runner, const RecordCheck& check,
+                                const TransferOptions& opts) {
+  const fs::path entry = pull_image(reference, store, registry, check, opts);
   const fs::path archive = entry / kCtrArchiveFile;
   if (!fs::exists(archive))
     throw Error(Code::InvalidArgument,

@@ -39,11 +39,13 @@ struct CtrPushResult {
 
 // Node A: containerd's checkpoint image `name` to `reference`. Error naming the image and the step.
 CtrPushResult push_ctr_checkpoint(const std::string& name, const std::string& reference, const std::filesystem::path& store,
-                                  const CtrTarget& ctr, ImageRegistry& registry, ProcessRunner& runner);
+                                  const CtrTarget& ctr, ImageRegistry& registry, ProcessRunner& runner,
+                                  const TransferOptions& opts = {});
 
 // Node B: the archive of `reference` (its record checked by `check`, as any pull) imported into
 // containerd; returns the checkpoint image's name. The data moves at the restore.
 std::string pull_ctr_checkpoint(const std::string& reference, const std::filesystem::path& store, const CtrTarget& ctr,
-                                ImageRegistry& registry, ProcessRunner& runner, const RecordCheck& check);
+                                ImageRegistry& registry, ProcessRunner& runner, const RecordCheck& check,
+                                const TransferOptions& opts = {});
 
 }  // namespace nvproxy::checkpoint

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "checkpoint/image/layout_blobs.h"
+#include "checkpoint/image/sha256.h"
 #include "common/error.h"
 #include "common/fs.h"
 
@@ -27,18 +28,6 @@ bool valid_title(const std::string& t) {
   for (const auto& part : fs::path(t))
     if (part.empty() || part == "." || part == ".." || part == "/") return false;
   return true;
-}
-
-// Links `from` to `to`; across filesystems (a checkpoint directory outside the store) it copies.
-void link_or_copy(const fs::path& from, const fs::path& to) {
-  std::error_code ec;
-  if (fs::exists(to, ec)) return;  // two files of the same bytes: one blob
-  fs::create_hard_link(from, to, ec);
-  if (!ec) return;
-  if (ec != std::errc::cross_device_link)
-    throw Error(Code::Internal, "cannot link " + from.string() + " to " + to.string() + ": " + ec.message());
-  fs::copy_file(from, to, ec);
-  if (ec) throw Error(Code::Internal, "cannot copy " + from.string() + " to " + to.string() + ": " + ec.message());
 }
 
 }  // namespace
@@ -71,34 +60,22 @@ std::vector<LayoutFile> digest_files(const fs::path& image_dir, ProcessRunner& r
   return files;
 }
 
-std::string write_layout(const fs::path& image_dir, const fs::path& layout_dir, ProcessRunner& runner) {
-  std::vector<LayoutFile> files = digest_files(image_dir, runner);
-  fs::create_directories(layout_dir / "blobs" / "sha256");
-  std::string record = "{}";
-  if (auto rec = read_image_record(image_dir)) record = to_json(*rec).dump();
-  const std::string config_digest = add_blob_text(record, layout_dir, runner).digest;
-
+std::string artifact_manifest_text(const std::vector<LayoutFile>& chunks, const std::string& record_text) {
+  std::map<std::string, int> pieces;
+  for (const auto& c : chunks) ++pieces[c.path];
   json layers = json::array();
-  for (const auto& f : files) {
-    link_or_copy(image_dir / f.path, blob_path(layout_dir, f.digest));
-    layers.push_back({{"mediaType", kFileMediaType},
-                      {"digest", f.digest},
-                      {"size", f.size},
-                      {"annotations", {{"org.opencontainers.image.title", f.path}}}});
+  for (const auto& c : chunks) {
+    json annotations{{"org.opencontainers.image.title", c.path}};
+    if (pieces[c.path] > 1) annotations[kOffsetAnnotation] = std::to_string(c.offset);
+    layers.push_back({{"mediaType", kFileMediaType}, {"digest", c.digest}, {"size", c.size}, {"annotations", annotations}});
   }
   json manifest{{"schemaVersion", 2},
                 {"mediaType", "application/vnd.oci.image.manifest.v1+json"},
                 {"artifactType", kArtifactType},
-                {"config", {{"mediaType", kRecordMediaType}, {"digest", config_digest}, {"size", record.size()}}},
+                {"config", {{"mediaType", kRecordMediaType}, {"digest", sha256_of(record_text)}, {"size", record_text.size()}}},
                 {"layers", layers},
-                {"annotations", {{kRecordAnnotation, record}}}};
-  std::string text = manifest.dump();
-  const LayoutFile m = add_blob_text(text, layout_dir, runner);
-  write_layout_top(layout_dir, {{"mediaType", "application/vnd.oci.image.manifest.v1+json"},
-                                {"digest", m.digest},
-                                {"size", m.size},
-                                {"annotations", {{"org.opencontainers.image.ref.name", kLayoutTag}}}});
-  return text;
+                {"annotations", {{kRecordAnnotation, record_text}}}};
+  return manifest.dump();
 }
 
 ArtifactManifest parse_artifact_manifest(const json& m) {
@@ -108,18 +85,36 @@ ArtifactManifest parse_artifact_manifest(const json& m) {
     throw bad("its artifact type is \"" + m.value("artifactType", std::string()) + "\", not " + kArtifactType);
   if (!m.contains("layers") || !m["layers"].is_array() || m["layers"].empty()) throw bad("it has no layers");
   ArtifactManifest out;
-  std::set<std::string> seen;
+  std::set<std::pair<std::string, std::uint64_t>> seen;
   for (const auto& l : m["layers"]) {
     if (!l.is_object()) throw bad("a layer is no JSON object");
     std::string title, digest = l.value("digest", std::string());
     if (l.contains("annotations") && l["annotations"].is_object())
       title = l["annotations"].value("org.opencontainers.image.title", std::string());
     if (!valid_title(title)) throw bad("a layer's title \"" + title + "\" is not a path inside the image");
-    if (!seen.insert(title).second) throw bad("two layers are titled \"" + title + "\"");
+    std::uint64_t offset = 0;
+    if (l.contains("annotations") && l["annotations"].is_object() && l["annotations"].contains(kOffsetAnnotation)) {
+      const json& o = l["annotations"][kOffsetAnnotation];
+      const std::string text = o.is_string() ? o.get<std::string>() : std::string();
+      if (text.empty() || text.size() > 19 || !std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; }))
+        throw bad("layer \"" + title + "\" has the offset \"" + text + "\"");
+      offset = std::stoull(text);
+    }
+    if (!seen.insert({title, offset}).second) throw bad("two layers are titled \"" + title + "\" at one offset");
     if (!valid_digest(digest)) throw bad("layer \"" + title + "\" has the digest \"" + digest + "\"");
     if (!l.contains("size") || !l["size"].is_number_integer() || l["size"].get<std::int64_t>() < 0)
       throw bad("layer \"" + title + "\" has no size");
-    out.files.push_back({.path = title, .digest = digest, .size = l["size"].get<std::uint64_t>()});
+    out.files.push_back({.path = title, .digest = digest, .size = l["size"].get<std::uint64_t>(), .offset = offset});
+  }
+  // Each file's chunks tile it: sorted by offset, each begins where the last ended.
+  std::stable_sort(out.files.begin(), out.files.end(), [](const LayoutFile& a, const LayoutFile& b) {
+    return a.path != b.path ? a.path < b.path : a.offset < b.offset;
+  });
+  for (std::size_t i = 0; i < out.files.size(); ++i) {
+    const auto& f = out.files[i];
+    const std::uint64_t expect = (i > 0 && out.files[i - 1].path == f.path) ? out.files[i - 1].offset + out.files[i - 1].size : 0;
+    if (f.offset != expect)
+      throw bad("the chunks of \"" + f.path + "\" leave a gap or overlap at " + std::to_string(std::min(f.offset, expect)));
   }
   if (m.contains("annotations") && m["annotations"].is_object() && m["annotations"].contains(kRecordAnnotation)) {
     json rec = json::parse(m["annotations"][kRecordAnnotation].get<std::string>(), nullptr, false);
@@ -135,32 +130,10 @@ ArtifactManifest parse_artifact_manifest(const json& m) {
   return out;
 }
 
-void image_from_layout(const fs::path& layout_dir, const ArtifactManifest& m, const fs::path& image_dir) {
-  // Check everything first: nothing is moved out of a layout that is not whole.
-  for (const auto& f : m.files) {
-    fs::path blob = blob_path(layout_dir, f.digest);
-    std::error_code ec;
-    auto size = fs::file_size(blob, ec);
-    if (ec) throw Error(Code::DataLoss, "the pulled image lacks " + f.path + " (blob " + f.digest + ")");
-    if (size != f.size)
-      throw Error(Code::DataLoss, "the pulled image's " + f.path + " has " + std::to_string(size) + " bytes, its manifest says " +
-                                      std::to_string(f.size));
-  }
-  fs::create_directories(image_dir);
-  std::map<std::string, int> uses;
-  for (const auto& f : m.files) ++uses[f.digest];
-  for (const auto& f : m.files) {
-    fs::path to = image_dir / f.path;
-    fs::create_directories(to.parent_path());
-    fs::path blob = blob_path(layout_dir, f.digest);
-    std::error_code ec;
-    if (--uses[f.digest] > 0)
-      fs::create_hard_link(blob, to, ec);  // the same bytes under another name: the blob serves both
-    else
-      fs::rename(blob, to, ec);
-    if (ec) throw Error(Code::Internal, "cannot move " + blob.string() + " to " + to.string() + ": " + ec.message());
-    fs::permissions(to, fs::perms::owner_read | fs::perms::owner_write, fs::perm_options::replace, ec);
-  }
+std::map<std::string, std::uint64_t> file_sizes(const ArtifactManifest& m) {
+  std::map<std::string, std::uint64_t> out;
+  for (const auto& f : m.files) out[f.path] = std::max(out[f.path], f.offset + f.size);
+  return out;
 }
 
 }  // namespace nvproxy::checkpoint

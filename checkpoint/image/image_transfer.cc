@@ -9,10 +9,8 @@
 
 #include "checkpoint/image/image_layout.h"
 #include "checkpoint/image/image_store.h"
-#include "checkpoint/image/zero_pages.h"
 #include "common/error.h"
 #include "common/fs.h"
-#include "common/scratch_dir.h"
 #include "common/unique_fd.h"
 
 namespace nvproxy::checkpoint {
@@ -57,27 +55,29 @@ std::string repository_of(const std::string& reference) {
 }
 
 PushResult push_image(const fs::path& dir, const fs::path& store, const std::string& reference, bool rewrite,
-                      ImageRegistry& registry, ProcessRunner& runner) {
+                      ImageRegistry& registry, const TransferOptions& opts) {
   if (auto ref = read_image_ref(dir); ref && !ref->registry.empty())
     throw Error(Code::InvalidArgument, dir.string() + " already refers to the registry image " + ref->registry);
   const fs::path image = resolve_image(dir, store);
   if (rewrite && image == dir && within(dir, store))
     throw Error(Code::InvalidArgument, dir.string() + " is an entry of the image store: --rewrite would empty it");
-  // Beside the image, so that its blobs are hard links, not copies.
-  ScratchDir layout(within(image, store) ? store / ".outgoing" / std::to_string(::getpid())
-                                         : image.parent_path() / (".nvproxy-push-" + std::to_string(::getpid())));
-  const std::string manifest = write_layout(image, layout.path(), runner);
-  const ArtifactManifest m = parse_artifact_manifest(json::parse(manifest));
-  PushResult out;
-  for (const auto& f : m.files) out.bytes += f.size;
-  out.files = static_cast<int>(m.files.size());
-  const std::string digest = registry.push(layout.path(), kLayoutTag, reference);
-  out.pinned = repository_of(reference) + "@" + digest;
-  if (rewrite) refer_to_registry(dir, out.pinned, m.record ? m.record->container : std::string());
+  const ChunkPush p = push_chunked(image, reference, registry, opts);
+  PushResult out{.pinned = repository_of(reference) + "@" + p.digest,
+                 .bytes = p.bytes,
+                 .sent = p.sent,
+                 .skipped = p.skipped,
+                 .files = p.files,
+                 .chunks = p.chunks,
+                 .summary = p.summary};
+  if (rewrite) {
+    const auto rec = read_image_record(image);
+    refer_to_registry(dir, out.pinned, rec ? rec->container : std::string());
+  }
   return out;
 }
 
-fs::path pull_image(const std::string& reference, const fs::path& store, ImageRegistry& registry, const RecordCheck& check) {
+fs::path pull_image(const std::string& reference, const fs::path& store, ImageRegistry& registry, const RecordCheck& check,
+                    const TransferOptions& opts, ChunkPull* report) {
   const std::string what = "the registry image " + reference;
   if (store.empty())
     throw Error(Code::FailedPrecondition, what + " needs an image store on this node to land in (checkpoint.image_store)");
@@ -108,18 +108,22 @@ fs::path pull_image(const std::string& reference, const fs::path& store, ImageRe
   if (have < need + need / 20)
     throw Error(Code::FailedPrecondition, what + " needs " + std::to_string(need >> 20) + " MiB (and 5 % room) in the store " +
                                               store.string() + ", which has " + std::to_string(have >> 20) + " MiB free");
-  ScratchDir layout(repo_dir / (".incoming-" + hex_of(remote.digest)));
-  ScratchDir building(repo_dir / (".building-" + hex_of(remote.digest)));
-  registry.pull(repository_of(reference) + "@" + remote.digest, layout.path(), kLayoutTag);
-  image_from_layout(layout.path(), m, building.path());
-  try {
-    punch_zero_pages(building.path());  // the pull wrote the zeros a checkpoint left out
-  } catch (const std::exception&) {
-    // the bytes are right either way; only the space is not given back
+  // Kept when the pull fails: the next one resumes with the chunks not yet whole.
+  const fs::path incoming = repo_dir / (".incoming-" + hex_of(remote.digest));
+  std::vector<fs::path> earlier;
+  for (const auto& repo : fs::directory_iterator(store / "registry", ec))
+    for (const auto& e : fs::directory_iterator(repo.path(), ec))
+      if (fs::exists(e.path() / ".complete", ec)) earlier.push_back(e.path());
+  const ChunkPull pulled = pull_chunked(repository_of(reference), m, incoming, earlier, registry, opts);
+  if (report) *report = pulled;
+  write_file_atomic(incoming / kManifestFile, remote.text, 0600);
+  for (const auto& [path, size] : file_sizes(m)) {
+    (void)size;
+    fs::permissions(incoming / path, fs::perms::owner_read | fs::perms::owner_write, fs::perm_options::replace, ec);
   }
-  write_file_atomic(building.path() / ".complete", remote.digest + "\n", 0600);
+  write_file_atomic(incoming / ".complete", remote.digest + "\n", 0600);
   fs::remove_all(entry, ec);
-  fs::rename(building.path(), entry, ec);
+  fs::rename(incoming, entry, ec);
   if (ec) throw Error(Code::Internal, "cannot move the pulled image into " + entry.string() + ": " + ec.message());
   return entry;
 }

@@ -1,14 +1,15 @@
 // Checkpoint images between nodes through an OCI registry (image_layout.h gives the form).
 //
-// push: the image a checkpoint directory holds or refers to (the store's entry) is laid out with
-// hard links beside itself and pushed: no second copy on the node that took it. With `rewrite`
+// push: the image a checkpoint directory holds or refers to (the store's entry) is pushed in chunks
+// straight from its files (chunk_transfer.h): no second copy on the node that took it. With `rewrite`
 // the directory then holds a registry reference instead (nvproxy-image-ref.json, version 2): a
 // few hundred bytes that travel in containerd's or the kubelet's checkpoint archive.
 //
 // pull: the manifest first, whose record (GPU, driver, runtime, CRIU) the caller's preflight checks
-// against this node before any bulk moves; then the blobs straight into this node's store (digests
-// checked while they stream), once per manifest digest: replicas restored from one reference share
-// the entry. A failed or refused pull leaves nothing half-written in the store.
+// against this node before any bulk moves; then the chunks straight into this node's store (digests
+// checked while they stream, written in place), once per manifest digest: replicas restored from
+// one reference share the entry. A failed pull leaves its chunks in .incoming-<digest>, never an
+// entry: the next pull of that image resumes there.
 #pragma once
 
 #include <cstdint>
@@ -18,6 +19,7 @@
 #include <string>
 
 #include "checkpoint/image/image_record.h"
+#include "checkpoint/image/chunk_transfer.h"
 #include "checkpoint/image/image_registry.h"
 #include "common/process.h"
 
@@ -28,12 +30,13 @@ std::string repository_of(const std::string& reference);
 
 struct PushResult {
   std::string pinned;  // "host/repo@sha256:...": what a restore elsewhere refers to
-  std::uint64_t bytes = 0;
-  int files = 0;
+  std::uint64_t bytes = 0, sent = 0, skipped = 0;
+  int files = 0, chunks = 0;
+  std::string summary;  // bytes sent and already there, the rate
 };
 
 PushResult push_image(const std::filesystem::path& dir, const std::filesystem::path& store, const std::string& reference,
-                      bool rewrite, ImageRegistry& registry, ProcessRunner& runner);
+                      bool rewrite, ImageRegistry& registry, const TransferOptions& opts = {});
 
 using RecordCheck = std::function<void(const std::optional<ImageRecord>&)>;
 
@@ -42,6 +45,6 @@ using RecordCheck = std::function<void(const std::optional<ImageRecord>&)>;
 // store or without room for the image; Error(DataLoss) when what arrived is not what the manifest
 // says.
 std::filesystem::path pull_image(const std::string& reference, const std::filesystem::path& store, ImageRegistry& registry,
-                                 const RecordCheck& check);
+                                 const RecordCheck& check, const TransferOptions& opts = {}, ChunkPull* report = nullptr);
 
 }  // namespace nvproxy::checkpoint

@@ -8,6 +8,7 @@
 #include "checkpoint/image/ctr_checkpoint.h"
 #include "checkpoint/image/image_layout.h"
 #include "checkpoint/image/layout_blobs.h"
+#include "checkpoint/image/layout_transfer.h"
 #include "common/error.h"
 #include "common/fs.h"
 #include "common/scratch_dir.h"
@@ -52,7 +53,7 @@ std::string container_name(const fs::path& unpacked, const fs::path& archive) {
 }  // namespace
 
 KubePushResult push_kube_checkpoint(const fs::path& archive, const std::string& reference, const fs::path& store,
-                                    ImageRegistry& registry, ProcessRunner& runner) {
+                                    ImageRegistry& registry, ProcessRunner& runner, const TransferOptions& opts) {
   if (!fs::is_regular_file(archive)) throw Error(Code::NotFound, "no checkpoint archive " + archive.string());
   const std::string data_ref = data_reference_of(reference);
   ScratchDir work((store.empty() ? fs::temp_directory_path() : store) / (".kube-push-" + std::to_string(::getpid())));
@@ -64,7 +65,7 @@ KubePushResult push_kube_checkpoint(const fs::path& archive, const std::string& 
   if (!fs::is_directory(unpacked / "checkpoint"))
     throw Error(Code::InvalidArgument, archive.string() + " holds no checkpoint/ directory");
   // The memory goes as the shim's artifact; checkpoint/ keeps only the reference and the record.
-  out.data = push_image(unpacked / "checkpoint", store, data_ref, true, registry, runner);
+  out.data = push_image(unpacked / "checkpoint", store, data_ref, true, registry, opts);
 
   const fs::path layout = work.path() / "layout";
   const fs::path made = work.path() / "made";
@@ -91,7 +92,7 @@ KubePushResult push_kube_checkpoint(const fs::path& archive, const std::string& 
                             {"size", man.size},
                             {"platform", {{"architecture", arch}, {"os", "linux"}}},
                             {"annotations", {{"org.opencontainers.image.ref.name", kLayoutTag}}}});
-  out.image = repository_of(reference) + "@" + registry.push(layout, kLayoutTag, reference);
+  out.image = repository_of(reference) + "@" + push_layout(layout, reference, registry);
   return out;
 }
 

@@ -29,6 +29,7 @@ struct KubePushResult {
 // Node A: the checkpoint archive `archive` (crictl checkpoint --export, the kubelet's checkpoint)
 // as a checkpoint image at `reference`. Error naming the archive and the step.
 KubePushResult push_kube_checkpoint(const std::filesystem::path& archive, const std::string& reference,
-                                    const std::filesystem::path& store, ImageRegistry& registry, ProcessRunner& runner);
+                                    const std::filesystem::path& store, ImageRegistry& registry, ProcessRunner& runner,
+                                    const TransferOptions& opts = {});
 
 }  // namespace nvproxy::checkpoint

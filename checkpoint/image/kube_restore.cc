@@ -3,6 +3,7 @@
 #include "checkpoint/image/image_layout.h"
 #include "checkpoint/image/kube_checkpoint.h"
 #include "checkpoint/image/layout_blobs.h"
+#include "checkpoint/image/layout_transfer.h"
 #include "common/error.h"
 #include "common/fs.h"
 #include "common/scratch_dir.h"
@@ -27,7 +28,7 @@ KubeCheckpoint fetch_kube_checkpoint(const std::string& reference, const fs::pat
                                      ProcessRunner& runner) {
   const std::string what = "checkpoint image " + reference;
   ScratchDir layout(into / "layout");
-  registry.pull(reference, layout.path(), kLayoutTag);
+  pull_layout(reference, layout.path(), kLayoutTag, registry);
   const json index = read_json(layout.path() / "index.json", what);
   if (!index.contains("manifests") || !index["manifests"].is_array() || index["manifests"].size() != 1)
     throw Error(Code::InvalidArgument, what + ": the pulled layout does not hold one manifest");

@@ -85,6 +85,8 @@ ShimConfig parse_config_unchecked(const std::string& text, const std::string& or
                 "registry_tls_verify",
                 "registry_authfile",
                 "registry_timeout_s",
+                "registry_streams",
+                "registry_chunk_mib",
                 "annotation_restore",
                 "annotation_registries",
                 "staging_memory",
@@ -117,6 +119,8 @@ ShimConfig parse_config_unchecked(const std::string& text, const std::string& or
     get(k, "registry_tls_verify", c.checkpoint.registry_tls_verify, origin, "checkpoint");
     get(k, "registry_authfile", c.checkpoint.registry_authfile, origin, "checkpoint");
     get(k, "registry_timeout_s", c.checkpoint.registry_timeout_s, origin, "checkpoint");
+    get(k, "registry_streams", c.checkpoint.registry_streams, origin, "checkpoint");
+    get(k, "registry_chunk_mib", c.checkpoint.registry_chunk_mib, origin, "checkpoint");
     get(k, "annotation_restore", c.checkpoint.annotation_restore, origin, "checkpoint");
     get(k, "annotation_registries", c.checkpoint.annotation_registries, origin, "checkpoint");
     for (const auto& r : c.checkpoint.annotation_registries)

@@ -1,10 +1,10 @@
 #include "shim/task/gpu_checkpoint.h"
 
 #include "checkpoint/image/kube_restore.h"
-#include "checkpoint/image/skopeo_registry.h"
 #include "common/error.h"
 #include "oci/spec.h"
 #include "shim/task/checkpoint_wiring.h"
+#include "shim/task/registry_client.h"
 #include "shim/task/restore_annotation.h"
 
 namespace nvproxy::shim {
@@ -21,12 +21,6 @@ SessionSubject subject_of(Container& c) {
           .content_store = c.config().checkpoint.content_store};
 }
 
-checkpoint::SkopeoRegistry registry_for(const checkpoint::CheckpointConfig& cfg, ProcessRunner& runner) {
-  return checkpoint::SkopeoRegistry({.tls_verify = cfg.registry_tls_verify,
-                                     .authfile = cfg.registry_authfile,
-                                     .timeout = std::chrono::seconds(cfg.registry_timeout_s)},
-                                    runner);
-}
 
 }  // namespace
 
@@ -45,15 +39,18 @@ void GpuCheckpointHooks::restore(Container& c, const std::filesystem::path& chec
   s.run_restore = run_restore;
   SessionWiring w(s, nullptr, true, runner_, log_);
   const auto& cfg = c.config().checkpoint;
-  auto registry = registry_for(cfg, runner_);
-  w.session().restore({.checkpoint = checkpoint, .image_store = cfg.image_store, .registry = &registry});
+  checkpoint::HttpRegistry registry(registry_options(cfg));
+  w.session().restore({.checkpoint = checkpoint,
+                       .image_store = cfg.image_store,
+                       .registry = &registry,
+                       .transfer = transfer_options(cfg, [this](const std::string& line, bool) { log_.info(line); }, false)});
 }
 
 std::filesystem::path GpuCheckpointHooks::fetch_for_restore(Container& c, const std::string& reference,
                                                             const std::filesystem::path& into) {
   const std::string who = "create of container \"" + c.id() + "\" from " + reference + ": ";
   const auto& cfg = c.config().checkpoint;
-  auto registry = registry_for(cfg, runner_);
+  checkpoint::HttpRegistry registry(registry_options(cfg));
   checkpoint::KubeCheckpoint image;
   try {
     image = checkpoint::fetch_kube_checkpoint(reference, into, registry, runner_);

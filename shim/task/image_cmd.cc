@@ -2,15 +2,18 @@
 
 #include <boost/program_options.hpp>
 
+#include <unistd.h>
+
 #include <chrono>
+#include <cstdio>
 
 #include "checkpoint/image/ctr_checkpoint.h"
 #include "checkpoint/image/image_store.h"
 #include "checkpoint/image/image_transfer.h"
 #include "checkpoint/image/kube_checkpoint.h"
-#include "checkpoint/image/skopeo_registry.h"
 #include "common/process.h"
 #include "shim/task/config.h"
+#include "shim/task/registry_client.h"
 
 namespace nvproxy::shim {
 
@@ -26,8 +29,15 @@ constexpr const char* kUsage =
     "       containerd-shim-nvproxy-v1 image push --ctr NAME REFERENCE [CTR OPTIONS] [REGISTRY OPTIONS]\n"
     "       containerd-shim-nvproxy-v1 image pull --ctr REFERENCE [CTR OPTIONS] [REGISTRY OPTIONS]\n"
     "       containerd-shim-nvproxy-v1 image push --kube ARCHIVE REFERENCE [REGISTRY OPTIONS]\n"
-    "registry options: --tls-verify=true|false --authfile F --store S --config F\n"
+    "registry options: --tls-verify=true|false --authfile F --streams N --store S --config F\n"
     "ctr options: --address SOCKET (/run/containerd/containerd.sock) --namespace NS (default)\n";
+
+// What a push did, in bytes a script can read, then in words.
+std::string pushed(const checkpoint::PushResult& r) {
+  return "pushed " + std::to_string(r.files) + " files in " + std::to_string(r.chunks) + " chunks, " + std::to_string(r.bytes) +
+         " bytes (" + std::to_string(r.sent) + " sent, " + std::to_string(r.skipped) + " already in the registry): " + r.pinned +
+         "\n" + r.summary + "\n";
+}
 
 // What a pull says about the image before its bulk moves.
 void describe_record(const std::optional<checkpoint::ImageRecord>& rec, std::ostream& out) {
@@ -47,7 +57,7 @@ void describe_record(const std::optional<checkpoint::ImageRecord>& rec, std::ost
 int image_cmd(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   po::options_description opts;
   opts.add_options()("store", po::value<std::string>())("config", po::value<std::string>())("older-than", po::value<double>())(
-      "rewrite", po::bool_switch())("tls-verify", po::value<bool>())("authfile", po::value<std::string>())(
+      "rewrite", po::bool_switch())("tls-verify", po::value<bool>())("authfile", po::value<std::string>())("streams", po::value<unsigned>())(
       "verb", po::value<std::string>())("paths", po::value<std::vector<std::string>>())(
       "ctr", po::value<std::string>()->implicit_value(""))("kube", po::value<std::string>())("address", po::value<std::string>())(
       "namespace", po::value<std::string>());
@@ -88,43 +98,53 @@ int image_cmd(const std::vector<std::string>& args, std::ostream& out, std::ostr
     if (verb == "push" || verb == "pull") {
       DirectWaiter waiter;
       ProcessRunner runner(waiter);
-      checkpoint::SkopeoRegistry registry(
-          {.tls_verify = vm.count("tls-verify") ? vm["tls-verify"].as<bool>() : c.checkpoint.registry_tls_verify,
-           .authfile = vm.count("authfile") ? vm["authfile"].as<std::string>() : c.checkpoint.registry_authfile,
-           .timeout = std::chrono::seconds(c.checkpoint.registry_timeout_s)},
-          runner);
+      if (vm.count("tls-verify")) c.checkpoint.registry_tls_verify = vm["tls-verify"].as<bool>();
+      if (vm.count("authfile")) c.checkpoint.registry_authfile = vm["authfile"].as<std::string>();
+      if (vm.count("streams")) c.checkpoint.registry_streams = vm["streams"].as<unsigned>();
+      checkpoint::HttpRegistry registry(registry_options(c.checkpoint));
+      // Progress on the terminal (one line, redrawn), else a line every 10 s; the result on `out`.
+      const bool tty = ::isatty(STDERR_FILENO) != 0;
+      const checkpoint::TransferOptions transfer = transfer_options(
+          c.checkpoint,
+          [tty](const std::string& line, bool redraw) {
+            std::fprintf(stderr, redraw ? "\r\033[K%s" : "%s\n", line.c_str());
+            std::fflush(stderr);
+          },
+          tty);
       checkpoint::CtrTarget target;
       if (vm.count("address")) target.address = vm["address"].as<std::string>();
       if (vm.count("namespace")) target.ns = vm["namespace"].as<std::string>();
       if (!kube_archive.empty()) {
-        auto r = checkpoint::push_kube_checkpoint(paths[0], paths[1], store, registry, runner);
-        out << "pushed " << r.data.files << " files, " << r.data.bytes << " bytes: " << r.data.pinned << "\n"
-            << "checkpoint image of container " << r.container << " (for CRI's CreateContainer): " << r.image << "\n";
+        auto r = checkpoint::push_kube_checkpoint(paths[0], paths[1], store, registry, runner, transfer);
+        out << pushed(r.data) << "checkpoint image of container " << r.container << " (for CRI's CreateContainer): " << r.image << "\n";
         return 0;
       }
       if (verb == "push" && ctr) {
-        auto r = checkpoint::push_ctr_checkpoint(ctr_name, paths[0], store, target, registry, runner);
-        out << "pushed " << r.data.files << " files, " << r.data.bytes << " bytes: " << r.data.pinned << "\n"
-            << "containerd's checkpoint image " << ctr_name << ": " << r.archive << "\n";
+        auto r = checkpoint::push_ctr_checkpoint(ctr_name, paths[0], store, target, registry, runner, transfer);
+        out << pushed(r.data) << "containerd's checkpoint image " << ctr_name << ": " << r.archive << "\n";
         return 0;
       }
       if (verb == "pull" && ctr) {
         std::string name = checkpoint::pull_ctr_checkpoint(
             paths[0], store, target, registry, runner,
-            [&](const std::optional<checkpoint::ImageRecord>& rec) { describe_record(rec, out); });
+            [&](const std::optional<checkpoint::ImageRecord>& rec) { describe_record(rec, out); }, transfer);
         out << "imported containerd's checkpoint image " << name << " (namespace " << target.ns
             << "); `ctr containers restore` pulls its data into " << store << "\n";
         return 0;
       }
       if (verb == "push") {
-        auto r = checkpoint::push_image(paths[0], store, paths[1], vm["rewrite"].as<bool>(), registry, runner);
-        out << "pushed " << r.files << " files, " << r.bytes << " bytes: " << r.pinned << "\n";
+        auto r = checkpoint::push_image(paths[0], store, paths[1], vm["rewrite"].as<bool>(), registry, transfer);
+        out << pushed(r);
         if (vm["rewrite"].as<bool>()) out << paths[0] << " now refers to " << r.pinned << "\n";
         return 0;
       }
-      auto entry = checkpoint::pull_image(paths[0], store, registry,
-                                          [&](const std::optional<checkpoint::ImageRecord>& rec) { describe_record(rec, out); });
-      out << "pulled into " << entry.string() << "\n";
+      checkpoint::ChunkPull report;
+      auto entry = checkpoint::pull_image(
+          paths[0], store, registry, [&](const std::optional<checkpoint::ImageRecord>& rec) { describe_record(rec, out); }, transfer,
+          &report);
+      out << "pulled into " << entry.string() << " (" << report.fetched << " fetched, " << report.resumed << " resumed, "
+          << report.reused << " from earlier pulls)\n";
+      if (!report.summary.empty()) out << report.summary << "\n";
       if (paths.size() == 2) {
         std::filesystem::create_directories(paths[1]);
         auto rec = checkpoint::read_image_record(entry);

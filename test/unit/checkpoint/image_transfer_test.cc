@@ -1,6 +1,7 @@
-// Checkpoint images through a registry (image_transfer.h, image_layout.h) against a registry kept
-// in a directory: push lays the image out with hard links, pull lands it in another store once,
-// refusals and damaged transfers leave nothing in the store.
+// Checkpoint images through a registry (image_transfer.h, chunk_transfer.h, image_layout.h)
+// against MemoryRegistry: push sends chunks straight from the entry's files and only those the
+// registry lacks, pull writes them in place in another store once, resumes where a failed pull
+// stopped, takes chunks an earlier pull brought; refusals and damaged transfers leave no entry.
 #include "checkpoint/image/image_transfer.h"
 
 #include <gtest/gtest.h>
@@ -8,13 +9,13 @@
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
-#include <sstream>
+#include <random>
 
 #include "checkpoint/image/image_layout.h"
 #include "checkpoint/image/image_store.h"
-#include "checkpoint/image/skopeo_registry.h"
 #include "common/error.h"
 #include "common/fs.h"
+#include "test/unit/checkpoint/memory_registry.h"
 
 namespace nvproxy::checkpoint {
 namespace {
@@ -22,52 +23,28 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-// A registry that keeps each pushed layout in a directory of its own, by reference.
-class DirRegistry final : public ImageRegistry {
- public:
-  explicit DirRegistry(fs::path root) : root_(std::move(root)) {}
-  Manifest manifest(const std::string& reference) override {
-    ++manifests;
-    fs::path d = dir_of(reference);
-    if (!fs::exists(d)) throw Error(Code::NotFound, "manifest unknown: " + reference);
-    json index = json::parse(read_file(d / "index.json"));
-    std::string digest = index["manifests"][0]["digest"];
-    return {read_file(d / "blobs" / "sha256" / digest.substr(7)), digest};
+std::string random_bytes(std::size_t n, unsigned seed) {
+  std::mt19937_64 g(seed);
+  std::string out(n, '\0');
+  for (std::size_t i = 0; i + 8 <= n; i += 8) {
+    const std::uint64_t v = g();
+    std::memcpy(out.data() + i, &v, 8);
   }
-  std::string push(const fs::path& layout, const std::string&, const std::string& reference) override {
-    fs::path d = dir_of(reference);
-    fs::remove_all(d);
-    fs::create_directories(d.parent_path());
-    fs::copy(layout, d, fs::copy_options::recursive);
-    json index = json::parse(read_file(d / "index.json"));
-    return index["manifests"][0]["digest"];
-  }
-  void pull(const std::string& reference, const fs::path& layout, const std::string&) override {
-    ++pulls;
-    fs::copy(dir_of(reference), layout, fs::copy_options::recursive | fs::copy_options::overwrite_existing);
-    if (damage) damage(layout);
-  }
-  fs::path dir_of(const std::string& reference) const {
-    std::string repo = repository_of(reference);
-    for (char& c : repo) c = c == '/' || c == ':' ? '_' : c;
-    return root_ / repo;
-  }
-  int manifests = 0, pulls = 0;
-  std::function<void(const fs::path&)> damage;
+  return out;
+}
 
- private:
-  fs::path root_;
-};
+// 64 KiB chunks at most: a 1 MiB file travels as several.
+const TransferOptions kSmallChunks{.streams = 4, .attempts = 2, .chunk_bytes = 64 << 10};
 
 class ImageTransferTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    root_ = fs::temp_directory_path() / ("nvproxy-transfer-" + std::to_string(::getpid()));
     fs::remove_all(root_);
     fs::create_directories(root_);
     ImageStore a(root_ / "store-a", 3);
     entry_ = a.create("k8s.io", "llm");
-    write_file_atomic(entry_ / "pages-1.img", std::string(8192, 'p') + std::string(4096, '\0'));
+    // Written pages, then 256 KiB of zeros CRIU left out, then more pages.
+    write_file_atomic(entry_ / "pages-1.img", random_bytes(512 << 10, 1) + std::string(256 << 10, '\0') + random_bytes(256 << 10, 2));
     write_file_atomic(entry_ / "inventory.img", "inventory");
     write_file_atomic(entry_ / "same-as-inventory.img", "inventory");
     write_file_atomic(
@@ -77,55 +54,79 @@ class ImageTransferTest : public ::testing::Test {
     a.refer(client_, entry_, "llm");
   }
   void TearDown() override { fs::remove_all(root_); }
-  fs::path root_, entry_, client_;
-  DirRegistry registry_{fs::temp_directory_path() / ("nvproxy-transfer-reg-" + std::to_string(::getpid()))};
-  DirectWaiter waiter_;
-  ProcessRunner runner_{waiter_};
-  ~ImageTransferTest() override { fs::remove_all(registry_.dir_of("x").parent_path()); }
+  fs::path root_ = fs::temp_directory_path() / ("nvproxy-transfer-" + std::to_string(::getpid()));
+  fs::path entry_, client_;
+  MemoryRegistry registry_{fs::temp_directory_path() / ("nvproxy-transfer-reg-" + std::to_string(::getpid()))};
 };
 
-ino_t inode_of(const fs::path& p) {
-  struct stat st {};
-  return ::stat(p.c_str(), &st) == 0 ? st.st_ino : 0;
-}
-
 TEST_F(ImageTransferTest, APushedImageLandsInAnotherStoreOnceWithTheSameBytes) {
-  // The layout's blobs are the entry's files: no second copy on the node that pushes.
-  std::string manifest = write_layout(entry_, root_ / "layout", runner_);
-  ArtifactManifest m = parse_artifact_manifest(json::parse(manifest));
-  ASSERT_EQ(m.files.size(), 4u);
-  ASSERT_TRUE(m.record.has_value());
-  EXPECT_EQ(m.record->container, "llm");
-  for (const auto& f : m.files) {
-    if (f.path == "same-as-inventory.img") continue;  // the same bytes as inventory.img: one blob, linked to that
-    EXPECT_EQ(inode_of(root_ / "layout" / "blobs" / "sha256" / f.digest.substr(7)), inode_of(entry_ / f.path)) << f.path;
-  }
-
-  PushResult pushed = push_image(client_, root_ / "store-a", "reg.example:5000/team/llm:v1", true, registry_, runner_);
+  PushResult pushed = push_image(client_, root_ / "store-a", "reg.example:5000/team/llm:v1", true, registry_, kSmallChunks);
   EXPECT_EQ(pushed.pinned.rfind("reg.example:5000/team/llm@sha256:", 0), 0u) << pushed.pinned;
   EXPECT_EQ(pushed.files, 4);
-  EXPECT_FALSE(fs::exists(root_ / "store-a" / ".outgoing" / std::to_string(::getpid()))) << "the layout is removed";
+  EXPECT_GT(pushed.chunks, 8) << "1 MiB in chunks of 64 KiB at most";
+  EXPECT_EQ(pushed.sent + pushed.skipped, pushed.bytes);
+  EXPECT_GT(pushed.skipped, 0u) << "the zero chunks and the second inventory are the same bytes: sent once";
   auto ref = read_image_ref(client_);
   ASSERT_TRUE(ref.has_value());
   EXPECT_EQ(ref->registry, pushed.pinned) << "--rewrite: the directory refers to the registry";
   EXPECT_TRUE(fs::exists(client_ / ImageRecord::kFileName));
   EXPECT_THROW(resolve_image(client_, root_ / "store-a"), Error) << "a registry reference is pulled, not resolved";
 
+  ArtifactManifest m = parse_artifact_manifest(json::parse(registry_.manifest(pushed.pinned).text));
+  std::uint64_t at = 0;
+  for (const auto& f : m.files)
+    if (f.path == "pages-1.img") {
+      EXPECT_EQ(f.offset, at) << "the chunks tile the file";
+      EXPECT_LE(f.size, 64u << 10);
+      at += f.size;
+    }
+  EXPECT_EQ(at, 1u << 20);
+
   std::optional<ImageRecord> checked;
-  fs::path got =
-      pull_image(ref->registry, root_ / "store-b", registry_, [&](const std::optional<ImageRecord>& r) { checked = r; });
+  fs::path got = pull_image(
+      ref->registry, root_ / "store-b", registry_, [&](const std::optional<ImageRecord>& r) { checked = r; }, kSmallChunks);
   ASSERT_TRUE(checked.has_value()) << "the record is checked";
   EXPECT_EQ(checked->runtime, "runc");
   EXPECT_TRUE(got.string().rfind((root_ / "store-b").string(), 0) == 0) << got;
   for (const char* f : {"pages-1.img", "inventory.img", "same-as-inventory.img", ImageRecord::kFileName})
     EXPECT_EQ(read_file(got / f), read_file(entry_ / f)) << f;
+  struct stat st {};
+  ASSERT_EQ(::stat((got / "pages-1.img").c_str(), &st), 0);
+  EXPECT_LT(static_cast<std::uint64_t>(st.st_blocks) * 512, 1u << 20) << "the zeros stay holes, as CRIU left them";
+  EXPECT_FALSE(fs::exists(got / ".chunks-done")) << "the journal goes with the pull";
   // A second restore from the same reference (a replica) finds the entry.
+  const int gets = registry_.gets;
   EXPECT_EQ(pull_image(ref->registry, root_ / "store-b", registry_, [](const auto&) {}), got);
-  EXPECT_EQ(registry_.pulls, 1);
+  EXPECT_EQ(registry_.gets, gets);
+}
+
+// A server checkpointed again after serving: the same weights, a little new state. The second
+// push sends only the chunks that changed, even where the change shifted what follows it.
+TEST_F(ImageTransferTest, ASecondPushSendsOnlyWhatChanged) {
+  PushResult first = push_image(client_, root_ / "store-a", "reg/llm:v1", false, registry_, kSmallChunks);
+  PushResult again = push_image(client_, root_ / "store-a", "reg/llm:v1", false, registry_, kSmallChunks);
+  EXPECT_EQ(again.sent, 0u) << "an unchanged image sends nothing";
+  EXPECT_EQ(again.pinned, first.pinned);
+
+  // 8 KiB of new pages in the middle of the file: what follows moves by two pages.
+  std::string pages = read_file(entry_ / "pages-1.img");
+  pages.insert(300 << 10, random_bytes(8 << 10, 3));
+  fs::remove(entry_ / "pages-1.img");
+  write_file_atomic(entry_ / "pages-1.img", pages);
+  PushResult changed = push_image(client_, root_ / "store-a", "reg/llm:v2", false, registry_, kSmallChunks);
+  EXPECT_LT(changed.sent, changed.bytes / 4) << "sent " << changed.sent << " of " << changed.bytes;
+  EXPECT_NE(changed.pinned, first.pinned);
+
+  // Node B holds v1: its pull of v2 fetches only the chunks v1 lacks.
+  pull_image(first.pinned, root_ / "store-b", registry_, [](const auto&) {}, kSmallChunks);
+  const std::uint64_t before = registry_.bytes_got;
+  fs::path v2 = pull_image(changed.pinned, root_ / "store-b", registry_, [](const auto&) {}, kSmallChunks);
+  EXPECT_LT(registry_.bytes_got - before, changed.bytes / 4);
+  EXPECT_EQ(read_file(v2 / "pages-1.img"), pages);
 }
 
 TEST_F(ImageTransferTest, ARefusedRecordPullsNothing) {
-  PushResult pushed = push_image(client_, root_ / "store-a", "reg/llm:v1", false, registry_, runner_);
+  PushResult pushed = push_image(client_, root_ / "store-a", "reg/llm:v1", false, registry_, kSmallChunks);
   EXPECT_FALSE(read_image_ref(client_)->store.empty()) << "without --rewrite the directory is left as it was";
   try {
     pull_image(pushed.pinned, root_ / "store-b", registry_,
@@ -134,37 +135,51 @@ TEST_F(ImageTransferTest, ARefusedRecordPullsNothing) {
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), Code::FailedPrecondition);
   }
-  EXPECT_EQ(registry_.pulls, 0) << "the bulk moved before the check";
+  EXPECT_EQ(registry_.gets, 0) << "the bulk moved before the check";
   EXPECT_FALSE(fs::exists(root_ / "store-b" / "registry")) << "the store was touched";
 }
 
-TEST_F(ImageTransferTest, ABlobCutShortIsDataLossAndLeavesNothingHalfWritten) {
-  PushResult pushed = push_image(client_, root_ / "store-a", "reg/llm:v1", false, registry_, runner_);
-  std::string pages_digest;
-  for (const auto& f : parse_artifact_manifest(json::parse(registry_.manifest(pushed.pinned).text)).files)
-    if (f.path == "pages-1.img") pages_digest = f.digest;
-  registry_.damage = [&](const fs::path& layout) { fs::resize_file(layout / "blobs" / "sha256" / pages_digest.substr(7), 100); };
+// Each chunk is checked as it arrives: a damaged one is refused, never an entry, and a pull that
+// stopped half way resumes with the chunks that are not whole yet.
+TEST_F(ImageTransferTest, ADamagedChunkIsRefusedAndAStoppedPullResumes) {
+  PushResult pushed = push_image(client_, root_ / "store-a", "reg/llm:v1", false, registry_, kSmallChunks);
+  const ArtifactManifest m = parse_artifact_manifest(json::parse(registry_.manifest(pushed.pinned).text));
+  const std::string victim = m.files[3].digest;
+  registry_.damage = [&](const std::string& digest, std::string& bytes) {
+    if (digest == victim) bytes[bytes.size() / 2] ^= 1;
+  };
   try {
-    pull_image(pushed.pinned, root_ / "store-b", registry_, [](const auto&) {});
-    FAIL() << "a cut blob was taken";
+    pull_image(pushed.pinned, root_ / "store-c", registry_, [](const auto&) {}, kSmallChunks);
+    FAIL() << "a damaged chunk was taken";
   } catch (const Error& e) {
-    EXPECT_EQ(e.code(), Code::DataLoss);
-    EXPECT_NE(std::string(e.what()).find("pages-1.img"), std::string::npos) << e.what();
+    EXPECT_EQ(e.code(), Code::DataLoss) << e.what();
+    EXPECT_NE(std::string(e.what()).find(victim), std::string::npos) << e.what();
   }
-  for (const auto& e : fs::recursive_directory_iterator(root_ / "store-b"))
-    EXPECT_TRUE(e.is_directory() || e.path().extension() == ".lock") << "left behind: " << e.path();
+  const std::string hex = pushed.pinned.substr(pushed.pinned.find(':') + 1);
+  EXPECT_FALSE(fs::exists(root_ / "store-c" / "registry" / "reg_llm" / hex)) << "no entry from a damaged pull";
+  const fs::path entry = root_ / "store-b" / "registry" / "reg_llm" / hex;
+
+  // The registry goes away after three fetches: the pull stops part way...
+  registry_.damage = nullptr;
+  registry_.fail_after_gets = registry_.gets + 3;
+  EXPECT_THROW(pull_image(pushed.pinned, root_ / "store-b", registry_, [](const auto&) {}, kSmallChunks), Error);
+  EXPECT_FALSE(fs::exists(entry));
+  // ...and the next one fetches only what is not whole yet.
+  registry_.fail_after_gets = -1;
+  const int before = registry_.gets;
+  fs::path got = pull_image(pushed.pinned, root_ / "store-b", registry_, [](const auto&) {}, kSmallChunks);
+  EXPECT_EQ(got, entry);
+  std::set<std::string> unique;
+  for (const auto& f : m.files) unique.insert(f.digest);
+  EXPECT_LT(registry_.gets - before, static_cast<int>(unique.size()) - 1) << "resumed, not started again";
+  EXPECT_EQ(read_file(got / "pages-1.img"), read_file(entry_ / "pages-1.img"));
 }
 
 TEST_F(ImageTransferTest, WithoutAStoreOrWithAnotherManifestThePullIsRefused) {
-  PushResult pushed = push_image(client_, root_ / "store-a", "reg/llm:v1", false, registry_, runner_);
+  PushResult pushed = push_image(client_, root_ / "store-a", "reg/llm:v1", false, registry_);
   EXPECT_THROW(pull_image(pushed.pinned, "", registry_, [](const auto&) {}), Error);
   std::string other = repository_of(pushed.pinned) + "@sha256:" + std::string(64, 'a');
-  try {
-    pull_image(other, root_ / "store-b", registry_, [](const auto&) {});
-    FAIL();
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), Code::DataLoss) << e.what();
-  }
+  EXPECT_THROW(pull_image(other, root_ / "store-b", registry_, [](const auto&) {}), Error);
 }
 
 TEST(ImageLayout, ManifestsThatAreNotOurImagesAreRefusedNamingWhy) {
@@ -198,33 +213,32 @@ TEST(ImageLayout, RepositoryOfAReference) {
   EXPECT_EQ(repository_of("llm:v1"), "llm");
 }
 
-// A node without containers-common has no /etc/containers/policy.json, and skopeo then refuses
-// every copy (measured on the H200): without a policy file the copies run with --insecure-policy,
-// with one they keep it.
-TEST(SkopeoRegistry, CopiesRunWithoutAPolicyWhereTheNodeHasNone) {
-  fs::path dir = fs::temp_directory_path() / ("nvproxy-skopeo-" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  fs::path args = dir / "args";
-  write_file_atomic(dir / "skopeo",
-                    "#!/bin/sh\necho \"$@\" >>" + args.string() +
-                        "\nfor a; do case $a in --digestfile=*) echo sha256:0 >\"${a#--digestfile=}\";; esac; done\n");
-  fs::permissions(dir / "skopeo", fs::perms::owner_all);
-  fs::create_directories(dir / "layout");
-  DirectWaiter waiter;
-  ProcessRunner runner(waiter);
-  for (bool policy : {false, true}) {
-    if (policy) write_file_atomic(dir / "policy.json", "{}");
-    SkopeoRegistry r({.skopeo = (dir / "skopeo").string(), .policy_file = (dir / "policy.json").string()}, runner);
-    r.push(dir / "layout", "nvproxy", "127.0.0.1:5000/ckpt/x:v1");
-    r.pull("127.0.0.1:5000/ckpt/x@sha256:0", dir / "layout", "nvproxy");
-  }
-  std::vector<std::string> calls;
-  std::istringstream in(read_file(args));
-  for (std::string l; std::getline(in, l);) calls.push_back(l);
-  ASSERT_EQ(calls.size(), 4u);
-  for (int i = 0; i < 4; ++i)
-    EXPECT_EQ(calls[i].starts_with("--insecure-policy copy "), i < 2) << "call " << i << ": " << calls[i];
-  fs::remove_all(dir);
+
+// 0.6.0's images (one layer per file, no offset) still read; chunks that leave a gap are refused.
+TEST(ImageLayout, ChunksTileTheirFileAndOldImagesRead) {
+  const std::string d = "sha256:" + std::string(64, 'b');
+  auto layer = [&](const std::string& title, std::uint64_t size, const char* offset) {
+    json a{{"org.opencontainers.image.title", title}};
+    if (offset) a[kOffsetAnnotation] = offset;
+    return json{{"digest", d}, {"size", size}, {"annotations", a}};
+  };
+  auto manifest = [](json layers) { return json{{"artifactType", kArtifactType}, {"layers", std::move(layers)}}; };
+  ArtifactManifest old = parse_artifact_manifest(manifest(json::array({layer("pages-1.img", 10, nullptr), layer("x", 3, nullptr)})));
+  EXPECT_EQ(file_sizes(old).at("pages-1.img"), 10u);
+  ArtifactManifest chunked =
+      parse_artifact_manifest(manifest(json::array({layer("p", 5, "5"), layer("p", 5, "0"), layer("p", 2, "10")})));
+  EXPECT_EQ(chunked.files[0].offset, 0u) << "in file order";
+  EXPECT_EQ(file_sizes(chunked).at("p"), 12u);
+  for (const auto& bad : {json::array({layer("p", 5, "0"), layer("p", 5, "6")}), json::array({layer("p", 5, "0"), layer("p", 5, "4")}),
+                          json::array({layer("p", 5, "1")}), json::array({layer("p", 5, "-1")})})
+    EXPECT_THROW(parse_artifact_manifest(manifest(bad)), Error) << bad.dump();
+  // What this code writes reads back: offsets only where a file has several chunks.
+  const std::string text = artifact_manifest_text({{"p", d, 5, 0}, {"p", d, 7, 5}, {"q", d, 1, 0}}, "{}");
+  const json written = json::parse(text);
+  EXPECT_TRUE(written["layers"][0]["annotations"].contains(kOffsetAnnotation));
+  EXPECT_FALSE(written["layers"][2]["annotations"].contains(kOffsetAnnotation));
+  EXPECT_EQ(file_sizes(parse_artifact_manifest(written)).at("p"), 12u);
 }
+
 }  // namespace
 }  // namespace nvproxy::checkpoint

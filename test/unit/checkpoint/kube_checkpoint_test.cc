@@ -13,6 +13,7 @@
 #include "checkpoint/image/ctr_checkpoint.h"
 #include "checkpoint/image/image_store.h"
 #include "checkpoint/image/layout_blobs.h"
+#include "test/unit/checkpoint/memory_registry.h"
 #include "common/error.h"
 #include "common/fs.h"
 
@@ -21,38 +22,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
-
-// Keeps every pushed layout, in order, with the reference it went to.
-class KeepingRegistry final : public ImageRegistry {
- public:
-  explicit KeepingRegistry(fs::path root) : root_(std::move(root)) {}
-  Manifest manifest(const std::string& reference) override { throw Error(Code::NotFound, "not here: " + reference); }
-  std::string push(const fs::path& layout, const std::string&, const std::string& reference) override {
-    fs::path d = root_ / std::to_string(pushed.size());
-    fs::create_directories(root_);
-    fs::copy(layout, d, fs::copy_options::recursive);
-    pushed.push_back({reference, d});
-    return json::parse(read_file(d / "index.json"))["manifests"][0]["digest"];
-  }
-  // The pushed layout whose manifest the pinned reference names, copied into `layout`.
-  void pull(const std::string& reference, const fs::path& layout, const std::string&) override {
-    const std::string digest = reference.substr(reference.find('@') + 1);
-    for (const auto& p : pushed)
-      if (json::parse(read_file(p.layout / "index.json"))["manifests"][0]["digest"] == digest) {
-        fs::copy(p.layout, layout, fs::copy_options::recursive | fs::copy_options::overwrite_existing);
-        return;
-      }
-    throw Error(Code::NotFound, "no pushed image " + reference);
-  }
-  struct Push {
-    std::string reference;
-    fs::path layout;
-  };
-  std::vector<Push> pushed;
-
- private:
-  fs::path root_;
-};
 
 class KubeCheckpointTest : public ::testing::Test {
  protected:
@@ -74,7 +43,7 @@ class KubeCheckpointTest : public ::testing::Test {
   void TearDown() override { fs::remove_all(root_); }
   fs::path root_ = fs::temp_directory_path() / ("nvproxy-kube-" + std::to_string(::getpid()));
   fs::path archive_ = root_ / "checkpoint.tar";
-  KeepingRegistry registry_{root_ / "registry"};
+  MemoryRegistry registry_{fs::temp_directory_path() / ("nvproxy-kube-reg-" + std::to_string(::getpid()))};
   DirectWaiter waiter_;
   ProcessRunner runner_{waiter_};
 };
@@ -88,13 +57,11 @@ TEST_F(KubeCheckpointTest, TheArchiveBecomesAnAnnotatedImageThatRefersToItsPushe
   EXPECT_EQ(registry_.pushed[1].reference, "reg:5000/ckpt/llm:v1");
   EXPECT_EQ(r.image.rfind("reg:5000/ckpt/llm@sha256:", 0), 0u) << r.image;
 
-  const fs::path layout = registry_.pushed[1].layout;
-  json index = json::parse(read_file(layout / "index.json"));
-  EXPECT_EQ(index["manifests"][0]["platform"]["os"], "linux");
-  json manifest = json::parse(read_file(blob_path(layout, index["manifests"][0]["digest"])));
+  json manifest = json::parse(registry_.manifest(r.image).text);
   EXPECT_EQ(manifest["annotations"][kCheckpointNameAnnotation], "llm");
   ASSERT_EQ(manifest["layers"].size(), 1u);
-  json config = json::parse(read_file(blob_path(layout, manifest["config"]["digest"])));
+  json config = json::parse(read_file(registry_.blob_file(manifest["config"]["digest"])));
+  EXPECT_EQ(config["os"], "linux");
   EXPECT_EQ(config["rootfs"]["diff_ids"][0], manifest["layers"][0]["digest"])
       << "an uncompressed layer: its digest is its diff id";
 
@@ -102,7 +69,7 @@ TEST_F(KubeCheckpointTest, TheArchiveBecomesAnAnnotatedImageThatRefersToItsPushe
   fs::path out = root_ / "layer";
   fs::create_directories(out);
   RunResult t = runner_.run(
-      Command{.argv = {"tar", "-xf", blob_path(layout, manifest["layers"][0]["digest"]).string(), "-C", out.string()}});
+      Command{.argv = {"tar", "-xf", registry_.blob_file(manifest["layers"][0]["digest"]).string(), "-C", out.string()}});
   ASSERT_TRUE(t.ok()) << t.describe();
   for (const char* f : {"config.dump", "spec.dump", "status.dump"}) EXPECT_TRUE(fs::exists(out / f)) << f;
   EXPECT_FALSE(fs::exists(out / "checkpoint" / "pages-1.img")) << "the memory travels apart";
@@ -110,7 +77,7 @@ TEST_F(KubeCheckpointTest, TheArchiveBecomesAnAnnotatedImageThatRefersToItsPushe
   ASSERT_TRUE(ref.has_value());
   EXPECT_EQ(ref->registry, r.data.pinned);
   EXPECT_TRUE(fs::exists(out / "checkpoint" / ImageRecord::kFileName));
-  EXPECT_TRUE(fs::is_empty(root_ / "store" / ".outgoing") || !fs::exists(root_ / "store" / ".outgoing"));
+  EXPECT_FALSE(fs::exists(root_ / "store" / ".outgoing")) << "the push lays nothing out";
   EXPECT_FALSE(fs::exists(root_ / "store" / (".kube-push-" + std::to_string(::getpid())))) << "the work directory is removed";
 }
 

@@ -1,0 +1,276 @@
+#include "checkpoint/image/chunk_transfer.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <exception>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <thread>
+
+#include "checkpoint/image/chunk_plan.h"
+#include "checkpoint/image/image_record.h"
+#include "checkpoint/image/image_transfer.h"
+#include "checkpoint/image/sha256.h"
+#include "common/error.h"
+#include "common/fs.h"
+#include "common/unique_fd.h"
+
+namespace nvproxy::checkpoint {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+constexpr const char* kJournal = ".chunks-done";
+constexpr const char* kManifestMediaType = "application/vnd.oci.image.manifest.v1+json";
+
+// task(i) for every i below n on `streams` threads, each up to `attempts` times (1 s, 2 s... apart:
+// a registry restarting). After one task failed all its attempts no new one starts; its error is
+// rethrown once the running ones end.
+void run_streams(std::size_t n, int streams, int attempts, const std::function<void(std::size_t)>& task) {
+  std::atomic<std::size_t> next{0};
+  std::atomic<bool> failed{false};
+  std::mutex mu;
+  std::exception_ptr first;
+  auto worker = [&] {
+    for (std::size_t i = next++; i < n && !failed; i = next++) {
+      for (int attempt = 1;; ++attempt) {
+        try {
+          task(i);
+          break;
+        } catch (const std::exception&) {
+          if (attempt >= attempts || failed) {
+            std::lock_guard lock(mu);
+            if (!first) first = std::current_exception();
+            failed = true;
+            return;
+          }
+          std::this_thread::sleep_for(std::chrono::seconds(attempt));
+        }
+      }
+    }
+  };
+  std::vector<std::thread> threads;
+  const auto count = std::min<std::size_t>(n, static_cast<std::size_t>(std::max(1, streams)));
+  threads.reserve(count);
+  for (std::size_t k = 0; k < count; ++k) threads.emplace_back(worker);
+  for (auto& t : threads) t.join();
+  if (first) std::rethrow_exception(first);
+}
+
+bool all_zero(const char* p, std::size_t n) {
+  return n == 0 || (p[0] == 0 && std::memcmp(p, p + 1, n - 1) == 0);
+}
+
+UniqueFd open_or_throw(const fs::path& p, int flags, const std::string& what) {
+  UniqueFd fd(::open(p.c_str(), flags | O_CLOEXEC, 0600));
+  if (!fd) throw sys_error(what + ": opening " + p.string());
+  return fd;
+}
+
+std::string journal_line(const LayoutFile& c) {
+  return c.digest + " " + std::to_string(c.offset) + " " + c.path + "\n";
+}
+
+// Where earlier pulls hold each chunk: digest -> file and offset.
+std::map<std::string, LayoutFile> chunks_of(const std::vector<fs::path>& entries) {
+  std::map<std::string, LayoutFile> out;
+  for (const auto& e : entries) {
+    std::error_code ec;
+    if (!fs::is_regular_file(e / kManifestFile, ec)) continue;
+    try {
+      for (auto c : parse_artifact_manifest(json::parse(read_file(e / kManifestFile))).files) {
+        c.path = (e / c.path).string();
+        out.emplace(c.digest, c);
+      }
+    } catch (const std::exception&) {
+      // an entry this code cannot read offers nothing
+    }
+  }
+  return out;
+}
+
+// Copies an earlier pull's chunk into place, its digest checked again; false when it is not what
+// it was (then the chunk is fetched).
+bool copy_earlier(const LayoutFile& from, int to_fd, std::uint64_t to_offset, const std::string& digest, TransferProgress& prog) {
+  UniqueFd in(::open(from.path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!in) return false;
+  std::vector<char> buf(8 << 20);
+  Sha256 sum;
+  for (std::uint64_t at = 0; at < from.size;) {
+    const long n = read_at(in.get(), buf.data(), std::min<std::uint64_t>(buf.size(), from.size - at), from.offset + at);
+    if (n <= 0) return false;
+    const auto len = static_cast<std::size_t>(n);
+    sum.update(buf.data(), len);
+    if (!all_zero(buf.data(), len) && !write_all_at(to_fd, std::string_view(buf.data(), len), to_offset + at)) return false;
+    at += len;
+    prog.skipped(len);
+  }
+  return sum.finish() == digest;
+}
+
+}  // namespace
+
+ChunkPush push_chunked(const fs::path& image_dir, const std::string& reference, ImageRegistry& registry, const TransferOptions& opts) {
+  const std::vector<FileChunk> plan = plan_chunks(image_dir, {.max_bytes = opts.chunk_bytes, .threads = std::max(2, opts.streams / 2)});
+  std::vector<LayoutFile> chunks;
+  std::set<std::string> files;
+  ChunkPush out;
+  for (const auto& c : plan) {
+    chunks.push_back({.path = c.path, .digest = c.digest, .size = c.size, .offset = c.offset});
+    files.insert(c.path);
+    out.bytes += c.size;
+  }
+  std::string record = "{}";
+  if (auto rec = read_image_record(image_dir)) record = to_json(*rec).dump();
+  const std::string repo = repository_of(reference);
+  // One upload per digest: the same bytes twice (zero chunks) go once.
+  std::vector<std::size_t> unique;
+  std::set<std::string> seen;
+  for (std::size_t i = 0; i < chunks.size(); ++i)
+    if (seen.insert(chunks[i].digest).second) unique.push_back(i);
+
+  TransferProgress prog("pushing " + human_bytes(out.bytes) + " to " + reference, out.bytes, opts.progress, opts.terminal);
+  for (std::size_t i = 0; i < chunks.size(); ++i)
+    if (std::find(unique.begin(), unique.end(), i) == unique.end()) prog.skipped(chunks[i].size);
+  const std::string config_digest = sha256_of(record);
+  if (!registry.has_blob(repo, config_digest))
+    registry.put_blob(repo, config_digest, record.size(), [&](std::uint64_t at, char* buf, std::size_t n) {
+      const std::size_t len = std::min<std::size_t>(n, record.size() - at);
+      std::memcpy(buf, record.data() + at, len);
+      return len;
+    });
+  run_streams(unique.size(), opts.streams, opts.attempts, [&](std::size_t k) {
+    const LayoutFile& c = chunks[unique[k]];
+    if (registry.has_blob(repo, c.digest)) {
+      prog.skipped(c.size);
+      return;
+    }
+    const fs::path file = image_dir / c.path;
+    UniqueFd fd = open_or_throw(file, O_RDONLY, "pushing " + reference);
+    std::uint64_t sent = 0;
+    try {
+      registry.put_blob(repo, c.digest, c.size, [&](std::uint64_t at, char* buf, std::size_t n) {
+        const long got = read_at(fd.get(), buf, std::min<std::uint64_t>(n, c.size - at), c.offset + at);
+        if (got < 0) throw sys_error("pushing " + reference + ": reading " + file.string());
+        prog.moved(static_cast<std::uint64_t>(got));
+        sent += static_cast<std::uint64_t>(got);
+        return static_cast<std::size_t>(got);
+      });
+    } catch (...) {
+      prog.unmoved(sent);
+      throw;
+    }
+  });
+  out.digest = registry.put_manifest(reference, kManifestMediaType, artifact_manifest_text(chunks, record));
+  out.sent = prog.moved_bytes();
+  out.skipped = prog.skipped_bytes();
+  out.files = static_cast<int>(files.size());
+  out.chunks = static_cast<int>(chunks.size());
+  out.summary = prog.finish("sent");
+  return out;
+}
+
+ChunkPull pull_chunked(const std::string& repo, const ArtifactManifest& m, const fs::path& dir, const std::vector<fs::path>& earlier,
+                       ImageRegistry& registry, const TransferOptions& opts) {
+  const std::string what = "pulling " + repo + " into " + dir.string();
+  fs::create_directories(dir);
+  std::set<std::string> whole;
+  {
+    std::ifstream j(dir / kJournal);
+    for (std::string line; std::getline(j, line);) whole.insert(line + "\n");
+  }
+  std::map<std::string, UniqueFd> fds;
+  std::uint64_t total = 0;
+  for (const auto& [path, size] : file_sizes(m)) {
+    const fs::path file = dir / path;
+    fs::create_directories(file.parent_path());
+    UniqueFd fd = open_or_throw(file, O_RDWR | O_CREAT, what);
+    struct stat st {};
+    if (::fstat(fd.get(), &st) != 0) throw sys_error(what + ": " + file.string());
+    if (static_cast<std::uint64_t>(st.st_size) != size && ::ftruncate(fd.get(), static_cast<off_t>(size)) != 0)
+      throw sys_error(what + ": sizing " + file.string());
+    fds.emplace(path, std::move(fd));
+    total += size;
+  }
+  UniqueFd journal = open_or_throw(dir / kJournal, O_WRONLY | O_CREAT | O_APPEND, what);
+  const std::map<std::string, LayoutFile> have = chunks_of(earlier);
+
+  ChunkPull out;
+  TransferProgress prog("pulling " + human_bytes(total) + " from " + repo, total, opts.progress, opts.terminal);
+  // One fetch per digest: the same bytes elsewhere in the image (zero chunks, a file twice) are
+  // copied from where they landed.
+  std::map<std::string, std::vector<const LayoutFile*>> by_digest;
+  for (const auto& c : m.files) {
+    if (whole.count(journal_line(c))) {
+      prog.skipped(c.size);
+      out.resumed += c.size;
+    } else {
+      by_digest[c.digest].push_back(&c);
+    }
+  }
+  std::vector<const std::vector<const LayoutFile*>*> todo;
+  for (const auto& [digest, places] : by_digest) todo.push_back(&places);
+  std::mutex mu;
+  std::atomic<std::uint64_t> reused{0};
+  auto finish = [&](const LayoutFile& c, int fd) {
+    if (::fdatasync(fd) != 0) throw sys_error(what + ": syncing " + c.path);
+    std::lock_guard lock(mu);
+    if (!write_all(journal.get(), journal_line(c))) throw sys_error(what + ": writing its journal");
+  };
+  // What an earlier attempt wrote at `c` goes: the zeros this one skips must read as zeros.
+  auto clear = [&](const LayoutFile& c, int fd) {
+    return c.size == 0 ||
+           ::fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(c.offset), static_cast<off_t>(c.size)) == 0;
+  };
+  run_streams(todo.size(), opts.streams, opts.attempts, [&](std::size_t k) {
+    const std::vector<const LayoutFile*>& places = *todo[k];
+    const LayoutFile& c = *places.front();
+    const int fd = fds.at(c.path).get();
+    const bool holes = clear(c, fd);
+    bool done = false;
+    if (auto it = have.find(c.digest); it != have.end() && holes) {
+      done = copy_earlier(it->second, fd, c.offset, c.digest, prog);
+      if (done) reused += c.size;
+    }
+    if (!done) {
+      std::uint64_t got = 0;
+      try {
+        registry.get_blob(repo, c.digest, c.size, [&](std::uint64_t at, const char* data, std::size_t n) {
+          if (!holes || !all_zero(data, n))
+            if (!write_all_at(fd, std::string_view(data, n), c.offset + at)) throw sys_error(what + ": writing " + c.path);
+          prog.moved(n);
+          got += n;
+        });
+      } catch (...) {
+        prog.unmoved(got);
+        throw;
+      }
+    }
+    finish(c, fd);
+    for (std::size_t i = 1; i < places.size(); ++i) {
+      const LayoutFile& other = *places[i];
+      const int ofd = fds.at(other.path).get();
+      if (!clear(other, ofd) ||
+          !copy_earlier({.path = (dir / c.path).string(), .digest = c.digest, .size = c.size, .offset = c.offset}, ofd, other.offset,
+                        c.digest, prog))
+        throw Error(Code::Internal, what + ": copying " + c.path + " at " + std::to_string(c.offset) + " to " + other.path);
+      finish(other, ofd);
+    }
+  });
+  out.reused = reused;
+  out.fetched = prog.moved_bytes();
+  out.summary = prog.finish("fetched");
+  fs::remove(dir / kJournal);
+  return out;
+}
+
+}  // namespace nvproxy::checkpoint

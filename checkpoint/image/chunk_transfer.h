@@ -1,0 +1,57 @@
+// The bulk of a checkpoint image through a registry as chunks (chunk_plan.h), several streams at
+// once (one thread each).
+//
+// push: the chunks the repository does not hold yet are uploaded straight from their ranges of
+// the image's files (a second push of an unchanged server sends almost nothing), then the
+// manifest.
+// pull: each file is made at its full size and each chunk written in place (no assembly copy),
+// its digest checked as it streams; runs of zeros are not written (the file keeps them as
+// holes, as CRIU left them out). A chunk some earlier pull already brought to this node is copied
+// from there instead of fetched. A journal in the directory lists the chunks that are whole, so
+// a pull that stopped (killed, the registry gone, a deadline) resumes with the rest; the caller
+// makes the directory an image only once every chunk is whole.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "checkpoint/image/image_layout.h"
+#include "checkpoint/image/image_registry.h"
+#include "checkpoint/image/transfer_progress.h"
+
+namespace nvproxy::checkpoint {
+
+struct TransferOptions {
+  int streams = 8;                     // chunks moving at once
+  int attempts = 3;                    // per chunk
+  std::uint64_t chunk_bytes = 1ull << 30;  // the largest chunk
+  TransferProgress::Sink progress;     // null: no reports
+  bool terminal = false;
+};
+
+struct ChunkPush {
+  std::string digest;  // the manifest's
+  std::uint64_t bytes = 0, sent = 0, skipped = 0;
+  int files = 0, chunks = 0;
+  std::string summary;  // TransferProgress::finish's line
+};
+
+ChunkPush push_chunked(const std::filesystem::path& image_dir, const std::string& reference, ImageRegistry& registry,
+                       const TransferOptions& opts);
+
+// Where earlier pulls left chunks: entry directories each holding its manifest (kManifestFile).
+inline constexpr const char* kManifestFile = ".manifest.json";
+
+struct ChunkPull {
+  std::uint64_t fetched = 0, reused = 0, resumed = 0;  // bytes
+  std::string summary;
+};
+
+// Pulls the chunks of `m` (from `repo`) into `dir`. Error: the first chunk that failed all its
+// attempts; what is whole stays listed in the journal for the next try.
+ChunkPull pull_chunked(const std::string& repo, const ArtifactManifest& m, const std::filesystem::path& dir,
+                       const std::vector<std::filesystem::path>& earlier, ImageRegistry& registry, const TransferOptions& opts);
+
+}  // namespace nvproxy::checkpoint
