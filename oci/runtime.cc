@@ -336,6 +336,7 @@ void Runtime::checkpoint(const std::string& id, const CheckpointFlags& f) {
   std::vector<std::string> extra;
   const bool skip_zero = f.exclude_zero_pages && kind_ != RuntimeKind::Runsc && criu_skips_zero_pages();
   if (skip_zero) extra.emplace_back("skip-zero-pages");
+  if (!f.post_dump_script.empty() && kind_ != RuntimeKind::Runsc) extra.push_back("action-script " + f.post_dump_script);
   std::vector<std::string> env =
       criu_env(id, "checkpoint", f.work_path, f.release_devices.empty() ? "" : cfg_.criu_plugin_dir, extra);
   if (!f.release_devices.empty()) {

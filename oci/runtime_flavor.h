@@ -26,6 +26,9 @@ struct CheckpointFlags {
   // Devices ("195:0,195:255") whose fds and mappings in forked children CRIU leaves out of the image
   // with the shim's plugin (checkpoint/release.h); empty: none, the plugin is not loaded.
   std::string release_devices;
+  // runc/crun: a script CRIU runs at its post-dump action, after the image is whole and before it
+  // removes the link_remap files it made (CRIU's action-script); empty: none.
+  std::string post_dump_script;
   // Leave zero pages out of the image: runsc's --exclude-committed-zero-pages; runc/crun: CRIU's
   // --skip-zero-pages where the CRIU has it (the project's patch; Runtime::criu_skips_zero_pages),
   // else the shim punches them out of the page files afterwards (checkpoint/image/zero_pages.h).

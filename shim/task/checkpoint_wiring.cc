@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "checkpoint/host_assembly.h"
+#include "checkpoint/image/pod_shm.h"
 #include "checkpoint/sandbox_assembly.h"
 #include "common/error.h"
 #include "common/fs.h"
@@ -17,8 +18,15 @@ namespace {
 // The session's view of the container's runtime.
 class RuntimeVerbs final : public checkpoint::SessionRuntime {
  public:
-  RuntimeVerbs(const SessionSubject& s, const oci::CheckpointFlags* flags)
-      : rt_(s.runtime), id_(s.id), flags_(flags), pids_(s.pids), run_restore_(s.run_restore) {}
+  RuntimeVerbs(const SessionSubject& s, const oci::CheckpointFlags* flags, ProcessRunner& runner, Logger& log)
+      : rt_(s.runtime),
+        id_(s.id),
+        bundle_(s.bundle),
+        flags_(flags),
+        pids_(s.pids),
+        run_restore_(s.run_restore),
+        runner_(runner),
+        log_(log) {}
   std::vector<pid_t> ps() override {
     if (!pids_.empty()) return pids_;
     std::vector<pid_t> pids;
@@ -37,10 +45,35 @@ class RuntimeVerbs final : public checkpoint::SessionRuntime {
     oci::CheckpointFlags f = *flags_;
     f.image_path = image.string();
     f.release_devices = release.devices_text();
+    const auto shm = pod_shm();
+    if (const std::string tar = find_program("tar"); shm && !tar.empty()) {
+      // CRIU's own post-dump action saves it while its link_remap files are there.
+      const std::filesystem::path script = bundle_ / "nvproxy-pod-shm.sh";
+      write_file_atomic(script, checkpoint::pod_shm_script(*shm, tar), 0700);
+      f.post_dump_script = script.string();
+    }
     rt_.checkpoint(id_, f);
+    if (!shm) return;
+    std::error_code ec;
+    if (auto size = std::filesystem::file_size(image / checkpoint::kPodShmFile, ec); !ec) {
+      log_.info("checkpoint of \"" + id_ + "\": the pod's /dev/shm (" + shm->string() + ") is in the image (" +
+                std::to_string(size) + " bytes of tar), with the link_remap files CRIU made there");
+      return;
+    }
+    // No CRIU action ran (no work directory for CRIU's options): the files as they are now, without
+    // link_remap files; an image that then restores only on this node is said, not failed.
+    try {
+      if (std::uint64_t bytes = checkpoint::save_pod_shm(*shm, image, runner_); bytes > 0)
+        log_.warn("checkpoint of \"" + id_ + "\": the pod's /dev/shm (" + shm->string() + ", " + std::to_string(bytes) +
+                  " bytes) saved after CRIU, without the link_remap files it may have made: a restore on another node can fail");
+    } catch (const std::exception& e) {
+      log_.warn("checkpoint of \"" + id_ + "\": the image restores only on this node: " + e.what());
+    }
   }
   void restore(const std::filesystem::path& image, bool leave_stopped, const std::string& taken_from) override {
     if (!run_restore_) throw Error(Code::Internal, "container \"" + id_ + "\": no restore was asked for");
+    if (auto shm = pod_shm(); shm && checkpoint::restore_pod_shm(image, *shm, runner_))
+      log_.info("restore of \"" + id_ + "\": the image's /dev/shm files are in the pod's " + shm->string());
     run_restore_(image, leave_stopped, taken_from);
   }
   std::string remove() override {
@@ -59,11 +92,23 @@ class RuntimeVerbs final : public checkpoint::SessionRuntime {
   }
 
  private:
+  // CRI's sandbox shm bound at /dev/shm (pod_shm.h); runsc keeps the sandbox's files itself.
+  std::optional<std::filesystem::path> pod_shm() {
+    if (rt_.kind() == oci::RuntimeKind::Runsc) return std::nullopt;
+    try {
+      return checkpoint::pod_shm_source(nlohmann::json::parse(read_file(bundle_ / "config.json"), nullptr, false));
+    } catch (const std::exception&) {
+      return std::nullopt;
+    }
+  }
   oci::Runtime& rt_;
   std::string id_;
+  std::filesystem::path bundle_;
   const oci::CheckpointFlags* flags_;
   std::vector<pid_t> pids_;
   std::function<void(const std::filesystem::path&, bool, const std::string&)> run_restore_;
+  ProcessRunner& runner_;
+  Logger& log_;
 };
 
 std::unique_ptr<checkpoint::SessionTools> assembly_for(const SessionSubject& s, checkpoint::SessionRuntime& rt,
@@ -105,7 +150,7 @@ std::vector<std::string> requested_gpus(const std::filesystem::path& bundle) {
 
 SessionWiring::SessionWiring(const SessionSubject& s, const oci::CheckpointFlags* flags, bool restoring, ProcessRunner& runner,
                              Logger& log)
-    : rt_(std::make_unique<RuntimeVerbs>(s, flags)), tools_(assembly_for(s, *rt_, runner, log)) {
+    : rt_(std::make_unique<RuntimeVerbs>(s, flags, runner, log)), tools_(assembly_for(s, *rt_, runner, log)) {
   // runc/crun: CRIU leaves zero pages out where it has --skip-zero-pages, else they are punched after.
   const bool criu_files = s.cfg.skip_zero_pages && s.runtime.kind() != oci::RuntimeKind::Runsc;
   const bool criu_skips = criu_files && s.runtime.criu_skips_zero_pages();

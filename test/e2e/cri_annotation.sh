@@ -47,7 +47,7 @@ CUDA_MOUNTS=$(jq -n --arg f "$FAKE" '[
   {container_path: "/fake", host_path: ($f + "/bin"), readonly: true}]')
 export CUDA_MOUNTS
 # The containers as both nodes create them (node B: the same image, command and mounts).
-export CUDA_CMD='echo written-on-a >/written; exec /fake/fake_cuda_app --dir /fakecuda --device /dev/fakegpu0 --map --children 1'
+export CUDA_CMD='echo written-on-a >/written; echo shm-on-a >/dev/shm/nvproxy-marker; exec /fake/fake_cuda_app --dir /fakecuda --device /dev/fakegpu0 --map --children 1'
 export COUNT_CMD='echo counter-on-a >/written; i=0; while :; do i=$((i+1)); echo $i >/tmp/c.new; mv /tmp/c.new /tmp/counter; sleep 0.1; done'
 cuda_ctr() { nv_cri_ctr "$1" "$2" cuda '.mounts = ($ENV.CUDA_MOUNTS | fromjson) | .command = ["sh", "-c", $ENV.CUDA_CMD]'; }
 count_ctr() { nv_cri_ctr "$1" "$2" counter "${3:-.} | .command = [\"sh\", \"-c\", \$ENV.COUNT_CMD]"; }
@@ -115,6 +115,7 @@ node_b() {
   ((after >= before)) || nv_fail "the work did not go on from the checkpoint: before=$before after=$after"
   nv_assert_contains "$(tr '\0' ' ' <"/proc/$(nv_cri_pid "$r")/cmdline")" /fake/fake_cuda_app "the restored init"
   nv_assert_eq written-on-a "$(nv_crictl exec "$r" cat /written)" "the writable layer's file from node A"
+  nv_assert_eq shm-on-a "$(nv_crictl exec "$r" cat /dev/shm/nvproxy-marker)" "the pod's /dev/shm file from node A"
   nv_wait_for -t 10 nv_cri_logs_have "$side" sidecar-fresh || nv_fail "the sidecar did not start fresh: $(nv_crictl logs "$side" 2>&1)"
   nv_assert_contains "$(nv_crictl logs "$side" 2>&1)" "No such file" "the sidecar's rootfs has no restored file"
   nv_crictl rmp -f "$pod" >/dev/null

@@ -6,11 +6,10 @@
 # containerd 2.4 with its own root, state and store, runs a pod annotated
 # restore.nvproxy.io/llm=<image>: the server answers on HTTP with the same device checksum, every
 # process goes on, device data intact.
-# Needs, from the repo root: .carry (test/gpu/pack.sh: shim, kit with runc and CRIU, GPU image),
-# .carry-travel (test/gpu/pack-travel.sh: skopeo, docker-registry) and .carry-cri
-# (test/gpu/pack-cri.sh: containerd 2.4, crictl, the sandbox image); over 64 MiB together, so the first call
-# carries .carry-cri alone and copies it to /var/tmp/nvgpu-cri-carry (CRI_CARRY), the second the
-# rest (the machine keeps /var/tmp while it stays warm).
+# Needs, from the repo root: .carry/bin and .carry/gpu-image.tar (test/gpu/pack.sh), the kit's CRIU
+# 4.2.1 (.carry/kit/kit.tar.xz: the kit without containerd 1.7 fits the carry), .carry-travel
+# (test/gpu/pack-travel.sh: docker-registry) and CRI_CARRY (test/gpu/pack-cri.sh: containerd 2.4,
+# crictl, runc 1.4 for CRI's sandboxes, the sandbox image). test/gpu/README.md has the call.
 # Prints "RESULT PASS|FAIL name: detail"; logs to $OUT.
 # Run: timeout 500 bash test/gpu/run-annotation-restore.sh 2>&1 | tee $OUT/annotation.log
 set -uo pipefail
@@ -26,7 +25,10 @@ kit_install
 rm -rf "$W"; mkdir -p "$W/cri" "$W/host"
 source "$REPO/test/gpu/lib/travel.sh"
 travel_registry "$W" 5124
-tar -C "$W/cri" -xJf "$CRI_CARRY"/containerd-2.4*.tar.xz && tar -C "$W/cri" -xJf "$CRI_CARRY"/crictl-*.tar.xz
+mkdir -p "$W/runc"
+tar -C "$W/cri" -xJf "$CRI_CARRY"/containerd-2.4*.tar.xz && tar -C "$W/cri" -xJf "$CRI_CARRY"/crictl-*.tar.xz &&
+  tar -C "$W/runc" -xJf "$CRI_CARRY"/runc-1.4*.tar.xz
+RUNC=$W/runc/bin/runc
 CTD24=$(dirname "$(find "$W/cri" -name containerd -type f | head -1)")
 CRICTL=$(find "$W/cri" -name crictl -type f | head -1)
 REG=127.0.0.1:5124
@@ -44,7 +46,7 @@ checksum() { http | awk '{print $NF}'; }
 node() {
   local d=$W/$1
   mkdir -p "$d/store" "$d/logs"
-  CONTENT_ROOT=$d/root kit_shim_config "$d/shim.yaml" "{binary: /opt/kit/root/usr/sbin/runc, root: /run/containerd/nvproxy-ann-$1, criu_path: /opt/kit/bin/criu}" \
+  CONTENT_ROOT=$d/root kit_shim_config "$d/shim.yaml" "{binary: $RUNC, root: /run/containerd/nvproxy-ann-$1, criu_path: /opt/kit/bin/criu}" \
     "image_store: $d/store" "registry_tls_verify: false" "registry_timeout_s: 300" "${@:2}"
   SOCK=$d/containerd.sock
   cat >"$d/config.toml" <<EOT
@@ -60,6 +62,9 @@ disabled_plugins = ["io.containerd.nri.v1.nri"]
   snapshotter = "native"
   [plugins."io.containerd.cri.v1.images".pinned_images]
     sandbox = "$PAUSE"
+# runc cannot lower a sandbox's oom_score_adj below the shell's in this VM (measured).
+[plugins."io.containerd.cri.v1.runtime"]
+  restrict_oom_score_adj = true
 [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.nvproxy]
   runtime_type = "io.containerd.nvproxy.v1"
   pod_annotations = ["restore.nvproxy.io/*"]
