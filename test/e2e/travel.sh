@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issue 47: a checkpoint travels in chunks. Node A checkpoints a fake-CUDA process holding 1 GiB of
 # written memory into its image store and pushes it (`image push --ctr`) to a registry on loopback
-# (Debian's docker-registry) in 64 MiB chunks, 4 streams:
+# (Debian's docker-registry) in 16 MiB chunks, 4 streams:
 #   A  the memory travels as more than one chunk; checkpointed again after it ran on (its memory
 #      the same), the second push sends under 5 % of the bytes and the registry's storage grows by
 #      under 5 %
@@ -22,7 +22,7 @@ HOLD_MIB=1024
 CFG="checkpoint:
   registry_timeout_s: 120
   registry_streams: 4
-  registry_chunk_mib: 64"
+  registry_chunk_mib: 16"
 rounds() { cat "$FAKE/cuda/$P.checked" 2>/dev/null || echo 0; }
 rounds_past() { (($(rounds) > $1)); }
 app_pid() { P=$(nv_fake_cuda_pids | head -1); [[ -n $P ]]; }
@@ -47,7 +47,9 @@ if [[ ${NV_TRAVEL_NODE:-A} == B ]]; then
   nv_log "B: a pull killed half way, one chunk held back in the registry"
   held=$(nv_registry_blob "$NV_B_HELD")
   mv "$held" "$held.away"
-  pull "$STORE_B" --streams 2 >"$NV_DIR/pull1.out" 2>&1 &
+  # The shim itself in the background (a function would run in a subshell, which kill would hit).
+  "$SHIM" image pull "$DATA" --store "$STORE_B" --tls-verify=false --config "$NV_DIR/pull.yaml" --streams 2 \
+    >"$NV_DIR/pull1.out" 2>&1 &
   pid=$!
   journal() { cat "$STORE_B"/registry/*/.incoming-*/.chunks-done 2>/dev/null | wc -l; }
   nv_wait_for -t 60 bash -c "(( \$(cat $STORE_B/registry/*/.incoming-*/.chunks-done 2>/dev/null | wc -l) >= 2 ))" ||
@@ -61,7 +63,9 @@ if [[ ${NV_TRAVEL_NODE:-A} == B ]]; then
   out=$(pull "$STORE_B" 2>&1) || nv_fail "the resumed pull: $out"
   nv_log "$out"
   resumed=$(field "resumed" "$out")
-  ((resumed >= whole * (64 << 20) / 2)) || nv_fail "the pull did not resume ($resumed bytes resumed, $whole chunks were whole): $out"
+  fetched=$(field "fetched" "$out")
+  ((resumed > 0 && fetched < HOLD_MIB << 20)) ||
+    nv_fail "the pull did not resume ($resumed bytes resumed, $fetched fetched, $whole chunks were whole): $out"
   entry=$(sed -n 's/^pulled into \([^ ]*\).*/\1/p' <<<"$out")
   [[ -d $entry ]] || nv_fail "no entry named in: $out"
   # In place: the store holds the image once (no layout, no assembly copy, no journal left).
@@ -84,12 +88,15 @@ if [[ ${NV_TRAVEL_NODE:-A} == B ]]; then
   out=$("$SHIM" image pull --ctr "$REF" --address "$NV_SOCK" --namespace "$NV_NAMESPACE" --store "$STORE_B" \
     --tls-verify=false --config "$NV_DIR/pull.yaml" 2>&1) || nv_fail "image pull --ctr: $out"
   nv_assert_contains "$out" "imported containerd's checkpoint image $NAME" "the pull"
+  # The fake driver's state as the image holds it (A's process checkpointed, the device closed).
+  P=$NV_B_PID
+  nv_fake_as_checkpointed "$P"
   gets_before=$(grep -c 'GET /v2/.*/blobs/' "$NV_REGISTRY_LOG" || true)
   nv_ctr c restore --live --rw c1 "$NAME" </dev/null
   nv_assert_eq RUNNING "$(nv_task_status c1)" "the container restored on B"
   gets_after=$(grep -c 'GET /v2/.*/blobs/' "$NV_REGISTRY_LOG" || true)
   ((gets_after - gets_before <= 1)) || nv_fail "the restore fetched $((gets_after - gets_before)) blobs again"
-  nv_wait_for -t 30 app_pid || nv_fail "the restored app is not registered with the fake driver"
+  nv_assert_eq running "$(cat "$FAKE/cuda/$P.state")" "the restored process's CUDA state"
   r0=$(rounds)
   nv_wait_for -t 60 rounds_past "$r0" || nv_fail "the restored app does not check its memory"
   [[ ! -e $FAKE/cuda/$P.corrupt ]] || nv_fail "the restored memory changed at $(cat "$FAKE/cuda/$P.corrupt")"
@@ -123,7 +130,7 @@ bytes=$(sed -n 's/^pushed [0-9]* files in [0-9]* chunks, \([0-9]*\) bytes.*/\1/p
 chunks=$(sed -n 's/^pushed [0-9]* files in \([0-9]*\) chunks.*/\1/p' <<<"$out" | head -1)
 DATA=$(sed -n 's/^pushed .*: \([^ ]*@sha256:[0-9a-f]*\)$/\1/p' <<<"$out" | head -1)
 ((bytes >= HOLD_MIB << 20)) || nv_fail "the pushed memory is $bytes bytes: $out"
-((chunks > 16)) || nv_fail "1 GiB in chunks of 64 MiB at most: $chunks chunks"
+((chunks >= 64)) || nv_fail "1 GiB in chunks of 16 MiB at most: $chunks chunks"
 grow0=$(du -sk "$NV_REGISTRY_DIR" | cut -f1)
 
 nv_wait_for -t 60 rounds_past "$(rounds)" || nv_fail "the app did not go on after the checkpoint"
@@ -143,7 +150,7 @@ nv_ctr task kill -s KILL c1
 nv_wait_for -t 20 bash -c "[[ \$(ctr -a $NV_SOCK -n $NV_NAMESPACE task ls | awk '\$1==\"c1\"{print \$3}') == STOPPED ]]" ||
   nv_fail "c1 did not stop on A"
 rm -rf "${STORE_A:?}"/*
-env -u NV_DIR -u NV_SOCK -u NV_STATE_DIR -u NV_NAMESPACE NV_TRAVEL_NODE=B NV_B_FAKE="$FAKE" NV_B_HELD="$held" \
+env -u NV_DIR -u NV_SOCK -u NV_STATE_DIR -u NV_NAMESPACE NV_TRAVEL_NODE=B NV_B_FAKE="$FAKE" NV_B_HELD="$held" NV_B_PID="$P" \
   NV_REGISTRY="$NV_REGISTRY" NV_REGISTRY_DIR="$NV_REGISTRY_DIR" NV_REGISTRY_LOG="$NV_REGISTRY_LOG" \
   bash "$0" "$VER" "$NV_REGISTRY/ckpt/c1:v2" "$DATA2" ckpt/c1:2 || nv_fail "node B failed"
 echo "PASS travel (containerd $NV_CONTAINERD_VERSION)"
