@@ -56,8 +56,8 @@ struct CheckpointConfig {
   std::string image_store;
   unsigned image_store_keep = 3;  // entries kept per container; older ones go at its next checkpoint
   // Images to and from a registry (image_transfer.h, http_registry.h).
-  bool registry_tls_verify = true;  // false: plain HTTP or unverified TLS (a registry on loopback)
-  std::string registry_authfile;    // empty: $REGISTRY_AUTH_FILE, containers' auth.json, Docker's config.json
+  bool registry_tls_verify = true;     // false: plain HTTP or unverified TLS (a registry on loopback)
+  std::string registry_authfile;       // empty: $REGISTRY_AUTH_FILE, containers' auth.json, Docker's config.json
   unsigned registry_timeout_s = 3600;  // one blob or manifest at most
   unsigned registry_streams = 8;       // chunks moving at once
   // The largest chunk of a file: a checkpoint taken again sends each chunk with a change in it again,

@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "checkpoint/config.h"
-#include "checkpoint/image/image_record.h"
 #include "checkpoint/image/chunk_transfer.h"
+#include "checkpoint/image/image_record.h"
 #include "checkpoint/image/image_registry.h"
 #include "checkpoint/session_runtime.h"
 #include "checkpoint/session_tools.h"

@@ -136,8 +136,9 @@ std::filesystem::path CheckpointSession::find_image(const RestoreRequest& req, R
     log_.info(who + "the image is the registry's " + ref->registry + ": its record is checked before it is pulled");
     std::filesystem::path entry;
     try {
-      entry = pull_image(ref->registry, req.image_store, *req.registry,
-                         [&](const std::optional<ImageRecord>& rec) { plan = plan_restore(rec); }, req.transfer);
+      entry = pull_image(
+          ref->registry, req.image_store, *req.registry, [&](const std::optional<ImageRecord>& rec) { plan = plan_restore(rec); },
+          req.transfer);
     } catch (const Error& e) {
       throw Error(e.code(), std::string(e.what()).rfind(who, 0) == 0 ? std::string(e.what()) : who + e.what());
     }

@@ -119,8 +119,10 @@ bool copy_earlier(const LayoutFile& from, int to_fd, std::uint64_t to_offset, co
 
 }  // namespace
 
-ChunkPush push_chunked(const fs::path& image_dir, const std::string& reference, ImageRegistry& registry, const TransferOptions& opts) {
-  const std::vector<FileChunk> plan = plan_chunks(image_dir, {.max_bytes = opts.chunk_bytes, .threads = std::max(2, opts.streams / 2)});
+ChunkPush push_chunked(const fs::path& image_dir, const std::string& reference, ImageRegistry& registry,
+                       const TransferOptions& opts) {
+  const std::vector<FileChunk> plan =
+      plan_chunks(image_dir, {.max_bytes = opts.chunk_bytes, .threads = std::max(2, opts.streams / 2)});
   std::vector<LayoutFile> chunks;
   std::set<std::string> files;
   ChunkPush out;
@@ -179,8 +181,8 @@ ChunkPush push_chunked(const fs::path& image_dir, const std::string& reference, 
   return out;
 }
 
-ChunkPull pull_chunked(const std::string& repo, const ArtifactManifest& m, const fs::path& dir, const std::vector<fs::path>& earlier,
-                       ImageRegistry& registry, const TransferOptions& opts) {
+ChunkPull pull_chunked(const std::string& repo, const ArtifactManifest& m, const fs::path& dir,
+                       const std::vector<fs::path>& earlier, ImageRegistry& registry, const TransferOptions& opts) {
   const std::string what = "pulling " + repo + " into " + dir.string();
   fs::create_directories(dir);
   std::set<std::string> whole;
@@ -228,8 +230,8 @@ ChunkPull pull_chunked(const std::string& repo, const ArtifactManifest& m, const
   };
   // What an earlier attempt wrote at `c` goes: the zeros this one skips must read as zeros.
   auto clear = [&](const LayoutFile& c, int fd) {
-    return c.size == 0 ||
-           ::fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(c.offset), static_cast<off_t>(c.size)) == 0;
+    return c.size == 0 || ::fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(c.offset),
+                                      static_cast<off_t>(c.size)) == 0;
   };
   run_streams(todo.size(), opts.streams, opts.attempts, [&](std::size_t k) {
     const std::vector<const LayoutFile*>& places = *todo[k];
@@ -260,8 +262,8 @@ ChunkPull pull_chunked(const std::string& repo, const ArtifactManifest& m, const
       const LayoutFile& other = *places[i];
       const int ofd = fds.at(other.path).get();
       if (!clear(other, ofd) ||
-          !copy_earlier({.path = (dir / c.path).string(), .digest = c.digest, .size = c.size, .offset = c.offset}, ofd, other.offset,
-                        c.digest, prog))
+          !copy_earlier({.path = (dir / c.path).string(), .digest = c.digest, .size = c.size, .offset = c.offset}, ofd,
+                        other.offset, c.digest, prog))
         throw Error(Code::Internal, what + ": copying " + c.path + " at " + std::to_string(c.offset) + " to " + other.path);
       finish(other, ofd);
     }

@@ -24,10 +24,10 @@
 namespace nvproxy::checkpoint {
 
 struct TransferOptions {
-  int streams = 8;                     // chunks moving at once
-  int attempts = 3;                    // per chunk
+  int streams = 8;                           // chunks moving at once
+  int attempts = 3;                          // per chunk
   std::uint64_t chunk_bytes = 256ull << 20;  // the largest chunk
-  TransferProgress::Sink progress;     // null: no reports
+  TransferProgress::Sink progress;           // null: no reports
   bool terminal = false;
 };
 

@@ -94,7 +94,8 @@ std::pair<HttpEndpoint, std::string> parse_url(const std::string& url, bool veri
   } else {
     ep.host = auth;
   }
-  if (ep.host.empty() || ep.port.empty() || !std::all_of(ep.port.begin(), ep.port.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); }))
+  if (ep.host.empty() || ep.port.empty() ||
+      !std::all_of(ep.port.begin(), ep.port.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); }))
     throw Error(Code::InvalidArgument, "\"" + url + "\" names no host and port");
   return {ep, target};
 }
@@ -152,7 +153,8 @@ struct HttpConnection::Impl {
   [[noreturn]] void fail(const std::string& what, beast::error_code ec) {
     close();
     if (ec == beast::error::timeout)
-      throw Error(Code::DeadlineExceeded, what + " " + ep.url("") + ": no answer within " + std::to_string(io_timeout.count()) + " s");
+      throw Error(Code::DeadlineExceeded,
+                  what + " " + ep.url("") + ": no answer within " + std::to_string(io_timeout.count()) + " s");
     throw Error(Code::Unavailable, what + " " + ep.url("") + ": " + ec.message());
   }
 
@@ -195,7 +197,8 @@ struct HttpConnection::Impl {
     if (ec) fail("connecting to", ec);
     if (secure) {
       lowest().expires_after(step(deadline));
-      ec = wait([&](auto done) { secure->async_handshake(ssl::stream_base::client, done); }, step(deadline) + std::chrono::seconds(1));
+      ec = wait([&](auto done) { secure->async_handshake(ssl::stream_base::client, done); },
+                step(deadline) + std::chrono::seconds(1));
       if (ec) fail("the TLS handshake with", ec);
     }
     connected = true;
@@ -234,7 +237,9 @@ struct HttpConnection::Impl {
         n = std::min<std::uint64_t>(piece.size(), size - at);
         std::copy_n(req.text.data() + at, n, piece.data());
       }
-      if (n == 0) throw Error(Code::DataLoss, what + " " + ep.url("") + ": the body ended at " + std::to_string(at) + " of " + std::to_string(size) + " bytes");
+      if (n == 0)
+        throw Error(Code::DataLoss, what + " " + ep.url("") + ": the body ended at " + std::to_string(at) + " of " +
+                                        std::to_string(size) + " bytes");
       r.body().data = piece.data();
       r.body().size = n;
       r.body().more = at + n < size;

@@ -20,7 +20,7 @@ struct HttpEndpoint {
   std::string host;  // name or address, without the port
   std::string port;
   bool tls = true;
-  bool verify = true;  // the server's certificate and name checked
+  bool verify = true;                           // the server's certificate and name checked
   [[nodiscard]] std::string authority() const;  // "host:port" (the port left out where it is the scheme's)
   [[nodiscard]] std::string url(const std::string& target) const;
 };
@@ -35,8 +35,8 @@ struct HttpRequest {
   Method method = Method::Get;
   std::string target;  // "/v2/..."
   std::vector<std::pair<std::string, std::string>> headers;
-  std::string text;                                // a small body (a manifest)
-  const ImageRegistry::Reader* body = nullptr;     // or a streamed one of body_size bytes
+  std::string text;                             // a small body (a manifest)
+  const ImageRegistry::Reader* body = nullptr;  // or a streamed one of body_size bytes
   std::uint64_t body_size = 0;
 };
 
@@ -58,7 +58,8 @@ class HttpConnection {
   void open(std::chrono::steady_clock::time_point deadline);
   // One request and its answer; a 2xx answer's body goes to `sink` when one is given. A connection
   // the server closed since the last exchange is opened again once.
-  HttpResponse exchange(const HttpRequest& req, const ImageRegistry::Writer* sink, std::chrono::steady_clock::time_point deadline);
+  HttpResponse exchange(const HttpRequest& req, const ImageRegistry::Writer* sink,
+                        std::chrono::steady_clock::time_point deadline);
   [[nodiscard]] bool reusable() const;
   [[nodiscard]] const HttpEndpoint& endpoint() const;
 

@@ -41,7 +41,8 @@ std::string registry_error(const HttpResponse& r) {
   std::string words;
   if (j.is_object() && j.contains("errors") && j["errors"].is_array())
     for (const auto& e : j["errors"])
-      if (e.is_object()) words += (words.empty() ? "" : "; ") + e.value("code", std::string()) + " " + e.value("message", std::string());
+      if (e.is_object())
+        words += (words.empty() ? "" : "; ") + e.value("code", std::string()) + " " + e.value("message", std::string());
   return "HTTP " + std::to_string(r.status) + (words.empty() ? "" : " (" + words + ")");
 }
 
@@ -90,10 +91,11 @@ void HttpRegistry::give_back(Host& h, std::unique_ptr<HttpConnection> c) {
   if (h.idle.size() < 32) h.idle.push_back(std::move(c));
 }
 
-void HttpRegistry::authorize(Host& h, const std::string& repository, const std::string& header, bool push, const std::string& what,
-                             Clock::time_point deadline) {
+void HttpRegistry::authorize(Host& h, const std::string& repository, const std::string& header, bool push,
+                             const std::string& what, Clock::time_point deadline) {
   auto ch = parse_challenge(header);
-  if (!ch) throw Error(Code::Unauthenticated, what + ": the registry asks for authentication this shim cannot give (" + header + ")");
+  if (!ch)
+    throw Error(Code::Unauthenticated, what + ": the registry asks for authentication this shim cannot give (" + header + ")");
   std::string creds;
   {
     std::lock_guard lock(mu_);
@@ -106,7 +108,8 @@ void HttpRegistry::authorize(Host& h, const std::string& repository, const std::
   std::string value;
   if (ch->scheme == "basic") {
     if (creds.empty())
-      throw Error(Code::Unauthenticated, what + ": the registry " + h.name + " asks for credentials and no auth file has any for it");
+      throw Error(Code::Unauthenticated,
+                  what + ": the registry " + h.name + " asks for credentials and no auth file has any for it");
     value = "Basic " + base64_encode(creds);
   } else {
     std::string scope = ch->params["scope"];
@@ -138,7 +141,8 @@ HttpResponse HttpRegistry::call(const std::string& host_name, const std::string&
     HttpRequest r = req;
     {
       std::lock_guard lock(mu_);
-      if (auto it = h.authorization.find(repository); it != h.authorization.end()) r.headers.emplace_back("Authorization", it->second);
+      if (auto it = h.authorization.find(repository); it != h.authorization.end())
+        r.headers.emplace_back("Authorization", it->second);
     }
     auto c = connection(h, deadline);
     HttpResponse resp = c->exchange(r, sink, deadline);
@@ -191,7 +195,8 @@ std::string HttpRegistry::put_manifest(const std::string& reference, const std::
 bool HttpRegistry::has_blob(const std::string& repo, const std::string& digest) {
   auto [host_name, repository] = split_repo(repo);
   const std::string what = "looking for blob " + digest + " in " + repo;
-  HttpResponse r = call(host_name, repository, {.method = Method::Head, .target = "/v2/" + repository + "/blobs/" + digest}, nullptr, what);
+  HttpResponse r =
+      call(host_name, repository, {.method = Method::Head, .target = "/v2/" + repository + "/blobs/" + digest}, nullptr, what);
   if (r.status == 200) return true;
   if (r.status == 404) return false;
   throw Error(code_of(r.status), what + " failed: " + registry_error(r));
@@ -200,9 +205,11 @@ bool HttpRegistry::has_blob(const std::string& repo, const std::string& digest) 
 void HttpRegistry::put_blob(const std::string& repo, const std::string& digest, std::uint64_t size, const Reader& read) {
   auto [host_name, repository] = split_repo(repo);
   const std::string what = "uploading blob " + digest + " (" + std::to_string(size) + " bytes) to " + repo;
-  HttpResponse start = call(host_name, repository, {.method = Method::Post, .target = "/v2/" + repository + "/blobs/uploads/"}, nullptr, what);
+  HttpResponse start =
+      call(host_name, repository, {.method = Method::Post, .target = "/v2/" + repository + "/blobs/uploads/"}, nullptr, what);
   const std::string location = start.header("location");
-  if (start.status != 202 || location.empty()) throw Error(code_of(start.status), what + " failed to start: " + registry_error(start));
+  if (start.status != 202 || location.empty())
+    throw Error(code_of(start.status), what + " failed to start: " + registry_error(start));
   std::string target = location;
   if (location.rfind("http", 0) == 0) target = parse_url(location, opts_.tls_verify).second;
   target += (target.find('?') == std::string::npos ? "?" : "&") + std::string("digest=") + percent_encode(digest);
@@ -228,7 +235,8 @@ void HttpRegistry::get_blob(const std::string& repo, const std::string& digest, 
     write(at, data, n);
     got = at + n;
   };
-  HttpResponse r = call(host_name, repository, {.method = Method::Get, .target = "/v2/" + repository + "/blobs/" + digest}, &sink, what);
+  HttpResponse r =
+      call(host_name, repository, {.method = Method::Get, .target = "/v2/" + repository + "/blobs/" + digest}, &sink, what);
   if (r.status != 200) throw Error(code_of(r.status), what + " failed: " + registry_error(r));
   if (got != size)
     throw Error(Code::DataLoss, what + ": " + std::to_string(got) + " bytes arrived, the manifest says " + std::to_string(size));

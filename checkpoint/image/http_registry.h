@@ -23,8 +23,8 @@
 namespace nvproxy::checkpoint {
 
 struct RegistryOptions {
-  bool tls_verify = true;  // false: plain HTTP or unverified TLS
-  std::string authfile;    // empty: registry_auth.h's search
+  bool tls_verify = true;               // false: plain HTTP or unverified TLS
+  std::string authfile;                 // empty: registry_auth.h's search
   std::chrono::seconds timeout{3600};   // one manifest or blob at most
   std::chrono::seconds io_timeout{60};  // no progress at all
 };
@@ -44,7 +44,7 @@ class HttpRegistry final : public ImageRegistry {
     HttpEndpoint endpoint;  // scheme settled on first use
     bool settled = false;
     bool credentials_read = false;
-    std::string credentials;                        // "user:password", or empty
+    std::string credentials;                           // "user:password", or empty
     std::map<std::string, std::string> authorization;  // repository -> Authorization value
     std::vector<std::unique_ptr<HttpConnection>> idle;
   };

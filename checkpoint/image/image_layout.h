@@ -25,7 +25,7 @@ inline constexpr const char* kRecordMediaType = "application/vnd.nvproxy.checkpo
 inline constexpr const char* kFileMediaType = "application/vnd.nvproxy.checkpoint.file.v1";
 inline constexpr const char* kRecordAnnotation = "io.nvproxy.checkpoint.record";
 inline constexpr const char* kOffsetAnnotation = "io.nvproxy.checkpoint.offset";  // a chunk's place in its file
-inline constexpr const char* kLayoutTag = "nvproxy";  // the one image of a layout this code writes
+inline constexpr const char* kLayoutTag = "nvproxy";                              // the one image of a layout this code writes
 
 struct LayoutFile {
   std::string path;    // relative to the image directory
@@ -35,7 +35,7 @@ struct LayoutFile {
 };
 
 struct ArtifactManifest {
-  std::vector<LayoutFile> files;  // chunks, in file order; a file's chunks tile it from offset 0
+  std::vector<LayoutFile> files;      // chunks, in file order; a file's chunks tile it from offset 0
   std::optional<ImageRecord> record;  // absent: an image without one (no CUDA, or not the shim's)
 };
 

@@ -18,8 +18,8 @@
 #include <optional>
 #include <string>
 
-#include "checkpoint/image/image_record.h"
 #include "checkpoint/image/chunk_transfer.h"
+#include "checkpoint/image/image_record.h"
 #include "checkpoint/image/image_registry.h"
 #include "common/process.h"
 

@@ -25,7 +25,8 @@ std::vector<json> blobs_of(const json& manifest, const std::string& what) {
   if (manifest.contains("layers") && manifest["layers"].is_array())
     for (const auto& l : manifest["layers"]) out.push_back(l);
   for (const auto& d : out)
-    if (!d.is_object() || !d.contains("digest") || !d["digest"].is_string() || !d.contains("size") || !d["size"].is_number_unsigned())
+    if (!d.is_object() || !d.contains("digest") || !d["digest"].is_string() || !d.contains("size") ||
+        !d["size"].is_number_unsigned())
       throw Error(Code::InvalidArgument, what + ": a descriptor of its manifest has no digest or size");
   return out;
 }

@@ -15,6 +15,7 @@ namespace nvproxy::checkpoint {
 std::string push_layout(const std::filesystem::path& layout, const std::string& reference, ImageRegistry& registry);
 
 // Pulls `reference`'s manifest, config and layers into `layout`, index.json naming it as `tag`.
-void pull_layout(const std::string& reference, const std::filesystem::path& layout, const std::string& tag, ImageRegistry& registry);
+void pull_layout(const std::string& reference, const std::filesystem::path& layout, const std::string& tag,
+                 ImageRegistry& registry);
 
 }  // namespace nvproxy::checkpoint

@@ -38,7 +38,8 @@ std::string from_file(const fs::path& file, const std::string& host, bool named)
     return {};
   }
   json j = json::parse(read_file(file), nullptr, false);
-  if (j.is_discarded() || !j.is_object()) throw Error(Code::InvalidArgument, "the registry auth file " + file.string() + " is not JSON");
+  if (j.is_discarded() || !j.is_object())
+    throw Error(Code::InvalidArgument, "the registry auth file " + file.string() + " is not JSON");
   const json auths = j.value("auths", json::object());
   if (!auths.is_object()) return {};
   for (const auto& [key, entry] : auths.items()) {

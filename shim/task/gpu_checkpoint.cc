@@ -21,7 +21,6 @@ SessionSubject subject_of(Container& c) {
           .content_store = c.config().checkpoint.content_store};
 }
 
-
 }  // namespace
 
 void GpuCheckpointHooks::checkpoint(Container& c, const oci::CheckpointFlags& flags, bool paused) {
@@ -43,7 +42,8 @@ void GpuCheckpointHooks::restore(Container& c, const std::filesystem::path& chec
   w.session().restore({.checkpoint = checkpoint,
                        .image_store = cfg.image_store,
                        .registry = &registry,
-                       .transfer = transfer_options(cfg, [this](const std::string& line, bool) { log_.info(line); }, false)});
+                       .transfer = transfer_options(
+                           cfg, [this](const std::string& line, bool) { log_.info(line); }, false)});
 }
 
 std::filesystem::path GpuCheckpointHooks::fetch_for_restore(Container& c, const std::string& reference,

@@ -57,8 +57,8 @@ void describe_record(const std::optional<checkpoint::ImageRecord>& rec, std::ost
 int image_cmd(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   po::options_description opts;
   opts.add_options()("store", po::value<std::string>())("config", po::value<std::string>())("older-than", po::value<double>())(
-      "rewrite", po::bool_switch())("tls-verify", po::value<bool>())("authfile", po::value<std::string>())("streams", po::value<unsigned>())(
-      "verb", po::value<std::string>())("paths", po::value<std::vector<std::string>>())(
+      "rewrite", po::bool_switch())("tls-verify", po::value<bool>())("authfile", po::value<std::string>())(
+      "streams", po::value<unsigned>())("verb", po::value<std::string>())("paths", po::value<std::vector<std::string>>())(
       "ctr", po::value<std::string>()->implicit_value(""))("kube", po::value<std::string>())("address", po::value<std::string>())(
       "namespace", po::value<std::string>());
   po::positional_options_description pos;
@@ -116,7 +116,8 @@ int image_cmd(const std::vector<std::string>& args, std::ostream& out, std::ostr
       if (vm.count("namespace")) target.ns = vm["namespace"].as<std::string>();
       if (!kube_archive.empty()) {
         auto r = checkpoint::push_kube_checkpoint(paths[0], paths[1], store, registry, runner, transfer);
-        out << pushed(r.data) << "checkpoint image of container " << r.container << " (for CRI's CreateContainer): " << r.image << "\n";
+        out << pushed(r.data) << "checkpoint image of container " << r.container << " (for CRI's CreateContainer): " << r.image
+            << "\n";
         return 0;
       }
       if (verb == "push" && ctr) {
@@ -140,8 +141,8 @@ int image_cmd(const std::vector<std::string>& args, std::ostream& out, std::ostr
       }
       checkpoint::ChunkPull report;
       auto entry = checkpoint::pull_image(
-          paths[0], store, registry, [&](const std::optional<checkpoint::ImageRecord>& rec) { describe_record(rec, out); }, transfer,
-          &report);
+          paths[0], store, registry, [&](const std::optional<checkpoint::ImageRecord>& rec) { describe_record(rec, out); },
+          transfer, &report);
       out << "pulled into " << entry.string() << " (" << report.fetched << " fetched, " << report.resumed << " resumed, "
           << report.reused << " from earlier pulls)\n";
       if (!report.summary.empty()) out << report.summary << "\n";

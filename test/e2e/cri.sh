@@ -228,7 +228,7 @@ node_b() {
   nv_registry_alter_pages "$pinned"
   BAD=$(nv_cri_ctr ck "$POD" cuda-bad '.image.image = $ENV.ARCHIVE | .mounts = ($ENV.CUDA_MOUNTS | fromjson)')
   if err=$(nv_crictl start "$BAD" 2>&1); then nv_fail "a restore from an altered blob started"; fi
-  nv_assert_contains "$err" "Digest did not match" "the refused restore's error"
+  nv_assert_contains "$err" "the bytes that arrived are" "the refused restore's error"
   nv_crictl rm -f "$BAD" >/dev/null 2>&1 || true
   [[ -z $(find "$STORE" -name '*.img') ]] || nv_fail "B's store kept a half-pulled image: $(find "$STORE")"
   nv_registry_unalter
@@ -339,7 +339,7 @@ if [[ -n ${NV_REGISTRY_FLOW:-} ]]; then
   # reference instead of the store's; node B restores from that archive (node_b below).
   nv_registry_start
   SHIM=$NVPROXY_SHIM_DIR/containerd-shim-nvproxy-v1
-  # skopeo's deadline in seconds, not the default hour: a hung transfer fails the test quickly.
+  # The registry's deadline in seconds, not the default hour: a hung transfer fails the test quickly.
   printf 'checkpoint:\n  registry_timeout_s: 60\n' >"$NV_DIR/push.yaml"
   if [[ $NV_REGISTRY_FLOW == image ]]; then
     # Kubernetes' flow: the archive becomes a checkpoint image (one layer, the container's name in

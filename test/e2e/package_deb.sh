@@ -69,7 +69,6 @@ done
 nv_assert_contains "$(field Recommends)" "runc" "Recommends"
 nv_assert_contains "$(field Recommends)" "runsc" "Recommends"
 nv_assert_contains "$(field Suggests)" "criu" "Suggests"
-nv_assert_contains "$(field Suggests)" "skopeo" "Suggests (checkpoints through a registry)"
 mkdir -p "$workdir/ctl"
 dpkg-deb -e "$deb" "$workdir/ctl"
 nv_assert_eq "$CONF" "$(cat "$workdir/ctl/conffiles")" "conffiles"

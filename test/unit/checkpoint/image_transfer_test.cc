@@ -44,7 +44,8 @@ class ImageTransferTest : public ::testing::Test {
     ImageStore a(root_ / "store-a", 3);
     entry_ = a.create("k8s.io", "llm");
     // Written pages, then 256 KiB of zeros CRIU left out, then more pages.
-    write_file_atomic(entry_ / "pages-1.img", random_bytes(512 << 10, 1) + std::string(256 << 10, '\0') + random_bytes(256 << 10, 2));
+    write_file_atomic(entry_ / "pages-1.img",
+                      random_bytes(512 << 10, 1) + std::string(256 << 10, '\0') + random_bytes(256 << 10, 2));
     write_file_atomic(entry_ / "inventory.img", "inventory");
     write_file_atomic(entry_ / "same-as-inventory.img", "inventory");
     write_file_atomic(
@@ -118,9 +119,11 @@ TEST_F(ImageTransferTest, ASecondPushSendsOnlyWhatChanged) {
   EXPECT_NE(changed.pinned, first.pinned);
 
   // Node B holds v1: its pull of v2 fetches only the chunks v1 lacks.
-  pull_image(first.pinned, root_ / "store-b", registry_, [](const auto&) {}, kSmallChunks);
+  pull_image(
+      first.pinned, root_ / "store-b", registry_, [](const auto&) {}, kSmallChunks);
   const std::uint64_t before = registry_.bytes_got;
-  fs::path v2 = pull_image(changed.pinned, root_ / "store-b", registry_, [](const auto&) {}, kSmallChunks);
+  fs::path v2 = pull_image(
+      changed.pinned, root_ / "store-b", registry_, [](const auto&) {}, kSmallChunks);
   EXPECT_LT(registry_.bytes_got - before, changed.bytes / 4);
   EXPECT_EQ(read_file(v2 / "pages-1.img"), pages);
 }
@@ -149,7 +152,8 @@ TEST_F(ImageTransferTest, ADamagedChunkIsRefusedAndAStoppedPullResumes) {
     if (digest == victim) bytes[bytes.size() / 2] ^= 1;
   };
   try {
-    pull_image(pushed.pinned, root_ / "store-c", registry_, [](const auto&) {}, kSmallChunks);
+    pull_image(
+        pushed.pinned, root_ / "store-c", registry_, [](const auto&) {}, kSmallChunks);
     FAIL() << "a damaged chunk was taken";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), Code::DataLoss) << e.what();
@@ -162,12 +166,15 @@ TEST_F(ImageTransferTest, ADamagedChunkIsRefusedAndAStoppedPullResumes) {
   // The registry goes away after three fetches: the pull stops part way...
   registry_.damage = nullptr;
   registry_.fail_after_gets = registry_.gets + 3;
-  EXPECT_THROW(pull_image(pushed.pinned, root_ / "store-b", registry_, [](const auto&) {}, kSmallChunks), Error);
+  EXPECT_THROW(pull_image(
+                   pushed.pinned, root_ / "store-b", registry_, [](const auto&) {}, kSmallChunks),
+               Error);
   EXPECT_FALSE(fs::exists(entry));
   // ...and the next one fetches only what is not whole yet.
   registry_.fail_after_gets = -1;
   const int before = registry_.gets;
-  fs::path got = pull_image(pushed.pinned, root_ / "store-b", registry_, [](const auto&) {}, kSmallChunks);
+  fs::path got = pull_image(
+      pushed.pinned, root_ / "store-b", registry_, [](const auto&) {}, kSmallChunks);
   EXPECT_EQ(got, entry);
   std::set<std::string> unique;
   for (const auto& f : m.files) unique.insert(f.digest);
@@ -213,7 +220,6 @@ TEST(ImageLayout, RepositoryOfAReference) {
   EXPECT_EQ(repository_of("llm:v1"), "llm");
 }
 
-
 // 0.6.0's images (one layer per file, no offset) still read; chunks that leave a gap are refused.
 TEST(ImageLayout, ChunksTileTheirFileAndOldImagesRead) {
   const std::string d = "sha256:" + std::string(64, 'b');
@@ -223,14 +229,16 @@ TEST(ImageLayout, ChunksTileTheirFileAndOldImagesRead) {
     return json{{"digest", d}, {"size", size}, {"annotations", a}};
   };
   auto manifest = [](json layers) { return json{{"artifactType", kArtifactType}, {"layers", std::move(layers)}}; };
-  ArtifactManifest old = parse_artifact_manifest(manifest(json::array({layer("pages-1.img", 10, nullptr), layer("x", 3, nullptr)})));
+  ArtifactManifest old =
+      parse_artifact_manifest(manifest(json::array({layer("pages-1.img", 10, nullptr), layer("x", 3, nullptr)})));
   EXPECT_EQ(file_sizes(old).at("pages-1.img"), 10u);
   ArtifactManifest chunked =
       parse_artifact_manifest(manifest(json::array({layer("p", 5, "5"), layer("p", 5, "0"), layer("p", 2, "10")})));
   EXPECT_EQ(chunked.files[0].offset, 0u) << "in file order";
   EXPECT_EQ(file_sizes(chunked).at("p"), 12u);
-  for (const auto& bad : {json::array({layer("p", 5, "0"), layer("p", 5, "6")}), json::array({layer("p", 5, "0"), layer("p", 5, "4")}),
-                          json::array({layer("p", 5, "1")}), json::array({layer("p", 5, "-1")})})
+  for (const auto& bad :
+       {json::array({layer("p", 5, "0"), layer("p", 5, "6")}), json::array({layer("p", 5, "0"), layer("p", 5, "4")}),
+        json::array({layer("p", 5, "1")}), json::array({layer("p", 5, "-1")})})
     EXPECT_THROW(parse_artifact_manifest(manifest(bad)), Error) << bad.dump();
   // What this code writes reads back: offsets only where a file has several chunks.
   const std::string text = artifact_manifest_text({{"p", d, 5, 0}, {"p", d, 7, 5}, {"q", d, 1, 0}}, "{}");

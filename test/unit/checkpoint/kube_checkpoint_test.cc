@@ -13,9 +13,9 @@
 #include "checkpoint/image/ctr_checkpoint.h"
 #include "checkpoint/image/image_store.h"
 #include "checkpoint/image/layout_blobs.h"
-#include "test/unit/checkpoint/memory_registry.h"
 #include "common/error.h"
 #include "common/fs.h"
+#include "test/unit/checkpoint/memory_registry.h"
 
 namespace nvproxy::checkpoint {
 namespace {

@@ -72,7 +72,8 @@ class MemoryRegistry final : public ImageRegistry {
     if (damage) damage(digest, bytes);
     for (std::uint64_t at = 0; at < bytes.size(); at += 7000)
       write(at, bytes.data() + at, std::min<std::uint64_t>(7000, bytes.size() - at));
-    if (bytes.size() != size || sha256_of(bytes) != digest) throw Error(Code::DataLoss, "fetching blob " + digest + ": not its bytes");
+    if (bytes.size() != size || sha256_of(bytes) != digest)
+      throw Error(Code::DataLoss, "fetching blob " + digest + ": not its bytes");
   }
 
   std::filesystem::path blob_file(const std::string& digest) const { return root_ / digest.substr(7); }
