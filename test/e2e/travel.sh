@@ -11,7 +11,8 @@
 #      the registry is refused by a pull into a third store, which keeps no entry; then
 #      `image pull --ctr` and `ctr c restore`: the restore finds the pulled entry (nothing fetched
 #      again) and the process runs on from the checkpoint with every held page intact.
-# Usage: travel.sh [1.7|2.3]
+# Usage: travel.sh [2.3]   (containerd 1.7: its second `ctr c checkpoint` of the container gave an
+# index without the CRIU layer here, so `image push --ctr` refused it; not followed yet)
 set -euo pipefail
 source "$(dirname "$0")/lib/shim-env.sh"
 source "$(dirname "$0")/lib/fake-cuda.sh"
