@@ -147,7 +147,7 @@ ChunkPush push_chunked(const fs::path& image_dir, const std::string& reference, 
   if (!registry.has_blob(repo, config_digest))
     registry.put_blob(repo, config_digest, record.size(), [&](std::uint64_t at, char* buf, std::size_t n) {
       const std::size_t len = std::min<std::size_t>(n, record.size() - at);
-      std::memcpy(buf, record.data() + at, len);
+      std::copy_n(record.data() + at, len, buf);
       return len;
     });
   run_streams(unique.size(), opts.streams, opts.attempts, [&](std::size_t k) {

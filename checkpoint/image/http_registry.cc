@@ -132,7 +132,7 @@ void HttpRegistry::authorize(Host& h, const std::string& repository, const std::
   h.authorization[repository] = value;
 }
 
-HttpResponse HttpRegistry::call(const std::string& host_name, const std::string& repository, HttpRequest req,
+HttpResponse HttpRegistry::call(const std::string& host_name, const std::string& repository, const HttpRequest& req,
                                 const ImageRegistry::Writer* sink, const std::string& what) {
   const Clock::time_point deadline = Clock::now() + opts_.timeout;
   Host& h = host(host_name);
@@ -186,7 +186,7 @@ std::string HttpRegistry::put_manifest(const std::string& reference, const std::
                          .text = text},
                         nullptr, what);
   if (r.status != 201 && r.status != 200) throw Error(code_of(r.status), what + " failed: " + registry_error(r));
-  const std::string digest = sha256_of(text);
+  std::string digest = sha256_of(text);
   if (auto said = r.header("docker-content-digest"); !said.empty() && said != digest)
     throw Error(Code::DataLoss, what + ": the registry stored it as " + said + ", its bytes are " + digest);
   return digest;

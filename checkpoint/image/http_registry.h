@@ -50,8 +50,8 @@ class HttpRegistry final : public ImageRegistry {
   };
   // One exchange with the registry of `host` about `repository`, answering a 401 once with what it
   // asks for and following redirects (to storage elsewhere) without the registry's authorization.
-  HttpResponse call(const std::string& host, const std::string& repository, HttpRequest req, const ImageRegistry::Writer* sink,
-                    const std::string& what);
+  HttpResponse call(const std::string& host, const std::string& repository, const HttpRequest& req,
+                    const ImageRegistry::Writer* sink, const std::string& what);
   std::unique_ptr<HttpConnection> connection(Host& h, std::chrono::steady_clock::time_point deadline);
   void give_back(Host& h, std::unique_ptr<HttpConnection> c);
   void authorize(Host& h, const std::string& repository, const std::string& challenge, bool push, const std::string& what,

@@ -1,5 +1,6 @@
 #include "checkpoint/image/transfer_progress.h"
 
+#include <cmath>
 #include <cstdio>
 
 namespace nvproxy::checkpoint {
@@ -47,7 +48,7 @@ std::string TransferProgress::line() const {
   std::string out = what_ + ": " + human_bytes(done) + " of " + human_bytes(total_) + ", " + rate(moved, s);
   if (moved > 0 && done < total_) {
     const double left = static_cast<double>(total_ - done) / (static_cast<double>(moved) / s);
-    out += ", " + std::to_string(static_cast<long>(left + 0.5)) + " s left";
+    out += ", " + std::to_string(std::lround(left)) + " s left";
   }
   return out;
 }
