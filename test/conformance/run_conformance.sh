@@ -55,12 +55,17 @@ restart_containerd() {
   want=$(cat "$restarts.want" 2>/dev/null || echo 0)
   done_n=$(<"$restarts")
   ((want > done_n)) || return 0
+  # SIGUSR1 ignored while containerd restarts (the program repeats it until the restart is done):
+  # its trap run inside _nv_start_daemon's multi-line command substitution broke bash's parser
+  # ("trap: line 2: unexpected EOF while looking for matching `)'") and ended this script.
+  trap '' USR1
   nv_log "restarting containerd (restart $want)"
   kill -TERM "$NV_CONTAINERD_PID"
   wait "$NV_CONTAINERD_PID" 2>/dev/null || true
   mv "$NV_DIR/containerd.log" "$NV_DIR/containerd.log.$want"
   _nv_start_daemon
   echo "$want" >"$restarts"
+  trap 'restart_wanted=1' USR1
 }
 trap 'restart_wanted=1' USR1
 
