@@ -33,8 +33,9 @@ nv_wait_for -t 20 counter_above web 5 || nv_fail "web's loop never ran: $(counte
 
 nv_log "exec and ps"
 nv_assert_eq hello "$(nv_ctr task exec --exec-id hi web echo hello)" "exec in web"
-procs=$(nv_ctr task ps web | awk 'NR>1' | wc -l)
-((procs >= 2)) || nv_fail "ctr task ps web: $(nv_ctr task ps web 2>&1)"
+# The loop's shell and its sleep: between two sleeps the shell is alone, so ps is asked again.
+ps_lists_two() { (($(nv_ctr task ps web | awk 'NR>1' | wc -l) >= 2)); }
+nv_wait_for -t 10 ps_lists_two || nv_fail "ctr task ps web: $(nv_ctr task ps web 2>&1)"
 
 nv_log "pause and resume"
 nv_ctr task pause web
