@@ -106,7 +106,7 @@ int image_cmd(const std::vector<std::string>& args, std::ostream& out, std::ostr
       const bool tty = ::isatty(STDERR_FILENO) != 0;
       const checkpoint::TransferOptions transfer = transfer_options(
           c.checkpoint,
-          [tty](const std::string& line, bool redraw) {
+          [](const std::string& line, bool redraw) {
             std::fprintf(stderr, redraw ? "\r\033[K%s" : "%s\n", line.c_str());
             std::fflush(stderr);
           },
