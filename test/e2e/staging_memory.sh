@@ -207,7 +207,8 @@ wait $ck 2>/dev/null || true
 rm -f "$FAKE/cuda/delay_ms"
 pod_back() { [[ $(limit_of "$POD") == "$POD_LIMIT" ]]; }
 nv_wait_for -t 30 pod_back || nv_fail "the pod's limit was not put back after the shim died: $(limit_of "$POD")"
-grep -qF 'memory limit an earlier shim lifted put back' "$NV_DIR/containerd.log" \
-  || nv_fail "the shim's delete did not say it put the limit back"
+# containerd logs the delete's words once that process has ended, after the limit is back.
+nv_wait_for -t 30 grep -qF 'memory limit an earlier shim lifted put back' "$NV_DIR/containerd.log" ||
+  nv_fail "the shim's delete did not say it put the limit back"
 stop crash
 echo "PASS staging_memory ($NV_RUNTIME, containerd $NV_CONTAINERD_VERSION)"
