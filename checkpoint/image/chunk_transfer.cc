@@ -137,12 +137,16 @@ ChunkPush push_chunked(const fs::path& image_dir, const std::string& reference, 
   // One upload per digest: the same bytes twice (zero chunks) go once.
   std::vector<std::size_t> unique;
   std::set<std::string> seen;
-  for (std::size_t i = 0; i < chunks.size(); ++i)
-    if (seen.insert(chunks[i].digest).second) unique.push_back(i);
+  std::uint64_t repeated = 0;
+  for (std::size_t i = 0; i < chunks.size(); ++i) {
+    if (seen.insert(chunks[i].digest).second)
+      unique.push_back(i);
+    else
+      repeated += chunks[i].size;
+  }
 
   TransferProgress prog("pushing " + human_bytes(out.bytes) + " to " + reference, out.bytes, opts.progress, opts.terminal);
-  for (std::size_t i = 0; i < chunks.size(); ++i)
-    if (std::find(unique.begin(), unique.end(), i) == unique.end()) prog.skipped(chunks[i].size);
+  prog.skipped(repeated);
   const std::string config_digest = sha256_of(record);
   if (!registry.has_blob(repo, config_digest))
     registry.put_blob(repo, config_digest, record.size(), [&](std::uint64_t at, char* buf, std::size_t n) {

@@ -53,7 +53,8 @@ if [[ ${NV_TRAVEL_NODE:-A} == B ]]; then
     >"$NV_DIR/pull1.out" 2>&1 &
   pid=$!
   journal() { cat "$STORE_B"/registry/*/.incoming-*/.chunks-done 2>/dev/null | wc -l; }
-  nv_wait_for -t 60 bash -c "(( \$(cat $STORE_B/registry/*/.incoming-*/.chunks-done 2>/dev/null | wc -l) >= 2 ))" ||
+  journal_past() { (($(journal) >= $1)); }
+  nv_wait_for -t 60 journal_past 2 ||
     nv_fail "the pull wrote no whole chunk: $(cat "$NV_DIR/pull1.out")"
   kill -9 "$pid"
   wait "$pid" 2>/dev/null || true
