@@ -163,6 +163,9 @@ struct HttpConnection::Impl {
     plain.reset();
     secure.reset();
     buffer.clear();
+    // Beast reads at most the buffer's free capacity (at least 512 bytes) per call, and a body
+    // parsed into buffer_body never grows it: without room, a blob arrives 512 bytes a syscall.
+    buffer.reserve(kPiece);
     tcp::resolver resolver(ioc);
     tcp::resolver::results_type found;
     beast::error_code ec = wait(
