@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <exception>
@@ -121,8 +122,11 @@ bool copy_earlier(const LayoutFile& from, int to_fd, std::uint64_t to_offset, co
 
 ChunkPush push_chunked(const fs::path& image_dir, const std::string& reference, ImageRegistry& registry,
                        const TransferOptions& opts) {
+  // The plan reads every byte before the first upload: every CPU hashes (the uploads then wait on
+  // the registry, not on this).
+  const int cpus = static_cast<int>(std::thread::hardware_concurrency());
   const std::vector<FileChunk> plan =
-      plan_chunks(image_dir, {.max_bytes = opts.chunk_bytes, .threads = std::max(2, opts.streams / 2)});
+      plan_chunks(image_dir, {.max_bytes = opts.chunk_bytes, .threads = std::clamp(cpus, 2, 32)});
   std::vector<LayoutFile> chunks;
   std::set<std::string> files;
   ChunkPush out;

@@ -69,6 +69,21 @@ std::vector<fs::path> sorted_dirs(const fs::path& d) {
   return out;
 }
 
+// When an entry was last written: its directory's time or its newest file's. A pull fills its
+// files in place (no directory change) and appends to its journal, so an unfinished pull that is
+// still moving looks new however long ago it began.
+std::optional<fs::file_time_type> last_written(const fs::path& entry) {
+  std::error_code ec;
+  auto t = fs::last_write_time(entry, ec);
+  if (ec) return std::nullopt;
+  for (const auto& e : fs::directory_iterator(entry, ec)) {
+    std::error_code fec;
+    auto ft = e.last_write_time(fec);
+    if (!fec) t = std::max(t, ft);
+  }
+  return t;
+}
+
 }  // namespace
 
 fs::path ImageStore::create(const std::string& ns, const std::string& container) {
@@ -124,9 +139,8 @@ std::vector<fs::path> ImageStore::prune_older_than(std::chrono::seconds age) con
   for (const auto& ns : sorted_dirs(dir_))
     for (const auto& owner : sorted_dirs(ns))
       for (const auto& entry : sorted_dirs(owner)) {
-        std::error_code ec;
-        auto t = fs::last_write_time(entry, ec);
-        if (ec || t > cutoff) continue;
+        auto t = last_written(entry);
+        if (!t || *t > cutoff) continue;
         discard(entry);
         removed.push_back(entry);
       }

@@ -1,16 +1,19 @@
 #!/bin/bash
-# A GPU checkpoint to another node through a registry (issue 35) on the GPU machine, from the repo
-# root, after test/gpu/pack.sh and test/gpu/pack-travel.sh (skopeo and docker-registry with their
-# libraries in .carry-travel). Nodes A and B are two containerd 1.7 (the kit's), one after the other,
-# each with its own root, state and image store; a registry (docker-registry) on loopback between:
+# A GPU checkpoint to another node through a registry (issues 35 and 47) on the GPU machine, from the
+# repo root, after test/gpu/pack.sh and test/gpu/pack-travel.sh (docker-registry in .carry-travel).
+# Nodes A and B are two containerd 1.7 (the kit's), one after the other, each with its own root,
+# state and image store; a registry (docker-registry) on loopback between. The shim moves the
+# images itself (chunks, STREAMS at once):
 #   A  the sglang shape with its HTTP front end (workloads/shapes_workload.py: a CUDA parent, two
 #      spawn CUDA workers, a tokenizer) checkpointed by `ctr c checkpoint --task --rw`, restored
-#      here once (the local restore, timed), then `image push --ctr` of that checkpoint
+#      here once (the local restore, timed); served a while, then checkpointed again (what periodic
+#      checkpoints of a server are); `cp` of the first image's files beside the registry's disk (the
+#      push's yardstick); `image push --ctr` of the first, then of the second (only what changed)
 #   B  A's store emptied and A's containerd gone: `image pull --ctr`, `ctr c restore --live --rw`
 #      (which pulls the memory into B's store): the front end answers, every process goes on and
-#      its device data is intact
+#      its device data is intact; then the second image pulled beside the first (only what changed)
 # Prints "RESULT PASS|FAIL name: detail" and a timing table; logs to $OUT.
-# Run: set -o pipefail; timeout 500 bash test/gpu/run-travel.sh 2>&1 | tee $OUT/travel.log
+# Run: set -o pipefail; timeout 580 bash test/gpu/run-travel.sh 2>&1 | tee $OUT/travel.log
 set -uo pipefail
 REPO=$(pwd)
 PACK=${PACK:-$REPO/.carry}
@@ -22,8 +25,8 @@ kit_install
 rm -rf "$W"; mkdir -p "$W/host"
 source "$REPO/test/gpu/lib/travel.sh"
 travel_registry "$W" 5123
-log "skopeo: $(skopeo --version 2>&1 | head -1)"
-REF=127.0.0.1:5123/ckpt/llm:v1
+REF=127.0.0.1:5123/ckpt/llm:v1 REF2=127.0.0.1:5123/ckpt/llm:v2
+STREAMS=${STREAMS:-8}
 PY=/opt/torch/.venv/bin/python3
 SHIM=$PACK/bin/containerd-shim-nvproxy-v1
 write_cfg() {  # DIR STORE
@@ -38,6 +41,7 @@ checkpoint:
   image_store: $2
   registry_tls_verify: false
   registry_timeout_s: 300
+  registry_streams: $STREAMS
 EOT
 }
 H=$W/host
@@ -54,6 +58,7 @@ ROWS=("| step | s |" "| --- | ---: |")
 timed() {  # NAME CMD...: runs it, adds a row; sets OUTPUT and RC
   local s e
   s=$(now); OUTPUT=$("${@:2}" 2>&1 </dev/null); RC=$?; e=$(now)
+  s_=$s e_=$e
   ROWS+=("| $1 | $(dt "$s" "$e") |")
   log "$1: rc=$RC in $(dt "$s" "$e") s"; [[ -n $OUTPUT ]] && echo "$OUTPUT" | tail -5 | sed 's/^/  | /'
 }
@@ -73,11 +78,39 @@ at=$(iter "$H/parent.txt")
 timed "A: ctr c checkpoint --task --rw" CTR c checkpoint --task --rw llm ckpt/llm:1
 stop_task
 timed "A: local restore (ctr c restore --live --rw)" CTR c restore --live --rw llm ckpt/llm:1
+LOCAL_S=$(dt "$s_" "$e_")
 if ((RC == 0)) && advancing $(files) && intact $(files); then result PASS local-restore "http [$(http)]"; else result FAIL local-restore "rc=$RC"; fi
+# The restored server serves a while (its front end asked, its workers fed), then is checkpointed
+# again: the second image of one server, what periodic checkpoints push.
+for _ in $(seq 20); do http >/dev/null; sleep 0.25; done
+timed "A: second ctr c checkpoint --task --rw (after serving)" CTR c checkpoint --task --rw llm ckpt/llm:2
 stop_task
-timed "A: image push --ctr" "$SHIM" image push --ctr ckpt/llm:1 "$REF" --address "$SOCK" --namespace gpu --store "$W/a/store" \
-  --config "$W/a/shim.yaml"
-((RC == 0)) && result PASS push "$(echo "$OUTPUT" | head -1)" || result FAIL push "$OUTPUT"
+# The push's yardstick: the first image's files copied onto the registry's disk, synced.
+entry=$(find "$W/a/store" -name 'pages-*.img' -size +100M -printf '%T@ %h\n' | sort -n | head -1 | cut -d' ' -f2)
+[[ -d $entry ]] || { log "no image of the first checkpoint in $W/a/store"; find "$W/a/store" -maxdepth 3 | head; exit 1; }
+BYTES=$(du -sb "$entry" | cut -f1)
+sync
+timed "A: cp -r of the first image's files to the registry's disk, synced ($((BYTES >> 20)) MiB)" bash -c "cp -r '$entry' '$W/registry/cp' && sync"
+CP_S=$(dt "$s_" "$e_")
+rm -rf "$W/registry/cp"
+push() {  # NAME REF
+  "$SHIM" image push --ctr "$1" "$2" --address "$SOCK" --namespace gpu --store "$W/a/store" --config "$W/a/shim.yaml" --streams "$STREAMS"
+}
+timed "A: image push --ctr ckpt/llm:1, $STREAMS streams" push ckpt/llm:1 "$REF"
+PUSH_S=$(dt "$s_" "$e_")
+((RC == 0)) && result PASS push "$(echo "$OUTPUT" | grep '^pushed' | head -1)" || result FAIL push "$OUTPUT"
+reg1=$(du -sb "$W/registry" | cut -f1)
+timed "A: image push --ctr ckpt/llm:2 (the second checkpoint)" push ckpt/llm:2 "$REF2"
+reg2=$(du -sb "$W/registry" | cut -f1)
+sent=$(echo "$OUTPUT" | sed -n 's/^pushed .*bytes (\([0-9]*\) sent.*/\1/p' | head -1)
+total=$(echo "$OUTPUT" | sed -n 's/^pushed .* chunks, \([0-9]*\) bytes.*/\1/p' | head -1)
+if ((RC == 0)) && [[ -n $sent && -n $total ]] && ((total > 0)); then
+  pct=$(awk -v a="$sent" -v b="$total" 'BEGIN{printf "%.2f", 100*a/b}')
+  ROWS+=("| the second push sent $sent of $total bytes ($pct %), the registry grew $(((reg2 - reg1) >> 20)) MiB | |")
+  awk -v p="$pct" 'BEGIN{exit !(p < 5)}' && result PASS second-push "$pct % of the image sent" || result FAIL second-push "$pct % of the image sent"
+else
+  result FAIL second-push "rc=$RC $OUTPUT"
+fi
 log "registry holds $(du -sh "$W/registry" | cut -f1)"
 kit_teardown travel-a
 rm -rf "$W/a"
@@ -85,13 +118,21 @@ rm -rf "$W/a"
 # ---------------- node B ----------------
 mkdir -p "$W/b/store"; write_cfg "$W/b" "$W/b/store"
 kit_start "$W/b" "$W/b/shim.yaml" || { log "node B did not start"; exit 1; }
+sync; echo 1 >/proc/sys/vm/drop_caches  # B reads the registry's disk, not A's page cache
 timed "B: image pull --ctr (the archive)" "$SHIM" image pull --ctr "$REF" --address "$SOCK" --namespace gpu --store "$W/b/store" \
   --config "$W/b/shim.yaml"
+PULL_S=$(dt "$s_" "$e_")
 ((RC == 0)) && result PASS pull "$(echo "$OUTPUT" | tr '\n' ' ')" || result FAIL pull "$OUTPUT"
-timed "B: ctr c restore --live --rw (pulls the memory)" CTR c restore --live --rw llm ckpt/llm:1
+timed "B: ctr c restore --live --rw (pulls the memory, $STREAMS streams)" CTR c restore --live --rw llm ckpt/llm:1
+B_S=$(dt "$s_" "$e_")
 if ((RC == 0)) && advancing $(files) && intact $(files) && (($(iter "$H/parent.txt") >= at)); then
   result PASS travel "restored on B from $REF: http [$(http)], every process on, device data intact; B's store $(du -sh "$W/b/store" | cut -f1)"
 else
   result FAIL travel "rc=$RC status $(CTR task ls | awk '$1=="llm"{print $3}') $(tail -3 "$H/parent.txt" 2>/dev/null)"
 fi
+grep -o "pulling [^\"]* from [^\"]*" "$W/b/containerd.log" | tail -2 | sed "s/^/  | /"
 stop_task
+timed "B: image pull of the second image beside the first" "$SHIM" image pull "$REF2" --store "$W/b/store" --config "$W/b/shim.yaml"
+((RC == 0)) && result PASS second-pull "$(echo "$OUTPUT" | grep '^pulled' | head -1)" || result FAIL second-pull "$OUTPUT"
+ROWS+=("| push: $((BYTES >> 20)) MiB in $PUSH_S s against cp's $CP_S s | $(awk -v p="$PUSH_S" -v c="$CP_S" 'BEGIN{printf "%.2fx of cp", c/p}') |")
+ROWS+=("| B's pull and restore: $(awk -v a="$PULL_S" -v b="$B_S" 'BEGIN{printf "%.1f", a+b}') s against the local restore's $LOCAL_S s | $(awk -v a="$PULL_S" -v b="$B_S" -v l="$LOCAL_S" 'BEGIN{printf "%.2fx", (a+b)/l}') |")

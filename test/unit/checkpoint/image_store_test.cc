@@ -88,6 +88,26 @@ TEST_F(ImageStoreTest, RetentionKeepsTheNewestEntriesOfEachContainer) {
   EXPECT_TRUE(fs::exists(made[3]));
 }
 
+// A pull's unfinished directory (STORE/registry/REPO/.incoming-DIGEST) goes with `image prune` once
+// nothing in it has been written for the given age; one whose journal moved lately is still pulling.
+TEST_F(ImageStoreTest, PruneTakesAbandonedPullsButNotOnesStillWriting) {
+  ImageStore store(root_ / "store", 2);
+  const auto old = fs::file_time_type::clock::now() - std::chrono::hours(48);
+  const fs::path repo = root_ / "store" / "registry" / "reg_5000_ckpt_llm";
+  const fs::path abandoned = repo / ".incoming-aaaa", moving = repo / ".incoming-bbbb";
+  for (const auto& d : {abandoned, moving}) {
+    fs::create_directories(d);
+    write_file_atomic(d / "pages-1.img", "pages", 0600);
+    write_file_atomic(d / ".chunks-done", "sha256:x 0 pages-1.img\n", 0600);
+    fs::last_write_time(d / "pages-1.img", old);
+    fs::last_write_time(d, old);
+  }
+  fs::last_write_time(abandoned / ".chunks-done", old);
+  EXPECT_EQ(store.prune_older_than(std::chrono::hours(24)), std::vector<fs::path>{abandoned});
+  EXPECT_FALSE(fs::exists(abandoned));
+  EXPECT_TRUE(fs::exists(moving / "pages-1.img"));
+}
+
 TEST_F(ImageStoreTest, PackMakesASelfContainedCopy) {
   ImageStore store(root_ / "store", 3);
   fs::path entry = store.create("ns", "c");
