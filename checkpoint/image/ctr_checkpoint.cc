@@ -86,7 +86,15 @@ CtrPushResult push_ctr_checkpoint(const std::string& name, const std::string& re
     get_blob(ctr, d.value("digest", ""), layout, runner);
     if (d.value("mediaType", "") == kCriuTarType) criu = &d;
   }
-  if (!criu) throw Error(Code::InvalidArgument, name + " holds no CRIU checkpoint (" + kCriuTarType + ")");
+  // containerd before 2.0 fails a second checkpoint of a container whose spec its content store
+  // already holds (AlreadyExists), and ctr takes that error for success: an index without its
+  // task's layers.
+  if (!criu)
+    throw Error(Code::InvalidArgument,
+                name + " holds no CRIU checkpoint (" + kCriuTarType +
+                    "): was it made by `ctr c checkpoint` without --task, or by containerd 1.6/1.7 while an earlier "
+                    "checkpoint image of the same container was still there (they leave the CRIU layer out then)? "
+                    "Remove the earlier image (`ctr images rm --sync NAME`) and checkpoint again");
 
   // The checkpoint directory containerd handed the shim: the store's reference, or the image itself.
   const fs::path dir = work.path() / "checkpoint";

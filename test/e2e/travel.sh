@@ -11,8 +11,11 @@
 #      the registry is refused by a pull into a third store, which keeps no entry; then
 #      `image pull --ctr` and `ctr c restore`: the restore finds the pulled entry (nothing fetched
 #      again) and the process runs on from the checkpoint with every held page intact.
-# Usage: travel.sh [2.3]   (containerd 1.7: its second `ctr c checkpoint` of the container gave an
-# index without the CRIU layer here, so `image push --ctr` refused it; not followed yet)
+#   containerd 1.6/1.7 fail a container's second `ctr c checkpoint --task` while the first's image
+#   holds the same spec (their content store answers AlreadyExists, which ctr takes for success and
+#   writes an index without the CRIU layer): there the first image goes (`ctr images rm --sync`)
+#   before the second checkpoint, as the shim's refusal tells users to.
+# Usage: travel.sh [1.7|2.3]
 set -euo pipefail
 source "$(dirname "$0")/lib/shim-env.sh"
 source "$(dirname "$0")/lib/fake-cuda.sh"
@@ -136,6 +139,7 @@ DATA=$(sed -n 's/^pushed .*: \([^ ]*@sha256:[0-9a-f]*\)$/\1/p' <<<"$out" | head 
 grow0=$(du -sk "$NV_REGISTRY_DIR" | cut -f1)
 
 nv_wait_for -t 60 rounds_past "$(rounds)" || nv_fail "the app did not go on after the checkpoint"
+[[ $VER == 1.* ]] && nv_ctr images rm --sync ckpt/c1:1 >/dev/null
 push ckpt/c1:2 "$NV_REGISTRY/ckpt/c1:v2"
 sent=$(field "sent" "$out")
 bytes2=$(sed -n 's/^pushed [0-9]* files in [0-9]* chunks, \([0-9]*\) bytes.*/\1/p' <<<"$out" | head -1)
