@@ -118,15 +118,48 @@ bool copy_earlier(const LayoutFile& from, int to_fd, std::uint64_t to_offset, co
   return sum.finish() == digest;
 }
 
+// Whether the bytes at c's place in fd are c's (its digest over them).
+bool holds_chunk(int fd, const LayoutFile& c) {
+  std::vector<char> buf(std::min<std::uint64_t>(std::max<std::uint64_t>(c.size, 1), 8 << 20));
+  Sha256 sum;
+  for (std::uint64_t at = 0; at < c.size;) {
+    const long n = read_at(fd, buf.data(), std::min<std::uint64_t>(buf.size(), c.size - at), c.offset + at);
+    if (n <= 0) return false;
+    sum.update(buf.data(), static_cast<std::size_t>(n));
+    at += static_cast<std::uint64_t>(n);
+  }
+  return sum.finish() == c.digest;
+}
+
 }  // namespace
+
+bool verify_pulled(const fs::path& entry, int threads) {
+  ArtifactManifest m;
+  try {
+    m = parse_artifact_manifest(json::parse(read_file(entry / kManifestFile)));
+  } catch (const std::exception&) {
+    return false;
+  }
+  std::map<std::string, UniqueFd> fds;
+  for (const auto& [path, size] : file_sizes(m)) {
+    UniqueFd fd(::open((entry / path).c_str(), O_RDONLY | O_CLOEXEC));
+    struct stat st {};
+    if (!fd || ::fstat(fd.get(), &st) != 0 || static_cast<std::uint64_t>(st.st_size) != size) return false;
+    fds.emplace(path, std::move(fd));
+  }
+  std::atomic<bool> whole{true};
+  run_streams(m.files.size(), threads, 1, [&](std::size_t i) {
+    if (whole && !holds_chunk(fds.at(m.files[i].path).get(), m.files[i])) whole = false;
+  });
+  return whole;
+}
 
 ChunkPush push_chunked(const fs::path& image_dir, const std::string& reference, ImageRegistry& registry,
                        const TransferOptions& opts) {
   // The plan reads every byte before the first upload: every CPU hashes (the uploads then wait on
   // the registry, not on this).
   const int cpus = static_cast<int>(std::thread::hardware_concurrency());
-  const std::vector<FileChunk> plan =
-      plan_chunks(image_dir, {.max_bytes = opts.chunk_bytes, .threads = std::clamp(cpus, 2, 32)});
+  const std::vector<FileChunk> plan = plan_chunks(image_dir, {.max_bytes = opts.chunk_bytes, .threads = std::clamp(cpus, 2, 32)});
   std::vector<LayoutFile> chunks;
   std::set<std::string> files;
   ChunkPush out;
@@ -216,11 +249,23 @@ ChunkPull pull_chunked(const std::string& repo, const ArtifactManifest& m, const
 
   ChunkPull out;
   TransferProgress prog("pulling " + human_bytes(total) + " from " + repo, total, opts.progress, opts.terminal);
+  // The journal is not synced chunk by chunk (that would hold every stream to the disk's pace):
+  // what it lists is taken only where the bytes in place still have the chunk's digest (after a
+  // crash of the host they may not).
+  std::vector<const LayoutFile*> listed;
+  for (const auto& c : m.files)
+    if (whole.count(journal_line(c))) listed.push_back(&c);
+  std::vector<char> kept(listed.size(), 0);
+  run_streams(listed.size(), opts.streams, 1,
+              [&](std::size_t i) { kept[i] = holds_chunk(fds.at(listed[i]->path).get(), *listed[i]) ? 1 : 0; });
+  std::set<const LayoutFile*> resumed;
+  for (std::size_t i = 0; i < listed.size(); ++i)
+    if (kept[i]) resumed.insert(listed[i]);
   // One fetch per digest: the same bytes elsewhere in the image (zero chunks, a file twice) are
   // copied from where they landed.
   std::map<std::string, std::vector<const LayoutFile*>> by_digest;
   for (const auto& c : m.files) {
-    if (whole.count(journal_line(c))) {
+    if (resumed.count(&c)) {
       prog.skipped(c.size);
       out.resumed += c.size;
     } else {
@@ -231,8 +276,7 @@ ChunkPull pull_chunked(const std::string& repo, const ArtifactManifest& m, const
   for (const auto& [digest, places] : by_digest) todo.push_back(&places);
   std::mutex mu;
   std::atomic<std::uint64_t> reused{0};
-  auto finish = [&](const LayoutFile& c, int fd) {
-    if (::fdatasync(fd) != 0) throw sys_error(what + ": syncing " + c.path);
+  auto finish = [&](const LayoutFile& c, int) {
     std::lock_guard lock(mu);
     if (!write_all(journal.get(), journal_line(c))) throw sys_error(what + ": writing its journal");
   };

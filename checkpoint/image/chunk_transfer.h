@@ -8,8 +8,10 @@
 // its digest checked as it streams; runs of zeros are not written (the file keeps them as
 // holes, as CRIU left them out). A chunk some earlier pull already brought to this node is copied
 // from there instead of fetched. A journal in the directory lists the chunks that are whole, so
-// a pull that stopped (killed, the registry gone, a deadline) resumes with the rest; the caller
-// makes the directory an image only once every chunk is whole.
+// a pull that stopped (killed, the registry gone, a deadline) resumes with the rest (each listed
+// chunk's digest checked again in place); the caller makes the directory an image only once every
+// chunk is whole. Nothing is synced chunk by chunk: the caller marks the image with the boot it
+// was pulled in, and an image of an earlier boot is verified before it is used (verify_pulled).
 #pragma once
 
 #include <cstdint>
@@ -29,6 +31,7 @@ struct TransferOptions {
   std::uint64_t chunk_bytes = 256ull << 20;  // the largest chunk
   TransferProgress::Sink progress;           // null: no reports
   bool terminal = false;
+  std::string boot_id;  // the boot a pulled entry is marked with; empty: this host's (/proc)
 };
 
 struct ChunkPush {
@@ -53,5 +56,9 @@ struct ChunkPull {
 // attempts; what is whole stays listed in the journal for the next try.
 ChunkPull pull_chunked(const std::string& repo, const ArtifactManifest& m, const std::filesystem::path& dir,
                        const std::vector<std::filesystem::path>& earlier, ImageRegistry& registry, const TransferOptions& opts);
+
+// Whether every chunk of a pulled entry (its kManifestFile) still has its digest, `threads`
+// readers at once: false where a file is missing, of another size or holds other bytes.
+bool verify_pulled(const std::filesystem::path& entry, int threads);
 
 }  // namespace nvproxy::checkpoint

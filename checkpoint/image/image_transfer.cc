@@ -5,6 +5,8 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <nlohmann/json.hpp>
 
 #include "checkpoint/image/image_layout.h"
@@ -29,6 +31,42 @@ std::string flat(const std::string& repo) {
   std::string out;
   for (char c : repo) out += (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.') ? c : '_';
   return out;
+}
+
+// The kernel's id of this boot: a pulled entry marked with it was written since the host last
+// started, so its unsynced pages are still in the page cache or on the disk.
+std::string boot_id(const TransferOptions& opts) {
+  if (!opts.boot_id.empty()) return opts.boot_id;
+  std::string id;
+  try {
+    id = read_file("/proc/sys/kernel/random/boot_id");
+  } catch (const std::exception&) {
+    return "unknown";
+  }
+  while (!id.empty() && std::isspace(static_cast<unsigned char>(id.back()))) id.pop_back();
+  return id;
+}
+
+constexpr const char* kComplete = ".complete";
+constexpr const char* kBootLine = "boot ";
+
+// Whether the finished entry can be used: written in this boot, or verified now (and then marked
+// so: what was read back after a boot is on the disk).
+bool usable(const fs::path& entry, const std::string& digest, const TransferOptions& opts) {
+  std::string mark;
+  try {
+    mark = read_file(entry / kComplete);
+  } catch (const std::exception&) {
+    return false;
+  }
+  const auto at = mark.find(kBootLine);
+  if (at == std::string::npos) return true;  // verified after a boot, or written by 0.6.0 (synced)
+  std::string boot = mark.substr(at + std::string(kBootLine).size());
+  while (!boot.empty() && std::isspace(static_cast<unsigned char>(boot.back()))) boot.pop_back();
+  if (boot == boot_id(opts)) return true;
+  if (!verify_pulled(entry, std::max(1, opts.streams))) return false;
+  write_file_atomic(entry / kComplete, digest + "\n", 0600);
+  return true;
 }
 
 // `p` is `dir` or below it, symlinks and relative paths (the command line's) resolved.
@@ -100,7 +138,10 @@ fs::path pull_image(const std::string& reference, const fs::path& store, ImageRe
   UniqueFd lock(::open((repo_dir / (hex_of(remote.digest) + ".lock")).c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
   if (!lock || ::flock(lock.get(), LOCK_EX) != 0) throw sys_error("locking " + entry.string());
   std::error_code ec;
-  if (fs::exists(entry / ".complete", ec)) return entry;
+  if (fs::exists(entry / kComplete, ec)) {
+    if (usable(entry, remote.digest, opts)) return entry;
+    fs::remove_all(entry, ec);  // not whole after a boot: pulled again
+  }
 
   std::uint64_t need = 0;
   for (const auto& f : m.files) need += f.size;
@@ -113,7 +154,7 @@ fs::path pull_image(const std::string& reference, const fs::path& store, ImageRe
   std::vector<fs::path> earlier;
   for (const auto& repo : fs::directory_iterator(store / "registry", ec))
     for (const auto& e : fs::directory_iterator(repo.path(), ec))
-      if (fs::exists(e.path() / ".complete", ec)) earlier.push_back(e.path());
+      if (fs::exists(e.path() / kComplete, ec)) earlier.push_back(e.path());  // each chunk copied is checked
   const ChunkPull pulled = pull_chunked(repository_of(reference), m, incoming, earlier, registry, opts);
   if (report) *report = pulled;
   write_file_atomic(incoming / kManifestFile, remote.text, 0600);
@@ -121,7 +162,7 @@ fs::path pull_image(const std::string& reference, const fs::path& store, ImageRe
     (void)size;
     fs::permissions(incoming / path, fs::perms::owner_read | fs::perms::owner_write, fs::perm_options::replace, ec);
   }
-  write_file_atomic(incoming / ".complete", remote.digest + "\n", 0600);
+  write_file_atomic(incoming / kComplete, remote.digest + "\n" + kBootLine + boot_id(opts) + "\n", 0600);
   fs::remove_all(entry, ec);
   fs::rename(incoming, entry, ec);
   if (ec) throw Error(Code::Internal, "cannot move the pulled image into " + entry.string() + ": " + ec.message());

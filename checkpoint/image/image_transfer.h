@@ -43,7 +43,10 @@ using RecordCheck = std::function<void(const std::optional<ImageRecord>&)>;
 // The store entry holding `reference` (pulled now, or by an earlier pull). `check` runs on the
 // manifest's record before the bulk and refuses by throwing. Error(FailedPrecondition) without a
 // store or without room for the image; Error(DataLoss) when what arrived is not what the manifest
-// says.
+// says. The pull syncs nothing (a restore reads it from the page cache right after): the entry's
+// `.complete` names the boot it was written in, and an entry of another boot (the host went down,
+// maybe before its pages reached the disk) is verified chunk by chunk before it is used, and
+// pulled again where it is not whole.
 std::filesystem::path pull_image(const std::string& reference, const std::filesystem::path& store, ImageRegistry& registry,
                                  const RecordCheck& check, const TransferOptions& opts = {}, ChunkPull* report = nullptr);
 

@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 #include <random>
+#include <sstream>
 
 #include "checkpoint/image/image_layout.h"
 #include "checkpoint/image/image_store.h"
@@ -180,6 +181,69 @@ TEST_F(ImageTransferTest, ADamagedChunkIsRefusedAndAStoppedPullResumes) {
   for (const auto& f : m.files) unique.insert(f.digest);
   EXPECT_LT(registry_.gets - before, static_cast<int>(unique.size()) - 1) << "resumed, not started again";
   EXPECT_EQ(read_file(got / "pages-1.img"), read_file(entry_ / "pages-1.img"));
+}
+
+// Nothing is synced while a pull runs: an entry pulled in another boot (the host went down, maybe
+// before its pages reached the disk) is checked chunk by chunk before it is used; a journal's
+// chunk whose bytes in place are not its own any more is fetched again.
+TEST_F(ImageTransferTest, AnEntryOfAnotherBootIsVerifiedAndAJournalIsNotTakenOnTrust) {
+  PushResult pushed = push_image(client_, root_ / "store-a", "reg/llm:v1", false, registry_, kSmallChunks);
+  TransferOptions boot1 = kSmallChunks, boot2 = kSmallChunks;
+  boot1.boot_id = "boot-1";
+  boot2.boot_id = "boot-2";
+  const fs::path entry = pull_image(
+      pushed.pinned, root_ / "store-b", registry_, [](const auto&) {}, boot1);
+  EXPECT_NE(read_file(entry / ".complete").find("boot boot-1"), std::string::npos);
+  // The same boot: used as it is (nothing read back).
+  int before = registry_.gets;
+  EXPECT_EQ(pull_image(
+                pushed.pinned, root_ / "store-b", registry_, [](const auto&) {}, boot1),
+            entry);
+  EXPECT_EQ(registry_.gets, before);
+  // Another boot, intact: verified, used, marked as read back.
+  EXPECT_EQ(pull_image(
+                pushed.pinned, root_ / "store-b", registry_, [](const auto&) {}, boot2),
+            entry);
+  EXPECT_EQ(registry_.gets, before) << "an intact entry is not fetched again";
+  EXPECT_EQ(read_file(entry / ".complete").find("boot "), std::string::npos);
+  // Another boot, pages lost: pulled again, whole.
+  fs::permissions(entry / "pages-1.img", fs::perms::owner_write, fs::perm_options::add);
+  write_file_atomic(entry / ".complete", read_file(entry / ".complete") + "boot boot-1\n", 0600);
+  {
+    std::string pages = read_file(entry / "pages-1.img");
+    pages[100] ^= 1;
+    write_file_atomic(entry / "pages-1.img", pages, 0600);
+  }
+  EXPECT_EQ(pull_image(
+                pushed.pinned, root_ / "store-b", registry_, [](const auto&) {}, boot2),
+            entry);
+  EXPECT_GT(registry_.gets, before);
+  EXPECT_EQ(read_file(entry / "pages-1.img"), read_file(entry_ / "pages-1.img"));
+
+  // A stopped pull whose journal lists a chunk the host lost: that chunk is fetched again.
+  registry_.fail_after_gets = registry_.gets + 4;
+  EXPECT_THROW(pull_image(
+                   pushed.pinned, root_ / "store-c", registry_, [](const auto&) {}, kSmallChunks),
+               Error);
+  registry_.fail_after_gets = -1;
+  const std::string hex = pushed.pinned.substr(pushed.pinned.find(':') + 1);
+  const fs::path incoming = root_ / "store-c" / "registry" / "reg_llm" / (".incoming-" + hex);
+  const std::string journal = read_file(incoming / ".chunks-done");
+  ASSERT_NE(journal.find("pages-1.img"), std::string::npos) << journal;
+  // Zero the first listed chunk of the page file where it lies.
+  std::istringstream lines(journal);
+  for (std::string digest, offset, path; lines >> digest >> offset >> path;) {
+    if (path != "pages-1.img") continue;
+    std::string pages = read_file(incoming / path);
+    pages[std::stoull(offset)] ^= 1;
+    write_file_atomic(incoming / path, pages, 0600);
+    break;
+  }
+  ChunkPull report;
+  const fs::path got = pull_image(
+      pushed.pinned, root_ / "store-c", registry_, [](const auto&) {}, kSmallChunks, &report);
+  EXPECT_EQ(read_file(got / "pages-1.img"), read_file(entry_ / "pages-1.img"));
+  EXPECT_GT(report.resumed, 0u) << "the other listed chunks were kept";
 }
 
 TEST_F(ImageTransferTest, WithoutAStoreOrWithAnotherManifestThePullIsRefused) {
