@@ -26,10 +26,10 @@
 namespace nvproxy::checkpoint {
 
 struct TransferOptions {
-  int streams = 8;                           // chunks moving at once
-  int attempts = 3;                          // per chunk
-  std::uint64_t chunk_bytes = 64ull << 20;   // the largest chunk
-  TransferProgress::Sink progress;           // null: no reports
+  int streams = 8;                          // chunks moving at once
+  int attempts = 3;                         // per chunk
+  std::uint64_t chunk_bytes = 64ull << 20;  // the largest chunk
+  TransferProgress::Sink progress;          // null: no reports
   bool terminal = false;
   std::string boot_id;  // the boot a pulled entry is marked with; empty: this host's (/proc)
 };
