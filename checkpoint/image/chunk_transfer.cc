@@ -99,36 +99,47 @@ std::map<std::string, LayoutFile> chunks_of(const std::vector<fs::path>& entries
   return out;
 }
 
+// Reads `size` bytes of fd from `offset` in pieces of at most 8 MiB and hands each to
+// piece(data, len, at) (at: from `offset`); false where the file ends early or a piece returns
+// false. The digest of what was read is the caller's, over the pieces.
+template <class Piece>
+bool read_range(int fd, std::uint64_t offset, std::uint64_t size, Piece&& piece) {
+  std::vector<char> buf(std::min<std::uint64_t>(std::max<std::uint64_t>(size, 1), 8 << 20));
+  for (std::uint64_t at = 0; at < size;) {
+    const long n = read_at(fd, buf.data(), std::min<std::uint64_t>(buf.size(), size - at), offset + at);
+    if (n <= 0) return false;
+    const auto len = static_cast<std::size_t>(n);
+    if (!piece(buf.data(), len, at)) return false;
+    at += len;
+  }
+  return true;
+}
+
 // Copies an earlier pull's chunk into place, its digest checked again; false when it is not what
 // it was (then the chunk is fetched).
 bool copy_earlier(const LayoutFile& from, int to_fd, std::uint64_t to_offset, const std::string& digest, TransferProgress& prog) {
   UniqueFd in(::open(from.path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!in) return false;
-  std::vector<char> buf(8 << 20);
   Sha256 sum;
-  for (std::uint64_t at = 0; at < from.size;) {
-    const long n = read_at(in.get(), buf.data(), std::min<std::uint64_t>(buf.size(), from.size - at), from.offset + at);
-    if (n <= 0) return false;
-    const auto len = static_cast<std::size_t>(n);
-    sum.update(buf.data(), len);
-    if (!all_zero(buf.data(), len) && !write_all_at(to_fd, std::string_view(buf.data(), len), to_offset + at)) return false;
-    at += len;
-    prog.skipped(len);
-  }
-  return sum.finish() == digest;
+  return read_range(in.get(), from.offset, from.size,
+                    [&](const char* data, std::size_t len, std::uint64_t at) {
+                      sum.update(data, len);
+                      if (!all_zero(data, len) && !write_all_at(to_fd, std::string_view(data, len), to_offset + at)) return false;
+                      prog.skipped(len);
+                      return true;
+                    }) &&
+         sum.finish() == digest;
 }
 
 // Whether the bytes at c's place in fd are c's (its digest over them).
 bool holds_chunk(int fd, const LayoutFile& c) {
-  std::vector<char> buf(std::min<std::uint64_t>(std::max<std::uint64_t>(c.size, 1), 8 << 20));
   Sha256 sum;
-  for (std::uint64_t at = 0; at < c.size;) {
-    const long n = read_at(fd, buf.data(), std::min<std::uint64_t>(buf.size(), c.size - at), c.offset + at);
-    if (n <= 0) return false;
-    sum.update(buf.data(), static_cast<std::size_t>(n));
-    at += static_cast<std::uint64_t>(n);
-  }
-  return sum.finish() == c.digest;
+  return read_range(fd, c.offset, c.size,
+                    [&](const char* data, std::size_t len, std::uint64_t) {
+                      sum.update(data, len);
+                      return true;
+                    }) &&
+         sum.finish() == c.digest;
 }
 
 }  // namespace
@@ -252,20 +263,20 @@ ChunkPull pull_chunked(const std::string& repo, const ArtifactManifest& m, const
   // The journal is not synced chunk by chunk (that would hold every stream to the disk's pace):
   // what it lists is taken only where the bytes in place still have the chunk's digest (after a
   // crash of the host they may not).
-  std::vector<const LayoutFile*> listed;
-  for (const auto& c : m.files)
-    if (whole.count(journal_line(c))) listed.push_back(&c);
-  std::vector<char> kept(listed.size(), 0);
-  run_streams(listed.size(), opts.streams, 1,
-              [&](std::size_t i) { kept[i] = holds_chunk(fds.at(listed[i]->path).get(), *listed[i]) ? 1 : 0; });
-  std::set<const LayoutFile*> resumed;
-  for (std::size_t i = 0; i < listed.size(); ++i)
-    if (kept[i]) resumed.insert(listed[i]);
+  std::vector<std::size_t> listed;  // indices into m.files
+  for (std::size_t i = 0; i < m.files.size(); ++i)
+    if (whole.count(journal_line(m.files[i]))) listed.push_back(i);
+  std::vector<char> resumed(m.files.size(), 0);
+  run_streams(listed.size(), opts.streams, 1, [&](std::size_t k) {
+    const LayoutFile& c = m.files[listed[k]];
+    resumed[listed[k]] = holds_chunk(fds.at(c.path).get(), c) ? 1 : 0;
+  });
   // One fetch per digest: the same bytes elsewhere in the image (zero chunks, a file twice) are
   // copied from where they landed.
   std::map<std::string, std::vector<const LayoutFile*>> by_digest;
-  for (const auto& c : m.files) {
-    if (resumed.count(&c)) {
+  for (std::size_t i = 0; i < m.files.size(); ++i) {
+    const LayoutFile& c = m.files[i];
+    if (resumed[i]) {
       prog.skipped(c.size);
       out.resumed += c.size;
     } else {
@@ -276,7 +287,7 @@ ChunkPull pull_chunked(const std::string& repo, const ArtifactManifest& m, const
   for (const auto& [digest, places] : by_digest) todo.push_back(&places);
   std::mutex mu;
   std::atomic<std::uint64_t> reused{0};
-  auto finish = [&](const LayoutFile& c, int) {
+  auto finish = [&](const LayoutFile& c) {
     std::lock_guard lock(mu);
     if (!write_all(journal.get(), journal_line(c))) throw sys_error(what + ": writing its journal");
   };
@@ -309,7 +320,7 @@ ChunkPull pull_chunked(const std::string& repo, const ArtifactManifest& m, const
         throw;
       }
     }
-    finish(c, fd);
+    finish(c);
     for (std::size_t i = 1; i < places.size(); ++i) {
       const LayoutFile& other = *places[i];
       const int ofd = fds.at(other.path).get();
@@ -317,7 +328,7 @@ ChunkPull pull_chunked(const std::string& repo, const ArtifactManifest& m, const
           !copy_earlier({.path = (dir / c.path).string(), .digest = c.digest, .size = c.size, .offset = c.offset}, ofd,
                         other.offset, c.digest, prog))
         throw Error(Code::Internal, what + ": copying " + c.path + " at " + std::to_string(c.offset) + " to " + other.path);
-      finish(other, ofd);
+      finish(other);
     }
   });
   out.reused = reused;

@@ -50,6 +50,11 @@ std::string boot_id(const TransferOptions& opts) {
 constexpr const char* kComplete = ".complete";
 constexpr const char* kBootLine = "boot ";
 
+// The line of `.complete` that ties an entry to this boot.
+std::string boot_line(const TransferOptions& opts) {
+  return kBootLine + boot_id(opts) + "\n";
+}
+
 // Whether the finished entry can be used: written in this boot, or verified now (and then marked
 // so: what was read back after a boot is on the disk).
 bool usable(const fs::path& entry, const std::string& digest, const TransferOptions& opts) {
@@ -61,9 +66,7 @@ bool usable(const fs::path& entry, const std::string& digest, const TransferOpti
   }
   const auto at = mark.find(kBootLine);
   if (at == std::string::npos) return true;  // verified after a boot, or written by 0.6.0 (synced)
-  std::string boot = mark.substr(at + std::string(kBootLine).size());
-  while (!boot.empty() && std::isspace(static_cast<unsigned char>(boot.back()))) boot.pop_back();
-  if (boot == boot_id(opts)) return true;
+  if (mark.compare(at, std::string::npos, boot_line(opts)) == 0) return true;
   if (!verify_pulled(entry, std::max(1, opts.streams))) return false;
   write_file_atomic(entry / kComplete, digest + "\n", 0600);
   return true;
@@ -162,7 +165,7 @@ fs::path pull_image(const std::string& reference, const fs::path& store, ImageRe
     (void)size;
     fs::permissions(incoming / path, fs::perms::owner_read | fs::perms::owner_write, fs::perm_options::replace, ec);
   }
-  write_file_atomic(incoming / kComplete, remote.digest + "\n" + kBootLine + boot_id(opts) + "\n", 0600);
+  write_file_atomic(incoming / kComplete, remote.digest + "\n" + boot_line(opts), 0600);
   fs::remove_all(entry, ec);
   fs::rename(incoming, entry, ec);
   if (ec) throw Error(Code::Internal, "cannot move the pulled image into " + entry.string() + ": " + ec.message());
