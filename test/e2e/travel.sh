@@ -139,7 +139,10 @@ DATA=$(sed -n 's/^pushed .*: \([^ ]*@sha256:[0-9a-f]*\)$/\1/p' <<<"$out" | head 
 grow0=$(du -sk "$NV_REGISTRY_DIR" | cut -f1)
 
 nv_wait_for -t 60 rounds_past "$(rounds)" || nv_fail "the app did not go on after the checkpoint"
-[[ $VER == 1.* ]] && nv_ctr images rm --sync ckpt/c1:1 >/dev/null
+if [[ $VER == 1.* ]]; then
+  timeout 60 "$NV_CTR" -a "$NV_SOCK" -n "$NV_NAMESPACE" images rm --sync ckpt/c1:1 >/dev/null ||
+    nv_fail "ctr images rm --sync ckpt/c1:1 failed or took over 60 s"
+fi
 push ckpt/c1:2 "$NV_REGISTRY/ckpt/c1:v2"
 sent=$(field "sent" "$out")
 bytes2=$(sed -n 's/^pushed [0-9]* files in [0-9]* chunks, \([0-9]*\) bytes.*/\1/p' <<<"$out" | head -1)

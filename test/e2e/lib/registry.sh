@@ -47,10 +47,12 @@ nv_registry_blob() {
   echo "$NV_REGISTRY_DIR/docker/registry/v2/blobs/sha256/${hex:0:2}/$hex/data"
 }
 
+# The first pages layer picked by jq itself: `jq | head -1` under pipefail failed the caller
+# silently whenever head closed the pipe before jq had written every chunk's digest (SIGPIPE).
 nv_registry_alter_pages() {
   local pages
   pages=$(skopeo inspect --raw --tls-verify=false "docker://$1" \
-    | jq -r '.layers[] | select(.annotations."org.opencontainers.image.title" | test("^pages-")) | .digest' | head -1)
+    | jq -r 'first(.layers[] | select(.annotations."org.opencontainers.image.title" | test("^pages-"))) | .digest')
   _NV_ALTERED=$(nv_registry_blob "$pages")
   [[ -f $_NV_ALTERED ]] || nv_fail "no blob $pages of $1 in the registry's storage"
   cp "$_NV_ALTERED" "$NV_DIR/altered-blob.saved"
