@@ -7,13 +7,13 @@
 #   .carry/gpu-image.tar                    the skeleton image (test/gpu/make-gpu-image.sh)
 #   .carry/runsc.tar.xz                     the current runsc (the shared deps'), for RUNTIME=runsc
 #   .carry/crun/                            crun 1.21 with CRIU (scripts/build-crun.sh), when built here
-#   (nvproxy-sandbox-agent, bench/gpu_hold, the fake_cuda_app fixture and the CRIU release plugin go to
+#   (nvproxy-sandbox-agent, bench/gpu_hold, bench/chunk_reuse, the fake_cuda_app fixture and the CRIU release plugin go to
 #   .carry/bin as well)
 # Usage: test/gpu/pack.sh [--no-kit]   (builds the shim target first)
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 c=$repo/.carry
-cmake --build "$repo/build" --target containerd-shim-nvproxy-v1 nvproxy-cuda-helper nvproxy-sandbox-agent nvproxy_criu_release gpu_hold -j"$(nproc)" >/dev/null
+cmake --build "$repo/build" --target containerd-shim-nvproxy-v1 nvproxy-cuda-helper nvproxy-sandbox-agent nvproxy_criu_release gpu_hold chunk_reuse -j"$(nproc)" >/dev/null
 rm -rf "$c/bin" "$c/lib"
 mkdir -p "$c/bin"
 for b in containerd-shim-nvproxy-v1 nvproxy-cuda-helper nvproxy-sandbox-agent; do
@@ -22,6 +22,9 @@ for b in containerd-shim-nvproxy-v1 nvproxy-cuda-helper nvproxy-sandbox-agent; d
 done
 # bench/gpu_hold for run-large-memory.sh; the CRIU release plugin, where the shim looks for it.
 install -m 0755 "$repo/build/bench/gpu_hold" "$c/bin/gpu_hold"
+# bench/chunk_reuse (static) for run-travel.sh: what a second push sends per chunk size.
+install -m 0755 "$repo/build/bench/chunk_reuse" "$c/bin/chunk_reuse"
+strip "$c/bin/chunk_reuse"
 # The static fake_cuda_app (without CUDA) for bench/criu_zero_pages.sh.
 install -m 0755 "$repo/build/test/fixtures/fake_cuda_app" "$c/bin/fake_cuda_app"
 install -D -m 0644 "$repo/build/shim/criu-plugins/nvproxy_criu_release.so" "$c/bin/criu-plugins/nvproxy_criu_release.so"

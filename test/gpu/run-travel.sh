@@ -116,6 +116,13 @@ else
   result FAIL second-push "rc=$RC $OUTPUT"
 fi
 log "registry holds $(du -sh "$W/registry" | cut -f1)"
+# What the second push would send at other largest-chunk sizes, and the floor (pages of the second
+# image found nowhere in the first), per file: bench/chunk_reuse on the two images in A's store.
+entry2=$(find "$W/a/store" -name 'pages-*.img' -size +100M -printf '%T@ %h\n' | sort -n | tail -1 | cut -d' ' -f2)
+if [[ -x $PACK/bin/chunk_reuse && -d $entry2 && $entry2 != "$entry" ]]; then
+  log "bench/chunk_reuse $entry $entry2"
+  timeout 240 "$PACK/bin/chunk_reuse" "$entry" "$entry2" --sizes-mib "${REUSE_SIZES:-64,32,16,8}" 2>&1 | sed 's/^/  | /'
+fi
 kit_teardown travel-a
 rm -rf "$W/a"
 
