@@ -65,6 +65,10 @@ struct CheckpointConfig {
   // its second checkpoint after serving sent 10.2 % at 256 MiB, 5.6 % at 64 MiB, and the push's
   // pace did not change (about 1000 blobs).
   unsigned registry_chunk_mib = 64;
+  // "zstd": a push sends each chunk that shrinks by a tenth compressed (level 1). Pays for the
+  // pages of CPU-heavy processes over links slower than the CPUs compress (bench/README); device
+  // memory does not compress, so "none" by default. Pulls read either.
+  std::string registry_compression = "none";
   // Restore by annotation (restore.nvproxy.io/<container name> in the spec, a pod annotation
   // under Kubernetes): a checkpoint image is process memory that CRIU restores as root, so it is
   // off unless enabled here, and only images of the repositories listed (prefixes, "host:5000/ckpt")

@@ -11,7 +11,7 @@ set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
 BUILD_PKGS=(build-essential cmake pkg-config libboost-dev libboost-program-options-dev
-  protobuf-compiler libprotobuf-dev nlohmann-json3-dev libyaml-cpp-dev libssl-dev libgtest-dev libgmock-dev
+  protobuf-compiler libprotobuf-dev nlohmann-json3-dev libyaml-cpp-dev libssl-dev libzstd-dev libgtest-dev libgmock-dev
   clang clang-tidy clang-format libclang-rt-14-dev)
 TEST_PKGS=(containerd runc crun busybox-static iptables jq rpm util-linux procps psmisc file man-db gdb
   patchelf  # points Debian 13's runc at Debian 13's libc (scripts/fetch-trixie.sh)

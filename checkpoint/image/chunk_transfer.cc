@@ -6,16 +6,19 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cstring>
 #include <exception>
 #include <fstream>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <thread>
 
 #include "checkpoint/image/chunk_plan.h"
+#include "checkpoint/image/chunk_zstd.h"
 #include "checkpoint/image/image_record.h"
 #include "checkpoint/image/image_transfer.h"
 #include "checkpoint/image/sha256.h"
@@ -142,6 +145,30 @@ bool holds_chunk(int fd, const LayoutFile& c) {
          sum.finish() == c.digest;
 }
 
+// Each chunk of `unique` (indices into chunks) compressed once on `threads` readers: one that
+// shrinks by a tenth travels compressed (its blob digest and size set), the others as they are;
+// a chunk that repeats one of `unique` takes its blob.
+void compress_where_it_pays(const fs::path& image_dir, const std::string& reference, const std::vector<std::size_t>& unique,
+                            std::vector<LayoutFile>& chunks, int threads) {
+  run_streams(unique.size(), threads, 1, [&](std::size_t k) {
+    LayoutFile& c = chunks[unique[k]];
+    const fs::path file = image_dir / c.path;
+    UniqueFd fd = open_or_throw(file, O_RDONLY, "pushing " + reference);
+    const ZstdPacked p = zstd_measure(fd.get(), c.offset, c.size, "pushing " + reference + ": compressing " + file.string());
+    if (p.size * 10 <= c.size * 9) {
+      c.zstd_digest = p.digest;
+      c.zstd_size = p.size;
+    }
+  });
+  std::map<std::string, const LayoutFile*> first;
+  for (std::size_t i : unique) first.emplace(chunks[i].digest, &chunks[i]);
+  for (auto& c : chunks) {
+    const LayoutFile* f = first.at(c.digest);
+    c.zstd_digest = f->zstd_digest;
+    c.zstd_size = f->zstd_size;
+  }
+}
+
 }  // namespace
 
 bool verify_pulled(const fs::path& entry, int threads) {
@@ -165,36 +192,59 @@ bool verify_pulled(const fs::path& entry, int threads) {
   return whole;
 }
 
-ChunkPush push_chunked(const fs::path& image_dir, const std::string& reference, ImageRegistry& registry,
-                       const TransferOptions& opts) {
+namespace {
+
+// What a push sends: the chunks in file order, the first of each digest (the same bytes twice,
+// zero chunks, go once), the manifest naming them.
+struct PushPlan {
+  std::vector<LayoutFile> chunks;
+  std::vector<std::size_t> unique;  // indices into chunks
+  std::uint64_t bytes = 0, repeated = 0, chunk_bytes = 0;
+  std::set<std::string> files;
+  std::string manifest;
+};
+
+// The plan at opts.chunk_bytes; where its manifest would pass opts.manifest_budget, at the power
+// of two times that size whose manifest fits (the image read again).
+PushPlan plan_push(const fs::path& image_dir, const std::string& reference, const std::string& record,
+                   const TransferOptions& opts) {
   // The plan reads every byte before the first upload: every CPU hashes (the uploads then wait on
   // the registry, not on this).
-  const int cpus = static_cast<int>(std::thread::hardware_concurrency());
-  const std::vector<FileChunk> plan = plan_chunks(image_dir, {.max_bytes = opts.chunk_bytes, .threads = std::clamp(cpus, 2, 32)});
-  std::vector<LayoutFile> chunks;
-  std::set<std::string> files;
-  ChunkPush out;
-  for (const auto& c : plan) {
-    chunks.push_back({.path = c.path, .digest = c.digest, .size = c.size, .offset = c.offset});
-    files.insert(c.path);
-    out.bytes += c.size;
+  const int threads = std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 2, 32);
+  for (std::uint64_t chunk_bytes = opts.chunk_bytes;;) {
+    PushPlan p{.chunk_bytes = chunk_bytes};
+    std::set<std::string> seen;
+    for (const auto& c : plan_chunks(image_dir, {.max_bytes = chunk_bytes, .threads = threads})) {
+      p.chunks.push_back({.path = c.path, .digest = c.digest, .size = c.size, .offset = c.offset});
+      p.files.insert(c.path);
+      p.bytes += c.size;
+      if (seen.insert(c.digest).second)
+        p.unique.push_back(p.chunks.size() - 1);
+      else
+        p.repeated += c.size;
+    }
+    if (opts.zstd) compress_where_it_pays(image_dir, reference, p.unique, p.chunks, threads);
+    p.manifest = artifact_manifest_text(p.chunks, record);
+    if (p.manifest.size() <= opts.manifest_budget || p.chunks.size() <= 1) return p;
+    chunk_bytes *= std::bit_ceil((p.manifest.size() + opts.manifest_budget - 1) / opts.manifest_budget);
   }
+}
+
+}  // namespace
+
+ChunkPush push_chunked(const fs::path& image_dir, const std::string& reference, ImageRegistry& registry,
+                       const TransferOptions& opts) {
   std::string record = "{}";
   if (auto rec = read_image_record(image_dir)) record = to_json(*rec).dump();
   const std::string repo = repository_of(reference);
-  // One upload per digest: the same bytes twice (zero chunks) go once.
-  std::vector<std::size_t> unique;
-  std::set<std::string> seen;
-  std::uint64_t repeated = 0;
-  for (std::size_t i = 0; i < chunks.size(); ++i) {
-    if (seen.insert(chunks[i].digest).second)
-      unique.push_back(i);
-    else
-      repeated += chunks[i].size;
-  }
+  const PushPlan plan = plan_push(image_dir, reference, record, opts);
+  const std::vector<LayoutFile>& chunks = plan.chunks;
+  const std::vector<std::size_t>& unique = plan.unique;
+  ChunkPush out{.bytes = plan.bytes};
 
   TransferProgress prog("pushing " + human_bytes(out.bytes) + " to " + reference, out.bytes, opts.progress, opts.terminal);
-  prog.skipped(repeated);
+  prog.skipped(plan.repeated);
+  std::atomic<std::uint64_t> wire{0};
   const std::string config_digest = sha256_of(record);
   if (!registry.has_blob(repo, config_digest))
     registry.put_blob(repo, config_digest, record.size(), [&](std::uint64_t at, char* buf, std::size_t n) {
@@ -204,19 +254,34 @@ ChunkPush push_chunked(const fs::path& image_dir, const std::string& reference, 
     });
   run_streams(unique.size(), opts.streams, opts.attempts, [&](std::size_t k) {
     const LayoutFile& c = chunks[unique[k]];
-    if (registry.has_blob(repo, c.digest)) {
+    if (registry.has_blob(repo, c.blob_digest())) {
       prog.skipped(c.size);
       return;
     }
     const fs::path file = image_dir / c.path;
     UniqueFd fd = open_or_throw(file, O_RDONLY, "pushing " + reference);
-    std::uint64_t sent = 0;
+    std::uint64_t sent = 0;  // of the chunk's own bytes, read so far
+    auto account = [&](std::uint64_t now, std::size_t uploaded) {
+      if (now >= sent)
+        prog.moved(now - sent);
+      else
+        prog.unmoved(sent - now);  // the upload started again
+      sent = now;
+      wire += uploaded;
+    };
+    std::optional<ZstdChunkReader> packed;
+    if (!c.zstd_digest.empty())
+      packed.emplace(fd.get(), c.offset, c.size, "pushing " + reference + ": compressing " + file.string());
     try {
-      registry.put_blob(repo, c.digest, c.size, [&](std::uint64_t at, char* buf, std::size_t n) {
+      registry.put_blob(repo, c.blob_digest(), c.blob_size(), [&](std::uint64_t at, char* buf, std::size_t n) {
+        if (packed) {
+          const std::size_t got = packed->read(at, buf, n);
+          account(packed->consumed(), got);
+          return got;
+        }
         const long got = read_at(fd.get(), buf, std::min<std::uint64_t>(n, c.size - at), c.offset + at);
         if (got < 0) throw sys_error("pushing " + reference + ": reading " + file.string());
-        prog.moved(static_cast<std::uint64_t>(got));
-        sent += static_cast<std::uint64_t>(got);
+        account(at + static_cast<std::uint64_t>(got), static_cast<std::size_t>(got));
         return static_cast<std::size_t>(got);
       });
     } catch (...) {
@@ -224,12 +289,18 @@ ChunkPush push_chunked(const fs::path& image_dir, const std::string& reference, 
       throw;
     }
   });
-  out.digest = registry.put_manifest(reference, kManifestMediaType, artifact_manifest_text(chunks, record));
+  out.digest = registry.put_manifest(reference, kManifestMediaType, plan.manifest);
   out.sent = prog.moved_bytes();
   out.skipped = prog.skipped_bytes();
-  out.files = static_cast<int>(files.size());
+  out.wire = wire;
+  out.files = static_cast<int>(plan.files.size());
   out.chunks = static_cast<int>(chunks.size());
+  out.chunk_bytes = plan.chunk_bytes;
   out.summary = prog.finish("sent");
+  if (plan.chunk_bytes != opts.chunk_bytes)
+    out.summary += "; chunks of up to " + human_bytes(plan.chunk_bytes) + ", not " + human_bytes(opts.chunk_bytes) +
+                   ": so many chunks would have made a manifest larger than registries take (4 MiB)";
+  if (opts.zstd) out.summary += ", " + human_bytes(out.wire) + " of it uploaded (zstd)";
   return out;
 }
 
@@ -286,7 +357,7 @@ ChunkPull pull_chunked(const std::string& repo, const ArtifactManifest& m, const
   std::vector<const std::vector<const LayoutFile*>*> todo;
   for (const auto& [digest, places] : by_digest) todo.push_back(&places);
   std::mutex mu;
-  std::atomic<std::uint64_t> reused{0};
+  std::atomic<std::uint64_t> reused{0}, wire{0};
   auto finish = [&](const LayoutFile& c) {
     std::lock_guard lock(mu);
     if (!write_all(journal.get(), journal_line(c))) throw sys_error(what + ": writing its journal");
@@ -308,13 +379,35 @@ ChunkPull pull_chunked(const std::string& repo, const ArtifactManifest& m, const
     }
     if (!done) {
       std::uint64_t got = 0;
+      auto place = [&](std::uint64_t at, const char* data, std::size_t n) {
+        if (!holes || !all_zero(data, n))
+          if (!write_all_at(fd, std::string_view(data, n), c.offset + at)) throw sys_error(what + ": writing " + c.path);
+        prog.moved(n);
+        got += n;
+      };
       try {
-        registry.get_blob(repo, c.digest, c.size, [&](std::uint64_t at, const char* data, std::size_t n) {
-          if (!holes || !all_zero(data, n))
-            if (!write_all_at(fd, std::string_view(data, n), c.offset + at)) throw sys_error(what + ": writing " + c.path);
-          prog.moved(n);
-          got += n;
-        });
+        if (c.zstd_digest.empty()) {
+          registry.get_blob(repo, c.digest, c.size, [&](std::uint64_t at, const char* data, std::size_t n) {
+            place(at, data, n);
+            wire += n;
+          });
+        } else {
+          // The blob's digest is checked as it streams (get_blob), what it decodes to here.
+          Sha256 sum;
+          ZstdChunkWriter unpack(c.size, what + ": " + c.path + " at " + std::to_string(c.offset),
+                                 [&](std::uint64_t at, const char* data, std::size_t n) {
+                                   sum.update(data, n);
+                                   place(at, data, n);
+                                 });
+          registry.get_blob(repo, c.zstd_digest, c.zstd_size, [&](std::uint64_t, const char* data, std::size_t n) {
+            unpack.write(data, n);
+            wire += n;
+          });
+          unpack.finish();
+          if (const std::string d = sum.finish(); d != c.digest)
+            throw Error(Code::DataLoss, what + ": " + c.path + " at " + std::to_string(c.offset) + " decompressed to " + d +
+                                            ", the manifest says " + c.digest);
+        }
       } catch (...) {
         prog.unmoved(got);
         throw;
@@ -333,7 +426,9 @@ ChunkPull pull_chunked(const std::string& repo, const ArtifactManifest& m, const
   });
   out.reused = reused;
   out.fetched = prog.moved_bytes();
+  out.wire = wire;
   out.summary = prog.finish("fetched");
+  if (out.wire != out.fetched) out.summary += ", " + human_bytes(out.wire) + " of it downloaded (zstd)";
   fs::remove(dir / kJournal);
   return out;
 }

@@ -3,7 +3,8 @@
 //
 // push: the chunks the repository does not hold yet are uploaded straight from their ranges of
 // the image's files (a second push of an unchanged server sends almost nothing), then the
-// manifest.
+// manifest. With zstd on, each chunk that shrinks by a tenth travels compressed, compressed as it
+// is uploaded and decompressed into place as it is pulled (chunk_zstd.h).
 // pull: each file is made at its full size and each chunk written in place (no assembly copy),
 // its digest checked as it streams; runs of zeros are not written (the file keeps them as
 // holes, as CRIU left them out). A chunk some earlier pull already brought to this node is copied
@@ -29,14 +30,20 @@ struct TransferOptions {
   int streams = 8;                          // chunks moving at once
   int attempts = 3;                         // per chunk
   std::uint64_t chunk_bytes = 64ull << 20;  // the largest chunk
-  TransferProgress::Sink progress;          // null: no reports
+  bool zstd = false;                        // push: chunks compressed where that pays (chunk_zstd.h)
+  // Registries built on Distribution refuse a manifest over 4 MiB (after every blob went up): an
+  // image that would need a larger one is cut into larger chunks (doubled until it fits).
+  std::size_t manifest_budget = std::size_t{3} << 20;
+  TransferProgress::Sink progress;  // null: no reports
   bool terminal = false;
   std::string boot_id;  // the boot a pulled entry is marked with; empty: this host's (/proc)
 };
 
 struct ChunkPush {
-  std::string digest;  // the manifest's
-  std::uint64_t bytes = 0, sent = 0, skipped = 0;
+  std::string digest;                              // the manifest's
+  std::uint64_t bytes = 0, sent = 0, skipped = 0;  // of the image's own bytes
+  std::uint64_t wire = 0;                          // what was uploaded (compressed where it was)
+  std::uint64_t chunk_bytes = 0;                   // the largest chunk (above opts' for a huge image)
   int files = 0, chunks = 0;
   std::string summary;  // TransferProgress::finish's line
 };
@@ -48,7 +55,8 @@ ChunkPush push_chunked(const std::filesystem::path& image_dir, const std::string
 inline constexpr const char* kManifestFile = ".manifest.json";
 
 struct ChunkPull {
-  std::uint64_t fetched = 0, reused = 0, resumed = 0;  // bytes
+  std::uint64_t fetched = 0, reused = 0, resumed = 0;  // of the image's own bytes
+  std::uint64_t wire = 0;                              // what was downloaded (compressed where it was)
   std::string summary;
 };
 

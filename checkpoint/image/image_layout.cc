@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -64,14 +65,23 @@ std::string artifact_manifest_text(const std::vector<LayoutFile>& chunks, const 
   std::map<std::string, int> pieces;
   for (const auto& c : chunks) ++pieces[c.path];
   json layers = json::array();
+  bool compressed = false;
   for (const auto& c : chunks) {
     json annotations{{"org.opencontainers.image.title", c.path}};
     if (pieces[c.path] > 1) annotations[kOffsetAnnotation] = std::to_string(c.offset);
-    layers.push_back({{"mediaType", kFileMediaType}, {"digest", c.digest}, {"size", c.size}, {"annotations", annotations}});
+    if (!c.zstd_digest.empty()) {
+      annotations[kContentDigestAnnotation] = c.digest;
+      annotations[kContentSizeAnnotation] = std::to_string(c.size);
+      compressed = true;
+    }
+    layers.push_back({{"mediaType", c.zstd_digest.empty() ? kFileMediaType : kFileZstdMediaType},
+                      {"digest", c.blob_digest()},
+                      {"size", c.blob_size()},
+                      {"annotations", annotations}});
   }
   json manifest{{"schemaVersion", 2},
                 {"mediaType", "application/vnd.oci.image.manifest.v1+json"},
-                {"artifactType", kArtifactType},
+                {"artifactType", compressed ? kArtifactTypeCompressed : kArtifactType},
                 {"config", {{"mediaType", kRecordMediaType}, {"digest", sha256_of(record_text)}, {"size", record_text.size()}}},
                 {"layers", layers},
                 {"annotations", {{kRecordAnnotation, record_text}}}};
@@ -81,8 +91,9 @@ std::string artifact_manifest_text(const std::vector<LayoutFile>& chunks, const 
 ArtifactManifest parse_artifact_manifest(const json& m) {
   auto bad = [](const std::string& why) { return Error(Code::InvalidArgument, "not a checkpoint image of this shim: " + why); };
   if (!m.is_object()) throw bad("the manifest is no JSON object");
-  if (m.value("artifactType", std::string()) != kArtifactType)
-    throw bad("its artifact type is \"" + m.value("artifactType", std::string()) + "\", not " + kArtifactType);
+  const std::string type = m.value("artifactType", std::string());
+  if (type != kArtifactType && type != kArtifactTypeCompressed)
+    throw bad("its artifact type is \"" + type + "\", not " + kArtifactType + " or " + kArtifactTypeCompressed);
   if (!m.contains("layers") || !m["layers"].is_array() || m["layers"].empty()) throw bad("it has no layers");
   ArtifactManifest out;
   std::set<std::pair<std::string, std::uint64_t>> seen;
@@ -92,19 +103,35 @@ ArtifactManifest parse_artifact_manifest(const json& m) {
     if (l.contains("annotations") && l["annotations"].is_object())
       title = l["annotations"].value("org.opencontainers.image.title", std::string());
     if (!valid_title(title)) throw bad("a layer's title \"" + title + "\" is not a path inside the image");
-    std::uint64_t offset = 0;
-    if (l.contains("annotations") && l["annotations"].is_object() && l["annotations"].contains(kOffsetAnnotation)) {
-      const json& o = l["annotations"][kOffsetAnnotation];
+    const json none = json::object();
+    const json& notes = l.contains("annotations") && l["annotations"].is_object() ? l["annotations"] : none;
+    // A decimal annotation: nullopt when absent.
+    auto number = [&](const char* key) -> std::optional<std::uint64_t> {
+      if (!notes.contains(key)) return std::nullopt;
+      const json& o = notes[key];
       const std::string text = o.is_string() ? o.get<std::string>() : std::string();
       if (text.empty() || text.size() > 19 || !std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; }))
-        throw bad("layer \"" + title + "\" has the offset \"" + text + "\"");
-      offset = std::stoull(text);
-    }
+        throw bad("layer \"" + title + "\" has the " + key + " \"" + text + "\"");
+      return std::stoull(text);
+    };
+    const std::uint64_t offset = number(kOffsetAnnotation).value_or(0);
     if (!seen.insert({title, offset}).second) throw bad("two layers are titled \"" + title + "\" at one offset");
     if (!valid_digest(digest)) throw bad("layer \"" + title + "\" has the digest \"" + digest + "\"");
     if (!l.contains("size") || !l["size"].is_number_integer() || l["size"].get<std::int64_t>() < 0)
       throw bad("layer \"" + title + "\" has no size");
-    out.files.push_back({.path = title, .digest = digest, .size = l["size"].get<std::uint64_t>(), .offset = offset});
+    LayoutFile f{.path = title, .digest = digest, .size = l["size"].get<std::uint64_t>(), .offset = offset};
+    const std::string media = l.value("mediaType", std::string(kFileMediaType));
+    if (media == kFileZstdMediaType) {
+      f.zstd_digest = f.digest;
+      f.zstd_size = f.size;
+      f.digest = notes.value(kContentDigestAnnotation, std::string());
+      const auto size = number(kContentSizeAnnotation);
+      if (!valid_digest(f.digest) || !size) throw bad("the compressed layer \"" + title + "\" lacks its content digest or size");
+      f.size = *size;
+    } else if (media != kFileMediaType) {
+      throw bad("layer \"" + title + "\" is of the media type \"" + media + "\"");
+    }
+    out.files.push_back(std::move(f));
   }
   // Each file's chunks tile it: sorted by offset, each begins where the last ended.
   std::stable_sort(out.files.begin(), out.files.end(), [](const LayoutFile& a, const LayoutFile& b) {

@@ -107,6 +107,7 @@ PushResult push_image(const fs::path& dir, const fs::path& store, const std::str
                  .bytes = p.bytes,
                  .sent = p.sent,
                  .skipped = p.skipped,
+                 .wire = p.wire,
                  .files = p.files,
                  .chunks = p.chunks,
                  .summary = p.summary};

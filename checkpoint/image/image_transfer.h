@@ -29,8 +29,9 @@ namespace nvproxy::checkpoint {
 std::string repository_of(const std::string& reference);
 
 struct PushResult {
-  std::string pinned;  // "host/repo@sha256:...": what a restore elsewhere refers to
-  std::uint64_t bytes = 0, sent = 0, skipped = 0;
+  std::string pinned;                              // "host/repo@sha256:...": what a restore elsewhere refers to
+  std::uint64_t bytes = 0, sent = 0, skipped = 0;  // of the image's own bytes
+  std::uint64_t wire = 0;                          // uploaded (compressed where it was)
   int files = 0, chunks = 0;
   std::string summary;  // bytes sent and already there, the rate
 };

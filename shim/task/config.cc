@@ -87,6 +87,7 @@ ShimConfig parse_config_unchecked(const std::string& text, const std::string& or
                 "registry_timeout_s",
                 "registry_streams",
                 "registry_chunk_mib",
+                "registry_compression",
                 "annotation_restore",
                 "annotation_registries",
                 "staging_memory",
@@ -121,6 +122,10 @@ ShimConfig parse_config_unchecked(const std::string& text, const std::string& or
     get(k, "registry_timeout_s", c.checkpoint.registry_timeout_s, origin, "checkpoint");
     get(k, "registry_streams", c.checkpoint.registry_streams, origin, "checkpoint");
     get(k, "registry_chunk_mib", c.checkpoint.registry_chunk_mib, origin, "checkpoint");
+    get(k, "registry_compression", c.checkpoint.registry_compression, origin, "checkpoint");
+    if (c.checkpoint.registry_compression != "none" && c.checkpoint.registry_compression != "zstd")
+      throw Error(Code::InvalidArgument,
+                  origin + ": checkpoint.registry_compression is \"" + c.checkpoint.registry_compression + "\": none or zstd");
     get(k, "annotation_restore", c.checkpoint.annotation_restore, origin, "checkpoint");
     get(k, "annotation_registries", c.checkpoint.annotation_registries, origin, "checkpoint");
     for (const auto& r : c.checkpoint.annotation_registries)

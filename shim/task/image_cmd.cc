@@ -29,7 +29,7 @@ constexpr const char* kUsage =
     "       containerd-shim-nvproxy-v1 image push --ctr NAME REFERENCE [CTR OPTIONS] [REGISTRY OPTIONS]\n"
     "       containerd-shim-nvproxy-v1 image pull --ctr REFERENCE [CTR OPTIONS] [REGISTRY OPTIONS]\n"
     "       containerd-shim-nvproxy-v1 image push --kube ARCHIVE REFERENCE [REGISTRY OPTIONS]\n"
-    "registry options: --tls-verify=true|false --authfile F --streams N --store S --config F\n"
+    "registry options: --tls-verify=true|false --authfile F --streams N --compress none|zstd --store S --config F\n"
     "ctr options: --address SOCKET (/run/containerd/containerd.sock) --namespace NS (default)\n";
 
 // What a push did, in bytes a script can read, then in words.
@@ -58,9 +58,9 @@ int image_cmd(const std::vector<std::string>& args, std::ostream& out, std::ostr
   po::options_description opts;
   opts.add_options()("store", po::value<std::string>())("config", po::value<std::string>())("older-than", po::value<double>())(
       "rewrite", po::bool_switch())("tls-verify", po::value<bool>())("authfile", po::value<std::string>())(
-      "streams", po::value<unsigned>())("verb", po::value<std::string>())("paths", po::value<std::vector<std::string>>())(
-      "ctr", po::value<std::string>()->implicit_value(""))("kube", po::value<std::string>())("address", po::value<std::string>())(
-      "namespace", po::value<std::string>());
+      "streams", po::value<unsigned>())("compress", po::value<std::string>())("verb", po::value<std::string>())(
+      "paths", po::value<std::vector<std::string>>())("ctr", po::value<std::string>()->implicit_value(""))(
+      "kube", po::value<std::string>())("address", po::value<std::string>())("namespace", po::value<std::string>());
   po::positional_options_description pos;
   pos.add("verb", 1).add("paths", -1);
   po::variables_map vm;
@@ -101,6 +101,7 @@ int image_cmd(const std::vector<std::string>& args, std::ostream& out, std::ostr
       if (vm.count("tls-verify")) c.checkpoint.registry_tls_verify = vm["tls-verify"].as<bool>();
       if (vm.count("authfile")) c.checkpoint.registry_authfile = vm["authfile"].as<std::string>();
       if (vm.count("streams")) c.checkpoint.registry_streams = vm["streams"].as<unsigned>();
+      if (vm.count("compress")) c.checkpoint.registry_compression = vm["compress"].as<std::string>();
       checkpoint::HttpRegistry registry(registry_options(c.checkpoint));
       // Progress on the terminal (one line, redrawn), else a line every 10 s; the result on `out`.
       const bool tty = ::isatty(STDERR_FILENO) != 0;

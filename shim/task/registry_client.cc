@@ -16,8 +16,11 @@ checkpoint::TransferOptions transfer_options(const checkpoint::CheckpointConfig&
     throw Error(Code::InvalidArgument, "checkpoint.registry_streams is " + std::to_string(cfg.registry_streams) + ": 1 to 64");
   if (cfg.registry_chunk_mib == 0)
     throw Error(Code::InvalidArgument, "checkpoint.registry_chunk_mib is 0: a chunk holds at least one MiB");
+  if (cfg.registry_compression != "none" && cfg.registry_compression != "zstd")
+    throw Error(Code::InvalidArgument, "checkpoint.registry_compression is \"" + cfg.registry_compression + "\": none or zstd");
   return {.streams = static_cast<int>(cfg.registry_streams),
           .chunk_bytes = static_cast<std::uint64_t>(cfg.registry_chunk_mib) << 20,
+          .zstd = cfg.registry_compression == "zstd",
           .progress = std::move(progress),
           .terminal = terminal};
 }

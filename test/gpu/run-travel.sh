@@ -43,6 +43,7 @@ checkpoint:
   registry_timeout_s: 300
   registry_streams: $STREAMS
   registry_chunk_mib: ${CHUNK_MIB:-64}
+  registry_compression: ${COMPRESS:-none}
 EOT
 }
 H=$W/host

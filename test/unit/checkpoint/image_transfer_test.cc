@@ -129,6 +129,84 @@ TEST_F(ImageTransferTest, ASecondPushSendsOnlyWhatChanged) {
   EXPECT_EQ(read_file(v2 / "pages-1.img"), pages);
 }
 
+// With zstd on, the chunks of a heap-like page file travel compressed, random ones as they are;
+// a pull writes the same bytes, a damaged compressed chunk is refused, a second push sends
+// nothing, and a node holding the image pushed without compression copies every chunk from it.
+TEST_F(ImageTransferTest, CompressedChunksTravelSmallerAndLandTheSame) {
+  std::string heap;
+  for (int i = 0; heap.size() < (512u << 10); ++i) heap += "obj " + std::to_string(i) + " refcount=1 type=dict\n";
+  heap.resize(512u << 10);
+  const std::string pages = heap + random_bytes(512 << 10, 5);
+  fs::remove(entry_ / "pages-1.img");
+  write_file_atomic(entry_ / "pages-1.img", pages);
+  TransferOptions zstd = kSmallChunks;
+  zstd.zstd = true;
+  const PushResult plain = push_image(client_, root_ / "store-a", "reg/llm:plain", false, registry_, kSmallChunks);
+  const std::uint64_t put_before = registry_.bytes_put;
+  const PushResult packed = push_image(client_, root_ / "store-a", "reg/llm:zstd", false, registry_, zstd);
+  EXPECT_EQ(packed.bytes, plain.bytes);
+  EXPECT_GT(packed.sent, 0u) << "the heap's chunks are new blobs in their compressed form";
+  EXPECT_LT(registry_.bytes_put - put_before, packed.sent / 4) << "uploaded compressed";
+  EXPECT_EQ(packed.wire, registry_.bytes_put - put_before);
+  EXPECT_NE(packed.summary.find("(zstd)"), std::string::npos) << packed.summary;
+
+  const json manifest = json::parse(registry_.manifest(packed.pinned).text);
+  EXPECT_EQ(manifest["artifactType"], kArtifactTypeCompressed) << "a reader of v1 must refuse it, not misread it";
+  int compressed = 0, as_is = 0;
+  for (const auto& l : manifest["layers"]) (l["mediaType"] == kFileZstdMediaType ? compressed : as_is)++;
+  EXPECT_GT(compressed, 4) << "the heap's chunks";
+  EXPECT_GT(as_is, 4) << "the random chunks and the small files travel as they are";
+  const ArtifactManifest m = parse_artifact_manifest(manifest);
+  const ArtifactManifest m_plain = parse_artifact_manifest(json::parse(registry_.manifest(plain.pinned).text));
+  ASSERT_EQ(m.files.size(), m_plain.files.size());
+  for (std::size_t i = 0; i < m.files.size(); ++i) EXPECT_EQ(m.files[i].digest, m_plain.files[i].digest) << "the same chunks";
+
+  // A compressed blob damaged in the registry: refused, no entry.
+  std::string victim;
+  for (const auto& f : m.files)
+    if (!f.zstd_digest.empty()) victim = f.zstd_digest;
+  registry_.damage = [&](const std::string& digest, std::string& bytes) {
+    if (digest == victim) bytes[bytes.size() / 2] ^= 1;
+  };
+  EXPECT_THROW(pull_image(
+                   packed.pinned, root_ / "store-c", registry_, [](const auto&) {}, kSmallChunks),
+               Error);
+  registry_.damage = nullptr;
+  const fs::path got = pull_image(
+      packed.pinned, root_ / "store-c", registry_, [](const auto&) {}, kSmallChunks);
+  for (const char* f : {"pages-1.img", "inventory.img", ImageRecord::kFileName})
+    EXPECT_EQ(read_file(got / f), read_file(entry_ / f)) << f;
+
+  EXPECT_EQ(push_image(client_, root_ / "store-a", "reg/llm:zstd2", false, registry_, zstd).sent, 0u)
+      << "compressing again gives the same blobs";
+  // Store b holds the plain image: the compressed one's chunks are copied from it, none fetched.
+  pull_image(
+      plain.pinned, root_ / "store-b", registry_, [](const auto&) {}, kSmallChunks);
+  const int gets = registry_.gets;
+  ChunkPull report;
+  pull_image(
+      packed.pinned, root_ / "store-b", registry_, [](const auto&) {}, kSmallChunks, &report);
+  EXPECT_EQ(registry_.gets, gets);
+  EXPECT_EQ(report.fetched, 0u);
+}
+
+// Registries refuse a manifest over 4 MiB: a push whose chunks would need a larger one cuts
+// larger chunks instead, and says so.
+TEST_F(ImageTransferTest, AnImageOfTooManyChunksForAManifestIsCutInLargerOnes) {
+  TransferOptions tight = kSmallChunks;
+  tight.manifest_budget = 3000;
+  const PushResult pushed = push_image(client_, root_ / "store-a", "reg/llm:v1", false, registry_, tight);
+  const std::string text = registry_.manifest(pushed.pinned).text;
+  EXPECT_LE(text.size(), 3000u);
+  EXPECT_GT(pushed.chunks, 4);
+  EXPECT_NE(pushed.summary.find("larger than registries take"), std::string::npos) << pushed.summary;
+  const fs::path got = pull_image(
+      pushed.pinned, root_ / "store-b", registry_, [](const auto&) {}, kSmallChunks);
+  EXPECT_EQ(read_file(got / "pages-1.img"), read_file(entry_ / "pages-1.img"));
+  EXPECT_EQ(push_image(client_, root_ / "store-a", "reg/llm:v1", false, registry_, kSmallChunks).summary.find("larger than"),
+            std::string::npos);
+}
+
 TEST_F(ImageTransferTest, ARefusedRecordPullsNothing) {
   PushResult pushed = push_image(client_, root_ / "store-a", "reg/llm:v1", false, registry_, kSmallChunks);
   EXPECT_FALSE(read_image_ref(client_)->store.empty()) << "without --rewrite the directory is left as it was";
@@ -304,6 +382,19 @@ TEST(ImageLayout, ChunksTileTheirFileAndOldImagesRead) {
        {json::array({layer("p", 5, "0"), layer("p", 5, "6")}), json::array({layer("p", 5, "0"), layer("p", 5, "4")}),
         json::array({layer("p", 5, "1")}), json::array({layer("p", 5, "-1")})})
     EXPECT_THROW(parse_artifact_manifest(manifest(bad)), Error) << bad.dump();
+  // A compressed layer needs its own digest and size; a layer of another media type is refused.
+  json zlayer = layer("p", 3, nullptr);
+  zlayer["mediaType"] = kFileZstdMediaType;
+  EXPECT_THROW(parse_artifact_manifest(manifest(json::array({zlayer}))), Error) << "no content digest";
+  zlayer["annotations"][kContentDigestAnnotation] = "sha256:" + std::string(64, 'c');
+  zlayer["annotations"][kContentSizeAnnotation] = "12";
+  const ArtifactManifest z = parse_artifact_manifest(manifest(json::array({zlayer})));
+  EXPECT_EQ(z.files[0].size, 12u);
+  EXPECT_EQ(z.files[0].zstd_size, 3u);
+  EXPECT_EQ(z.files[0].zstd_digest, d);
+  json other = layer("p", 3, nullptr);
+  other["mediaType"] = "application/vnd.oci.image.layer.v1.tar+gzip";
+  EXPECT_THROW(parse_artifact_manifest(manifest(json::array({other}))), Error);
   // What this code writes reads back: offsets only where a file has several chunks.
   const std::string text = artifact_manifest_text({{"p", d, 5, 0}, {"p", d, 7, 5}, {"q", d, 1, 0}}, "{}");
   const json written = json::parse(text);
