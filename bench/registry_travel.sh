@@ -19,17 +19,8 @@ work=$(mktemp -d /var/tmp/nvproxy-bench-travel.XXXXXX)
 regpid=
 cleanup() { [[ -n $regpid ]] && kill "$regpid" 2>/dev/null; rm -rf "$work"; }
 trap cleanup EXIT
-port=$((20000 + RANDOM % 30000))
-cat >"$work/registry.yml" <<YAML
-version: 0.1
-log: {level: error}
-storage: {filesystem: {rootdirectory: $work/registry}}
-http: {addr: 127.0.0.1:$port}
-YAML
-docker-registry serve "$work/registry.yml" >"$work/registry.log" 2>&1 &
-regpid=$!
-for _ in $(seq 100); do ss -ltn "sport = :$port" | grep -q LISTEN && break; sleep 0.1; done
-reg=127.0.0.1:$port
+source "$here/lib/registry.sh"
+bench_registry_start "$work"
 mkdir -p "$work/image"
 head -c $((size << 20)) /dev/urandom >"$work/image/pages-1.img"
 for f in inventory core-1 mm-1 pagemap-1; do head -c 4096 /dev/urandom >"$work/image/$f.img"; done
@@ -51,11 +42,7 @@ row "cp of the image into the registry's filesystem" "$T" "$bytes"
 push() { timed "$shim" image push "$work/image" "$reg/bench/img:$1" --config "$cfg" --tls-verify=false --streams "$2"; }
 push s1 1
 row "image push, 1 stream" "$T" "$(field sent)"
-rm -rf "$work/registry/docker/registry/v2/blobs" "$work/registry/docker/registry/v2/repositories"
-kill "$regpid"; wait "$regpid" 2>/dev/null || true
-docker-registry serve "$work/registry.yml" >"$work/registry.log" 2>&1 &
-regpid=$!
-for _ in $(seq 100); do ss -ltn "sport = :$port" | grep -q LISTEN && break; sleep 0.1; done
+bench_registry_restart
 push sN "$streams"
 row "image push, $streams streams" "$T" "$(field sent)"
 first=$(sed -n 's/^pushed .*: \([^ ]*@sha256:[0-9a-f]*\)$/\1/p' "$work/out")

@@ -4,13 +4,24 @@
 # request logs, a cache of parsed JSON, a list of floats: SIZE MiB of heap) and random pages of the
 # same size (staged device memory: weights and activations, which do not compress). For each:
 # zstd levels 1 and 3 on one thread, the ratio and the MB/s of compressing and decompressing.
-# Prints a markdown table; nothing is asserted.
-# Usage: sudo bench/zstd_pages.sh   (needs criu, zstd and python3)
+# Then, with a shim (BUILD_DIR), the Python image itself through Debian's docker-registry on
+# loopback: `image push` without and with --compress zstd (8 streams), what the registry stores,
+# and `image pull` of each into an empty store; with BENCH_LINK_MBIT=N again over loopback held to
+# N Mbit/s (tc's token bucket on lo, removed at exit): what a link slower than the CPUs does.
+# Prints markdown tables; nothing is asserted.
+# Usage: sudo bench/zstd_pages.sh [BUILD_DIR]   (needs criu, zstd and python3; docker-registry with BUILD_DIR)
 set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+shim=${1:+$1/shim/containerd-shim-nvproxy-v1}
 for b in criu zstd python3; do command -v "$b" >/dev/null || { echo "$b is not installed" >&2; exit 2; }; done
 work=$(mktemp -d /var/tmp/nvproxy-bench-zstd.XXXXXX)
-pid=
-cleanup() { [[ -n $pid ]] && kill "$pid" 2>/dev/null; rm -rf "$work"; }
+pid= regpid=
+cleanup() {
+  [[ -n $pid ]] && kill "$pid" 2>/dev/null
+  [[ -n $regpid ]] && kill "$regpid" 2>/dev/null
+  [[ -n ${BENCH_LINK_MBIT:-} ]] && tc qdisc del dev lo root 2>/dev/null
+  rm -rf "$work"
+}
 trap cleanup EXIT
 cat >"$work/heap.py" <<'PY'
 import json, random, sys, time
@@ -51,4 +62,38 @@ done
 echo "zstd_pages: $(zstd --version | head -1 | tr -d '*'), $(nproc) CPUs, $(uname -r), $(date -u +%F)"
 echo "| page file | level | MiB | MiB compressed | ratio | compress MB/s (1 thread) | decompress MB/s |"
 echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"
+printf '%s\n' "${rows[@]}"
+[[ -n $shim ]] || exit 0
+
+# The image through a registry, as is and compressed.
+source "$here/lib/registry.sh"
+bench_registry_start "$work"
+cfg=$work/cfg.yaml
+printf 'checkpoint:\n  registry_tls_verify: false\n' >"$cfg"
+bytes=$(du -sb "$work/img" | cut -f1)
+rows=()
+links=(loopback)
+[[ -n ${BENCH_LINK_MBIT:-} ]] && links+=("${BENCH_LINK_MBIT}")
+for link in "${links[@]}"; do
+if [[ $link != loopback ]]; then
+  tc qdisc replace dev lo root tbf rate "${link}mbit" burst 1mb latency 50ms
+fi
+for c in none zstd; do
+  t0=$(now)
+  out=$("$shim" image push "$work/img" "$reg/bench/py:$c" --config "$cfg" --streams 8 --compress "$c" 2>&1)
+  t1=$(now)
+  ref=$(sed -n 's/^pushed .*: \([^ ]*@sha256:[0-9a-f]*\)$/\1/p' <<<"$out")
+  stored=$(du -sb "$work/registry" | cut -f1)
+  sync; echo 3 >/proc/sys/vm/drop_caches 2>/dev/null || true
+  t2=$(now)
+  "$shim" image pull "$ref" --store "$work/store-$link-$c" --config "$cfg" --streams 8 >/dev/null 2>&1
+  t3=$(now)
+  cmp "$work/img/$(basename "$pages")" "$(find "$work/store-$link-$c" -name "$(basename "$pages")")" || { echo "pulled pages differ ($c)" >&2; exit 1; }
+  rows+=("| $link | $c | $((bytes >> 20)) | $((stored >> 20)) | $(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.2f", b-a}') | $(awk -v a="$t2" -v b="$t3" 'BEGIN{printf "%.2f", b-a}') |")
+  bench_registry_restart
+done
+done
+echo
+echo "| link (Mbit/s) | compression | image MiB | the registry stores MiB | image push s | image pull s |"
+echo "| --- | --- | ---: | ---: | ---: | ---: |"
 printf '%s\n' "${rows[@]}"

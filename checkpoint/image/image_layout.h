@@ -22,7 +22,7 @@ namespace nvproxy::checkpoint {
 
 inline constexpr const char* kArtifactType = "application/vnd.nvproxy.checkpoint.v1";
 // An image with compressed chunks: a reader of v1 would take their bytes for the file's, so it
-// must refuse the image by its type (0.7.0 reads both).
+// must refuse the image by its type (this code reads both).
 inline constexpr const char* kArtifactTypeCompressed = "application/vnd.nvproxy.checkpoint.v2";
 inline constexpr const char* kRecordMediaType = "application/vnd.nvproxy.checkpoint.record.v1+json";
 inline constexpr const char* kFileMediaType = "application/vnd.nvproxy.checkpoint.file.v1";
