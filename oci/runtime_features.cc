@@ -1,11 +1,12 @@
 #include "oci/runtime_features.h"
 
-#include <cctype>
 #include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string_view>
+
+#include "common/text.h"
 
 namespace nvproxy::oci {
 
@@ -17,13 +18,6 @@ std::string line_after(const std::string& out, const std::string& prefix) {
   for (std::string line; std::getline(in, line);)
     if (line.rfind(prefix, 0) == 0) return line.substr(prefix.size());
   return "";
-}
-
-std::string trim(std::string s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.pop_back();
-  size_t b = 0;
-  while (b < s.size() && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
-  return s.substr(b);
 }
 
 }  // namespace

@@ -6,13 +6,13 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cctype>
 #include <nlohmann/json.hpp>
 
 #include "checkpoint/image/image_layout.h"
 #include "checkpoint/image/image_store.h"
 #include "common/error.h"
 #include "common/fs.h"
+#include "common/text.h"
 #include "common/unique_fd.h"
 
 namespace nvproxy::checkpoint {
@@ -37,14 +37,11 @@ std::string flat(const std::string& repo) {
 // started, so its unsynced pages are still in the page cache or on the disk.
 std::string boot_id(const TransferOptions& opts) {
   if (!opts.boot_id.empty()) return opts.boot_id;
-  std::string id;
   try {
-    id = read_file("/proc/sys/kernel/random/boot_id");
+    return trim(read_file("/proc/sys/kernel/random/boot_id"));
   } catch (const std::exception&) {
     return "unknown";
   }
-  while (!id.empty() && std::isspace(static_cast<unsigned char>(id.back()))) id.pop_back();
-  return id;
 }
 
 constexpr const char* kComplete = ".complete";
