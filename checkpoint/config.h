@@ -61,10 +61,12 @@ struct CheckpointConfig {
   unsigned registry_timeout_s = 3600;  // one blob or manifest at most
   unsigned registry_streams = 8;       // chunks moving at once
   // The largest chunk of a file: a checkpoint taken again sends each chunk with a change in it again,
-  // so smaller chunks send less of what did not change. Measured on the sglang shape (18.7 GB):
-  // its second checkpoint after serving sent 10.2 % at 256 MiB, 5.6 % at 64 MiB, and the push's
-  // pace did not change (about 1000 blobs).
-  unsigned registry_chunk_mib = 64;
+  // so smaller chunks send less of what did not change, but each chunk is a blob with its own
+  // requests. Measured on the sglang shape (18.7 GB, H100, bench/README section 8): its second
+  // checkpoint after serving sent 6.6 % at 64 MiB, 5.4 % at 32, 3.4-3.7 % at 16; the push ran at
+  // 0.89x, 0.81x and 0.55-0.67x of cp, B's pull and restore at 1.5x, 1.4x and 1.9-2.1x the local
+  // restore. 32 keeps both paces; 16 for periodic checkpoints where the repeat sends matter most.
+  unsigned registry_chunk_mib = 32;
   // "zstd": a push sends each chunk that shrinks by a tenth compressed (level 1). Pays for the
   // pages of CPU-heavy processes over links slower than the CPUs compress (bench/README); device
   // memory does not compress, so "none" by default. Pulls read either.

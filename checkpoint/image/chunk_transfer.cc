@@ -237,8 +237,8 @@ ChunkPush push_chunked(const fs::path& image_dir, const std::string& reference, 
   std::string record = "{}";
   if (auto rec = read_image_record(image_dir)) record = to_json(*rec).dump();
   const std::string repo = repository_of(reference);
-  const PushPlan plan = plan_push(image_dir, reference, record, opts);
-  const std::vector<LayoutFile>& chunks = plan.chunks;
+  PushPlan plan = plan_push(image_dir, reference, record, opts);
+  std::vector<LayoutFile>& chunks = plan.chunks;
   const std::vector<std::size_t>& unique = plan.unique;
   ChunkPush out{.bytes = plan.bytes};
 
@@ -252,8 +252,15 @@ ChunkPush push_chunked(const fs::path& image_dir, const std::string& reference, 
       std::copy_n(record.data() + at, len, buf);
       return len;
     });
+  // A compressed chunk the registry refused (400: its bytes not the digest the plan measured) goes
+  // as it is on its next attempt: compression never costs a push.
+  std::vector<char> plain(unique.size(), 0);
   run_streams(unique.size(), opts.streams, opts.attempts, [&](std::size_t k) {
-    const LayoutFile& c = chunks[unique[k]];
+    LayoutFile& c = chunks[unique[k]];
+    if (plain[k]) {
+      c.zstd_digest.clear();
+      c.zstd_size = 0;
+    }
     if (registry.has_blob(repo, c.blob_digest())) {
       prog.skipped(c.size);
       return;
@@ -284,11 +291,24 @@ ChunkPush push_chunked(const fs::path& image_dir, const std::string& reference, 
         account(at + static_cast<std::uint64_t>(got), static_cast<std::size_t>(got));
         return static_cast<std::size_t>(got);
       });
+    } catch (const Error& e) {
+      prog.unmoved(sent);
+      if (packed && e.code() == Code::InvalidArgument) plain[k] = 1;
+      throw;
     } catch (...) {
       prog.unmoved(sent);
       throw;
     }
   });
+  if (std::find(plain.begin(), plain.end(), 1) != plain.end()) {
+    std::map<std::string, const LayoutFile*> sent_as;  // each digest as it went
+    for (std::size_t i : unique) sent_as.emplace(chunks[i].digest, &chunks[i]);
+    for (auto& c : chunks) {
+      c.zstd_digest = sent_as.at(c.digest)->zstd_digest;
+      c.zstd_size = sent_as.at(c.digest)->zstd_size;
+    }
+    plan.manifest = artifact_manifest_text(chunks, record);
+  }
   out.digest = registry.put_manifest(reference, kManifestMediaType, plan.manifest);
   out.sent = prog.moved_bytes();
   out.skipped = prog.skipped_bytes();

@@ -22,10 +22,18 @@ void check(std::size_t r, Code code, const std::string& what) {
 
 }  // namespace
 
+// The compressed form is one zstd frame per kInPiece of the range, each made in one call into a
+// buffer that always has room: a pure function of those bytes, the level and the library. The
+// streaming API is not: how much room each call's output had changes which path compresses the
+// last input and so the bytes (a push's two compressions of one chunk differed on the GPU
+// machine, and the registry refused the upload: DIGEST_INVALID). Frames of 1 MiB cost nothing at
+// level 1, whose window is half that.
 struct ZstdChunkReader::Impl {
   ZSTD_CCtx* cctx = ZSTD_createCCtx();
   std::vector<char> in = std::vector<char>(kInPiece);
-  ZSTD_inBuffer pending{nullptr, 0, 0};
+  std::vector<char> frame = std::vector<char>(ZSTD_compressBound(kInPiece));
+  std::size_t frame_len = 0, frame_pos = 0;
+  bool any_frame = false;
   ~Impl() { ZSTD_freeCCtx(cctx); }
   Impl() = default;
   Impl(const Impl&) = delete;
@@ -41,13 +49,31 @@ ZstdChunkReader::ZstdChunkReader(int fd, std::uint64_t offset, std::uint64_t siz
 ZstdChunkReader::~ZstdChunkReader() = default;
 
 void ZstdChunkReader::restart() {
-  check(ZSTD_CCtx_reset(impl_->cctx, ZSTD_reset_session_and_parameters), Code::Internal, what_);
-  check(ZSTD_CCtx_setParameter(impl_->cctx, ZSTD_c_compressionLevel, level_), Code::Internal, what_);
-  // The frame names its size: a pull checks it against the manifest's before writing.
-  check(ZSTD_CCtx_setPledgedSrcSize(impl_->cctx, size_), Code::Internal, what_);
-  impl_->pending = {impl_->in.data(), 0, 0};
+  impl_->frame_len = impl_->frame_pos = 0;
+  impl_->any_frame = false;
   consumed_ = produced_ = 0;
   ended_ = false;
+}
+
+// The next piece of the range compressed into impl_->frame; ended_ once the range is used (an
+// empty range is one empty frame).
+void ZstdChunkReader::next_frame() {
+  const std::size_t want = static_cast<std::size_t>(std::min<std::uint64_t>(kInPiece, size_ - consumed_));
+  for (std::size_t got = 0; got < want;) {
+    const long n = read_at(fd_, impl_->in.data() + got, want - got, offset_ + consumed_ + got);
+    if (n < 0) throw sys_error(what_ + ": reading at " + std::to_string(offset_ + consumed_ + got));
+    if (n == 0)
+      throw Error(Code::DataLoss,
+                  what_ + ": the file ended at " + std::to_string(offset_ + consumed_ + got) + ", inside the chunk");
+    got += static_cast<std::size_t>(n);
+  }
+  const std::size_t len =
+      ZSTD_compressCCtx(impl_->cctx, impl_->frame.data(), impl_->frame.size(), impl_->in.data(), want, level_);
+  check(len, Code::Internal, what_);
+  impl_->frame_len = len;
+  impl_->frame_pos = 0;
+  impl_->any_frame = true;
+  consumed_ += want;
 }
 
 std::size_t ZstdChunkReader::read(std::uint64_t at, char* buf, std::size_t n) {
@@ -55,24 +81,19 @@ std::size_t ZstdChunkReader::read(std::uint64_t at, char* buf, std::size_t n) {
   if (at != produced_)
     throw Error(Code::Internal, what_ + ": the compressed chunk was asked for at " + std::to_string(at) + ", not at " +
                                     std::to_string(produced_));
-  ZSTD_outBuffer out{buf, n, 0};
-  while (out.pos < out.size && !ended_) {
-    ZSTD_inBuffer& in = impl_->pending;
-    if (in.pos == in.size && consumed_ < size_) {
-      const long got = read_at(fd_, impl_->in.data(), std::min<std::uint64_t>(kInPiece, size_ - consumed_), offset_ + consumed_);
-      if (got < 0) throw sys_error(what_ + ": reading at " + std::to_string(offset_ + consumed_));
-      if (got == 0)
-        throw Error(Code::DataLoss, what_ + ": the file ended at " + std::to_string(offset_ + consumed_) + ", inside the chunk");
-      in = {impl_->in.data(), static_cast<std::size_t>(got), 0};
-      consumed_ += static_cast<std::uint64_t>(got);
+  std::size_t filled = 0;
+  while (filled < n) {
+    if (impl_->frame_pos == impl_->frame_len) {
+      if (consumed_ == size_ && impl_->any_frame) break;
+      next_frame();
     }
-    const ZSTD_EndDirective mode = consumed_ == size_ ? ZSTD_e_end : ZSTD_e_continue;
-    const std::size_t left = ZSTD_compressStream2(impl_->cctx, &out, &in, mode);
-    check(left, Code::Internal, what_);
-    if (mode == ZSTD_e_end && left == 0) ended_ = true;
+    const std::size_t k = std::min(n - filled, impl_->frame_len - impl_->frame_pos);
+    std::copy_n(impl_->frame.data() + impl_->frame_pos, k, buf + filled);
+    impl_->frame_pos += k;
+    filled += k;
   }
-  produced_ += out.pos;
-  return out.pos;
+  produced_ += filled;
+  return filled;
 }
 
 ZstdPacked zstd_measure(int fd, std::uint64_t offset, std::uint64_t size, const std::string& what) {
@@ -108,7 +129,6 @@ void ZstdChunkWriter::write(const char* data, std::size_t n) {
   ZSTD_inBuffer in{data, n, 0};
   // Until the input is used and the last call left room in the output (none held back).
   for (bool full = true; in.pos < in.size || full;) {
-    if (ended_) throw Error(Code::DataLoss, what_ + ": bytes after the end of the compressed chunk");
     ZSTD_outBuffer out{impl_->out.data(), impl_->out.size(), 0};
     const std::size_t r = ZSTD_decompressStream(impl_->dctx, &out, &in);
     check(r, Code::DataLoss, what_);
@@ -117,18 +137,16 @@ void ZstdChunkWriter::write(const char* data, std::size_t n) {
       throw Error(Code::DataLoss, what_ + ": the compressed chunk decodes to more than its " + std::to_string(size_) + " bytes");
     if (out.pos > 0) out_(produced_, impl_->out.data(), out.pos);
     produced_ += out.pos;
-    if (r == 0) {
-      ended_ = true;
-      if (in.pos < in.size) throw Error(Code::DataLoss, what_ + ": bytes after the end of the compressed chunk");
-      break;
-    }
+    // A frame ended; what follows is the next frame of the chunk (one per MiB of it).
+    ended_ = r == 0;
+    if (ended_ && in.pos == in.size) break;
   }
 }
 
 void ZstdChunkWriter::finish() {
   if (!ended_ || produced_ != size_)
     throw Error(Code::DataLoss, what_ + ": the compressed chunk decoded to " + std::to_string(produced_) + " of its " +
-                                    std::to_string(size_) + " bytes" + (ended_ ? "" : " and did not end"));
+                                    std::to_string(size_) + " bytes" + (ended_ ? "" : " and its last frame did not end"));
 }
 
 }  // namespace nvproxy::checkpoint

@@ -20,7 +20,8 @@ namespace nvproxy::checkpoint {
 inline constexpr int kZstdLevel = 1;  // ~330 MB/s a thread in, over a GB/s out (bench/README)
 
 // The compressed form of bytes [offset, offset + size) of `fd`, produced as it is read: a put_blob
-// Reader. Error naming `what` when the file ends early or cannot be read.
+// Reader. The same bytes however they are asked for (one frame per MiB of the range, each made in
+// one call). Error naming `what` when the file ends early or cannot be read.
 class ZstdChunkReader {
  public:
   ZstdChunkReader(int fd, std::uint64_t offset, std::uint64_t size, std::string what, int level = kZstdLevel);
@@ -34,6 +35,7 @@ class ZstdChunkReader {
 
  private:
   void restart();
+  void next_frame();
   struct Impl;
   std::unique_ptr<Impl> impl_;
   int fd_;
@@ -52,9 +54,10 @@ struct ZstdPacked {
 // Compresses the range once, for its digest and size.
 ZstdPacked zstd_measure(int fd, std::uint64_t offset, std::uint64_t size, const std::string& what);
 
-// Decompresses one chunk's compressed bytes as they arrive, handing out what they decode to with
-// its place in the chunk. Error(DataLoss) naming `what` for bytes that are no zstd frame, a frame
-// that decodes past `size` bytes, or (finish) one that ended early or decoded to fewer.
+// Decompresses one chunk's compressed bytes (its frames in order) as they arrive, handing out what
+// they decode to with its place in the chunk. Error(DataLoss) naming `what` for bytes that are no
+// zstd frame, frames that decode past `size` bytes, or (finish) ones that stopped inside a frame or
+// decoded to fewer.
 class ZstdChunkWriter {
  public:
   using Out = std::function<void(std::uint64_t at, const char* data, std::size_t n)>;

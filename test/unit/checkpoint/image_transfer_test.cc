@@ -161,6 +161,24 @@ TEST_F(ImageTransferTest, CompressedChunksTravelSmallerAndLandTheSame) {
   ASSERT_EQ(m.files.size(), m_plain.files.size());
   for (std::size_t i = 0; i < m.files.size(); ++i) EXPECT_EQ(m.files[i].digest, m_plain.files[i].digest) << "the same chunks";
 
+  // A registry that refuses a compressed upload (400): that chunk goes as it is, the push succeeds.
+  std::set<std::string> blobs;
+  for (const auto& f : m.files)
+    if (!f.zstd_digest.empty()) blobs.insert(f.zstd_digest);
+  MemoryRegistry other{root_ / "other-registry"};
+  other.refuse_put = [&](const std::string& digest) { return digest == *blobs.begin(); };
+  const PushResult fallback = push_image(client_, root_ / "store-a", "reg/llm:zstd", false, other, zstd);
+  const ArtifactManifest m_fallback = parse_artifact_manifest(json::parse(other.manifest(fallback.pinned).text));
+  int plain_now = 0;
+  for (const auto& f : m_fallback.files) {
+    EXPECT_NE(f.zstd_digest, *blobs.begin());
+    plain_now += f.zstd_digest.empty() && !m.files[&f - m_fallback.files.data()].zstd_digest.empty();
+  }
+  EXPECT_GE(plain_now, 1) << "the refused chunk went as it is";
+  const fs::path fell = pull_image(
+      fallback.pinned, root_ / "store-d", other, [](const auto&) {}, kSmallChunks);
+  EXPECT_EQ(read_file(fell / "pages-1.img"), read_file(entry_ / "pages-1.img"));
+
   // A compressed blob damaged in the registry: refused, no entry.
   std::string victim;
   for (const auto& f : m.files)

@@ -53,6 +53,7 @@ class MemoryRegistry final : public ImageRegistry {
       if (n == 0) throw Error(Code::DataLoss, "the body ended early");
       at += n;
     }
+    if (refuse_put && refuse_put(digest)) throw Error(Code::InvalidArgument, "DIGEST_INVALID " + digest + " (refused)");
     if (sha256_of(bytes) != digest) throw Error(Code::InvalidArgument, "DIGEST_INVALID " + digest);
     write_file_atomic(blob_file(digest), bytes, 0600);
     std::lock_guard lock(mu_);
@@ -85,6 +86,7 @@ class MemoryRegistry final : public ImageRegistry {
   std::atomic<std::uint64_t> bytes_got{0}, bytes_put{0};
   int fail_after_gets = -1;
   std::function<void(const std::string& digest, std::string& bytes)> damage;
+  std::function<bool(const std::string& digest)> refuse_put;  // a 400 for these uploads
 
  private:
   std::filesystem::path root_;
