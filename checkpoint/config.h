@@ -71,6 +71,9 @@ struct CheckpointConfig {
   // pages of CPU-heavy processes over links slower than the CPUs compress (bench/README); device
   // memory does not compress, so "none" by default. Pulls read either.
   std::string registry_compression = "none";
+  [[nodiscard]] bool known_registry_compression() const {
+    return registry_compression == "none" || registry_compression == "zstd";
+  }
   // Restore by annotation (restore.nvproxy.io/<container name> in the spec, a pod annotation
   // under Kubernetes): a checkpoint image is process memory that CRIU restores as root, so it is
   // off unless enabled here, and only images of the repositories listed (prefixes, "host:5000/ckpt")

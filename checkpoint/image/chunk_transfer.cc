@@ -145,6 +145,18 @@ bool holds_chunk(int fd, const LayoutFile& c) {
          sum.finish() == c.digest;
 }
 
+// Every chunk takes the blob (compressed or not) of the one of `unique` with its digest: the same
+// bytes go as one blob.
+void share_blobs(const std::vector<std::size_t>& unique, std::vector<LayoutFile>& chunks) {
+  std::map<std::string, const LayoutFile*> first;
+  for (std::size_t i : unique) first.emplace(chunks[i].digest, &chunks[i]);
+  for (auto& c : chunks) {
+    const LayoutFile* f = first.at(c.digest);
+    c.zstd_digest = f->zstd_digest;
+    c.zstd_size = f->zstd_size;
+  }
+}
+
 // Each chunk of `unique` (indices into chunks) compressed once on `threads` readers: one that
 // shrinks by a tenth travels compressed (its blob digest and size set), the others as they are;
 // a chunk that repeats one of `unique` takes its blob.
@@ -160,13 +172,7 @@ void compress_where_it_pays(const fs::path& image_dir, const std::string& refere
       c.zstd_size = p.size;
     }
   });
-  std::map<std::string, const LayoutFile*> first;
-  for (std::size_t i : unique) first.emplace(chunks[i].digest, &chunks[i]);
-  for (auto& c : chunks) {
-    const LayoutFile* f = first.at(c.digest);
-    c.zstd_digest = f->zstd_digest;
-    c.zstd_size = f->zstd_size;
-  }
+  share_blobs(unique, chunks);
 }
 
 }  // namespace
@@ -301,12 +307,7 @@ ChunkPush push_chunked(const fs::path& image_dir, const std::string& reference, 
     }
   });
   if (std::find(plain.begin(), plain.end(), 1) != plain.end()) {
-    std::map<std::string, const LayoutFile*> sent_as;  // each digest as it went
-    for (std::size_t i : unique) sent_as.emplace(chunks[i].digest, &chunks[i]);
-    for (auto& c : chunks) {
-      c.zstd_digest = sent_as.at(c.digest)->zstd_digest;
-      c.zstd_size = sent_as.at(c.digest)->zstd_size;
-    }
+    share_blobs(unique, chunks);  // each digest as it went
     plan.manifest = artifact_manifest_text(chunks, record);
   }
   out.digest = registry.put_manifest(reference, kManifestMediaType, plan.manifest);

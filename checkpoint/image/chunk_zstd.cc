@@ -52,11 +52,10 @@ void ZstdChunkReader::restart() {
   impl_->frame_len = impl_->frame_pos = 0;
   impl_->any_frame = false;
   consumed_ = produced_ = 0;
-  ended_ = false;
 }
 
-// The next piece of the range compressed into impl_->frame; ended_ once the range is used (an
-// empty range is one empty frame).
+// The next piece of the range (up to kInPiece) compressed into impl_->frame; an empty range is one
+// empty frame.
 void ZstdChunkReader::next_frame() {
   const std::size_t want = static_cast<std::size_t>(std::min<std::uint64_t>(kInPiece, size_ - consumed_));
   for (std::size_t got = 0; got < want;) {

@@ -43,7 +43,6 @@ class ZstdChunkReader {
   std::string what_;
   int level_;
   std::uint64_t consumed_ = 0, produced_ = 0;
-  bool ended_ = false;
 };
 
 struct ZstdPacked {

@@ -123,7 +123,7 @@ ShimConfig parse_config_unchecked(const std::string& text, const std::string& or
     get(k, "registry_streams", c.checkpoint.registry_streams, origin, "checkpoint");
     get(k, "registry_chunk_mib", c.checkpoint.registry_chunk_mib, origin, "checkpoint");
     get(k, "registry_compression", c.checkpoint.registry_compression, origin, "checkpoint");
-    if (c.checkpoint.registry_compression != "none" && c.checkpoint.registry_compression != "zstd")
+    if (!c.checkpoint.known_registry_compression())
       throw Error(Code::InvalidArgument,
                   origin + ": checkpoint.registry_compression is \"" + c.checkpoint.registry_compression + "\": none or zstd");
     get(k, "annotation_restore", c.checkpoint.annotation_restore, origin, "checkpoint");

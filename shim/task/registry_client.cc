@@ -16,7 +16,7 @@ checkpoint::TransferOptions transfer_options(const checkpoint::CheckpointConfig&
     throw Error(Code::InvalidArgument, "checkpoint.registry_streams is " + std::to_string(cfg.registry_streams) + ": 1 to 64");
   if (cfg.registry_chunk_mib == 0)
     throw Error(Code::InvalidArgument, "checkpoint.registry_chunk_mib is 0: a chunk holds at least one MiB");
-  if (cfg.registry_compression != "none" && cfg.registry_compression != "zstd")
+  if (!cfg.known_registry_compression())
     throw Error(Code::InvalidArgument, "checkpoint.registry_compression is \"" + cfg.registry_compression + "\": none or zstd");
   return {.streams = static_cast<int>(cfg.registry_streams),
           .chunk_bytes = static_cast<std::uint64_t>(cfg.registry_chunk_mib) << 20,

@@ -83,6 +83,9 @@ TEST(Config, ErrorsNameFileAndKey) {
   EXPECT_NE(error_of("runtime: [1, 2]").find("runtime: must be a mapping"), std::string::npos);
   EXPECT_NE(error_of("runtime: {binary: ''}").find("runtime.binary"), std::string::npos);
   EXPECT_NE(error_of("a: [").find("not valid YAML"), std::string::npos);
+  EXPECT_NE(
+      error_of("checkpoint: {registry_compression: gzip}").find("checkpoint.registry_compression is \"gzip\": none or zstd"),
+      std::string::npos);
 }
 
 TEST(Config, ExplicitMissingFileIsAnError) {
