@@ -59,14 +59,16 @@ struct CheckpointConfig {
   bool registry_tls_verify = true;     // false: plain HTTP or unverified TLS (a registry on loopback)
   std::string registry_authfile;       // empty: $REGISTRY_AUTH_FILE, containers' auth.json, Docker's config.json
   unsigned registry_timeout_s = 3600;  // one blob or manifest at most
-  unsigned registry_streams = 8;       // chunks moving at once
+  // Chunks moving at once. Each chunk costs the registry a few requests and files of its own, so
+  // small chunks need more of them in flight: the sglang shape at 16 MiB chunks (H100, one machine,
+  // bench/README section 8) pushed at 0.72x of cp with 8 and 0.76-0.80x with 16; B's pull and
+  // restore took 2.01x the local restore with 8 and 1.50x with 16.
+  unsigned registry_streams = 16;
   // The largest chunk of a file: a checkpoint taken again sends each chunk with a change in it again,
   // so smaller chunks send less of what did not change, but each chunk is a blob with its own
-  // requests. Measured on the sglang shape (18.7 GB, H100, bench/README section 8): its second
-  // checkpoint after serving sent 6.6 % at 64 MiB, 5.4 % at 32, 3.4-3.7 % at 16; the push ran at
-  // 0.89x, 0.81x and 0.55-0.67x of cp, B's pull and restore at 1.5x, 1.4x and 1.9-2.1x the local
-  // restore. 32 keeps both paces; 16 for periodic checkpoints where the repeat sends matter most.
-  unsigned registry_chunk_mib = 32;
+  // requests. The sglang shape's second checkpoint after serving sent 6.6 % of its bytes at 64 MiB,
+  // 5.4 % at 32 and 3.3-3.7 % at 16 (the floor, pages found nowhere in the first: 0.6 %).
+  unsigned registry_chunk_mib = 16;
   // "zstd": a push sends each chunk that shrinks by a tenth compressed (level 1). Pays for the
   // pages of CPU-heavy processes over links slower than the CPUs compress (bench/README); device
   // memory does not compress, so "none" by default. Pulls read either.

@@ -27,9 +27,9 @@
 namespace nvproxy::checkpoint {
 
 struct TransferOptions {
-  int streams = 8;                          // chunks moving at once
+  int streams = 16;                         // chunks moving at once
   int attempts = 3;                         // per chunk
-  std::uint64_t chunk_bytes = 32ull << 20;  // the largest chunk
+  std::uint64_t chunk_bytes = 16ull << 20;  // the largest chunk
   bool zstd = false;                        // push: chunks compressed where that pays (chunk_zstd.h)
   // Registries built on Distribution refuse a manifest over 4 MiB (after every blob went up): an
   // image that would need a larger one is cut into larger chunks (doubled until it fits).

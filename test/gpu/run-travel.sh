@@ -26,7 +26,7 @@ rm -rf "$W"; mkdir -p "$W/host"
 source "$REPO/test/gpu/lib/travel.sh"
 travel_registry "$W" 5123
 REF=127.0.0.1:5123/ckpt/llm:v1 REF2=127.0.0.1:5123/ckpt/llm:v2
-STREAMS=${STREAMS:-8}
+STREAMS=${STREAMS:-16}  # the shim's defaults (checkpoint/config.h)
 PY=/opt/torch/.venv/bin/python3
 SHIM=$PACK/bin/containerd-shim-nvproxy-v1
 write_cfg() {  # DIR STORE
@@ -42,7 +42,7 @@ checkpoint:
   registry_tls_verify: false
   registry_timeout_s: 300
   registry_streams: $STREAMS
-  registry_chunk_mib: ${CHUNK_MIB:-64}
+  registry_chunk_mib: ${CHUNK_MIB:-16}
   registry_compression: ${COMPRESS:-none}
 EOT
 }
