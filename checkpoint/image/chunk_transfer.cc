@@ -210,14 +210,22 @@ struct PushPlan {
   std::string manifest;
 };
 
-// The plan at opts.chunk_bytes; where its manifest would pass opts.manifest_budget, at the power
-// of two times that size whose manifest fits (the image read again).
+// The plan at starting_chunk_bytes; where its manifest would still pass opts.manifest_budget, at
+// the power of two times that size whose manifest fits (the image read again).
 PushPlan plan_push(const fs::path& image_dir, const std::string& reference, const std::string& record,
                    const TransferOptions& opts) {
   // The plan reads every byte before the first upload: every CPU hashes (the uploads then wait on
   // the registry, not on this).
   const int threads = std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 2, 32);
-  for (std::uint64_t chunk_bytes = opts.chunk_bytes;;) {
+  // An estimate only: what cannot be read here, plan_chunks names.
+  std::uint64_t bytes = 0, files = 0;
+  std::error_code ec;
+  for (fs::recursive_directory_iterator it(image_dir, ec), end; !ec && it != end; it.increment(ec))
+    if (it->is_regular_file(ec)) {
+      bytes += it->file_size(ec);
+      ++files;
+    }
+  for (std::uint64_t chunk_bytes = starting_chunk_bytes(bytes, files, opts);;) {
     PushPlan p{.chunk_bytes = chunk_bytes};
     std::set<std::string> seen;
     for (const auto& c : plan_chunks(image_dir, {.max_bytes = chunk_bytes, .threads = threads})) {
@@ -237,6 +245,17 @@ PushPlan plan_push(const fs::path& image_dir, const std::string& reference, cons
 }
 
 }  // namespace
+
+std::uint64_t starting_chunk_bytes(std::uint64_t bytes, std::uint64_t files, const TransferOptions& opts) {
+  // A layer entry: media type, digest, size, title and offset (about 270 bytes), and the
+  // compressed form's digest and size where zstd is on.
+  const std::uint64_t entry = opts.zstd ? 420 : 280;
+  std::uint64_t chunk = std::max<std::uint64_t>(opts.chunk_bytes, 4096);
+  // A chunk averages its sixteenth-of-max floor plus a quarter of the max (chunk_plan.h).
+  while ((files + bytes / (chunk / 16 + chunk / 4)) * entry > opts.manifest_budget && chunk < (std::uint64_t{1} << 40))
+    chunk *= 2;
+  return chunk;
+}
 
 ChunkPush push_chunked(const fs::path& image_dir, const std::string& reference, ImageRegistry& registry,
                        const TransferOptions& opts) {

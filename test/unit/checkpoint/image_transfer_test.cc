@@ -225,6 +225,19 @@ TEST_F(ImageTransferTest, AnImageOfTooManyChunksForAManifestIsCutInLargerOnes) {
             std::string::npos);
 }
 
+// A large image is cut once, at a size whose manifest fits, instead of being read again.
+TEST(StartingChunkBytes, DoubledOnlyForImagesWhoseManifestWouldNotFit) {
+  const TransferOptions d;  // 16 MiB, a 3 MiB budget
+  EXPECT_EQ(starting_chunk_bytes(std::uint64_t{18} << 30, 151, d), d.chunk_bytes) << "the sglang shape";
+  EXPECT_EQ(starting_chunk_bytes(std::uint64_t{40} << 30, 151, d), d.chunk_bytes);
+  EXPECT_EQ(starting_chunk_bytes(std::uint64_t{100} << 30, 151, d), 2 * d.chunk_bytes);
+  EXPECT_EQ(starting_chunk_bytes(std::uint64_t{400} << 30, 151, d), 8 * d.chunk_bytes);
+  TransferOptions zstd = d;
+  zstd.zstd = true;  // longer entries
+  EXPECT_EQ(starting_chunk_bytes(std::uint64_t{40} << 30, 151, zstd), 2 * d.chunk_bytes);
+  EXPECT_EQ(starting_chunk_bytes(0, 0, d), d.chunk_bytes);
+}
+
 TEST_F(ImageTransferTest, ARefusedRecordPullsNothing) {
   PushResult pushed = push_image(client_, root_ / "store-a", "reg/llm:v1", false, registry_, kSmallChunks);
   EXPECT_FALSE(read_image_ref(client_)->store.empty()) << "without --rewrite the directory is left as it was";
