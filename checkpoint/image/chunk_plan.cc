@@ -229,6 +229,11 @@ void digest_chunks(std::vector<FileChunk>& chunks, const std::vector<const File*
 
 }  // namespace
 
+std::uint64_t expected_chunk_bytes(const ChunkOptions& opts) {
+  const Rule r = rule_of(opts);
+  return std::min(r.max, r.min + (r.mask + 1) * kPage);
+}
+
 std::vector<FileChunk> plan_chunks(const std::filesystem::path& image_dir, const ChunkOptions& opts) {
   const Rule r = rule_of(opts);
   std::vector<File> files = list_files(image_dir);

@@ -46,4 +46,8 @@ struct FileChunk {
 // Error naming the file for a file that cannot be read or that shrinks while it is read.
 std::vector<FileChunk> plan_chunks(const std::filesystem::path& image_dir, const ChunkOptions& opts);
 
+// The size the rule's chunks average over pages of random content: min plus the mean run to a
+// cut page (mask + 1 pages), at most max. Zero runs and files smaller than a chunk differ.
+std::uint64_t expected_chunk_bytes(const ChunkOptions& opts);
+
 }  // namespace nvproxy::checkpoint

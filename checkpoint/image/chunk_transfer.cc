@@ -251,8 +251,8 @@ std::uint64_t starting_chunk_bytes(std::uint64_t bytes, std::uint64_t files, con
   // compressed form's digest and size where zstd is on.
   const std::uint64_t entry = opts.zstd ? 420 : 280;
   std::uint64_t chunk = std::max<std::uint64_t>(opts.chunk_bytes, 4096);
-  // A chunk averages its sixteenth-of-max floor plus a quarter of the max (chunk_plan.h).
-  while ((files + bytes / (chunk / 16 + chunk / 4)) * entry > opts.manifest_budget && chunk < (std::uint64_t{1} << 40))
+  while ((files + bytes / expected_chunk_bytes({.max_bytes = chunk})) * entry > opts.manifest_budget &&
+         chunk < (std::uint64_t{1} << 40))
     chunk *= 2;
   return chunk;
 }

@@ -52,8 +52,8 @@ ChunkPush push_chunked(const std::filesystem::path& image_dir, const std::string
                        const TransferOptions& opts);
 
 // The largest chunk a push of `files` files of `bytes` in all starts from: opts.chunk_bytes,
-// doubled while the manifest such an image is expected to need (chunk_plan.h's average chunk,
-// a layer entry each) would pass opts.manifest_budget. Cutting is a read of the whole image, so
+// doubled while the manifest such an image is expected to need (a layer entry per
+// expected_chunk_bytes, chunk_plan.h) would pass opts.manifest_budget. Cutting is a read of the whole image, so
 // a large one is cut once at a size that fits; the push still checks the manifest it made.
 std::uint64_t starting_chunk_bytes(std::uint64_t bytes, std::uint64_t files, const TransferOptions& opts);
 

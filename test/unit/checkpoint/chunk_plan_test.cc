@@ -127,6 +127,17 @@ TEST_F(ChunkPlan, ChunksTileEachFileInPathOrderAndAreCutByContent) {
   EXPECT_GT(by_content, 0) << "some cuts are chosen by content, not all at max";
 }
 
+// What a push sizes its manifest by: the rule's average over random pages.
+TEST_F(ChunkPlan, RandomPagesAverageTheExpectedChunk) {
+  write("pages-1.img", random_bytes(64 * kMiB, 9));
+  const auto chunks = plan(kMiB);
+  const double average = 64.0 * kMiB / static_cast<double>(chunks.size());
+  const auto expected = static_cast<double>(expected_chunk_bytes({.max_bytes = kMiB}));
+  EXPECT_EQ(expected, kMiB / 16 + kMiB / 4) << "min plus a quarter of max";
+  EXPECT_NEAR(average, expected, expected * 0.2) << chunks.size() << " chunks";
+  EXPECT_EQ(expected_chunk_bytes({.max_bytes = 4096}), 4096u) << "never past max";
+}
+
 TEST_F(ChunkPlan, InsertedPagesMoveOnlyTheChunksAroundThem) {
   const std::string before = random_bytes(8 * kMiB, 3);
   const std::uint64_t at = 4 * kMiB + 5 * kPage;  // a page boundary in the middle
