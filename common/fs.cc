@@ -71,6 +71,17 @@ long read_at(int fd, char* buf, std::size_t n, std::uint64_t offset) {
   }
 }
 
+long read_full_at(int fd, char* buf, std::size_t n, std::uint64_t offset) {
+  std::size_t got = 0;
+  while (got < n) {
+    const long r = read_at(fd, buf + got, n - got, offset + got);
+    if (r < 0) return -1;
+    if (r == 0) break;
+    got += static_cast<std::size_t>(r);
+  }
+  return static_cast<long>(got);
+}
+
 void write_existing_file(const std::filesystem::path& p, std::string_view data) {
   UniqueFd fd(::open(p.c_str(), O_WRONLY | O_CLOEXEC));
   if (!fd) throw sys_error("open " + p.string());

@@ -22,6 +22,9 @@ bool write_all(int fd, std::string_view data);
 bool write_all_at(int fd, std::string_view data, std::uint64_t offset);
 // Reads up to `n` bytes at `offset` (pread, EINTR retried); how many, or -1 with errno set.
 long read_at(int fd, char* buf, std::size_t n, std::uint64_t offset);
+// Reads until `n` bytes at `offset` or the end of the file: how many (fewer than n only where the
+// file ended), or -1 with errno set.
+long read_full_at(int fd, char* buf, std::size_t n, std::uint64_t offset);
 // Writes into an existing file without creating or truncating it (cgroup and proc files).
 void write_existing_file(const std::filesystem::path& p, std::string_view data);
 // Resolves `rel` under `root` lexically and refuses results outside root (".." escapes).

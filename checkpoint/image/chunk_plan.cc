@@ -20,6 +20,7 @@
 
 #include "checkpoint/image/sha256.h"
 #include "common/error.h"
+#include "common/fs.h"
 #include "common/unique_fd.h"
 
 namespace nvproxy::checkpoint {
@@ -111,19 +112,11 @@ UniqueFd open_file(const File& f) {
 
 // Exactly n bytes at `off`; Error(DataLoss) naming the file where it ends first (it shrank).
 void read_at(int fd, const File& f, unsigned char* buf, std::size_t n, std::uint64_t off) {
-  while (n > 0) {
-    const ssize_t r = ::pread(fd, buf, n, static_cast<off_t>(off));
-    if (r < 0) {
-      if (errno == EINTR) continue;
-      throw sys_error("read " + f.path.string() + " at " + std::to_string(off));
-    }
-    if (r == 0)
-      throw Error(Code::DataLoss, f.path.string() + " ended at " + std::to_string(off) + " while it was read; it had " +
-                                      std::to_string(f.size) + " bytes");
-    buf += r;
-    n -= static_cast<std::size_t>(r);
-    off += static_cast<std::uint64_t>(r);
-  }
+  const long r = read_full_at(fd, reinterpret_cast<char*>(buf), n, off);
+  if (r < 0) throw sys_error("read " + f.path.string() + " at " + std::to_string(off));
+  if (static_cast<std::size_t>(r) < n)
+    throw Error(Code::DataLoss, f.path.string() + " ended at " + std::to_string(off + static_cast<std::uint64_t>(r)) +
+                                    " while it was read; it had " + std::to_string(f.size) + " bytes");
 }
 
 // work(buffer, i) for every i < n on up to `threads` threads, each reading into its own buffer of

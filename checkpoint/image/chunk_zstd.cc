@@ -58,14 +58,11 @@ void ZstdChunkReader::restart() {
 // empty frame.
 void ZstdChunkReader::next_frame() {
   const std::size_t want = static_cast<std::size_t>(std::min<std::uint64_t>(kInPiece, size_ - consumed_));
-  for (std::size_t got = 0; got < want;) {
-    const long n = read_at(fd_, impl_->in.data() + got, want - got, offset_ + consumed_ + got);
-    if (n < 0) throw sys_error(what_ + ": reading at " + std::to_string(offset_ + consumed_ + got));
-    if (n == 0)
-      throw Error(Code::DataLoss,
-                  what_ + ": the file ended at " + std::to_string(offset_ + consumed_ + got) + ", inside the chunk");
-    got += static_cast<std::size_t>(n);
-  }
+  const long got = read_full_at(fd_, impl_->in.data(), want, offset_ + consumed_);
+  if (got < 0) throw sys_error(what_ + ": reading at " + std::to_string(offset_ + consumed_));
+  if (static_cast<std::size_t>(got) < want)
+    throw Error(Code::DataLoss, what_ + ": the file ended at " +
+                                    std::to_string(offset_ + consumed_ + static_cast<std::uint64_t>(got)) + ", inside the chunk");
   const std::size_t len =
       ZSTD_compressCCtx(impl_->cctx, impl_->frame.data(), impl_->frame.size(), impl_->in.data(), want, level_);
   check(len, Code::Internal, what_);

@@ -1,5 +1,8 @@
 #include "common/fs.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 
 #include "common/error.h"
@@ -21,5 +24,21 @@ TEST(Fs, AtomicWriteAndRead) {
   write_file_atomic(dir / "f", "hello");
   EXPECT_EQ(read_file(dir / "f"), "hello");
   EXPECT_THROW(read_file(dir / "missing"), Error);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Fs, ReadFullAtStopsOnlyAtTheEndOfTheFile) {
+  auto dir = std::filesystem::temp_directory_path() / ("nvproxy-fs-full-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  write_file_atomic(dir / "f", "0123456789");
+  UniqueFd fd(::open((dir / "f").c_str(), O_RDONLY | O_CLOEXEC));
+  ASSERT_TRUE(fd);
+  char buf[16] = {};
+  EXPECT_EQ(read_full_at(fd.get(), buf, 4, 3), 4);
+  EXPECT_EQ(std::string(buf, 4), "3456");
+  EXPECT_EQ(read_full_at(fd.get(), buf, 16, 6), 4) << "fewer only where the file ends";
+  EXPECT_EQ(std::string(buf, 4), "6789");
+  EXPECT_EQ(read_full_at(fd.get(), buf, 4, 10), 0);
+  EXPECT_EQ(read_full_at(-1, buf, 4, 0), -1);
   std::filesystem::remove_all(dir);
 }
