@@ -258,7 +258,7 @@ std::uint64_t starting_chunk_bytes(std::uint64_t bytes, std::uint64_t files, con
 }
 
 ChunkPush push_chunked(const fs::path& image_dir, const std::string& reference, ImageRegistry& registry,
-                       const TransferOptions& opts) {
+                       const TransferOptions& opts, const BlobSources& sources) {
   std::string record = "{}";
   if (auto rec = read_image_record(image_dir)) record = to_json(*rec).dump();
   const std::string repo = repository_of(reference);
@@ -269,7 +269,7 @@ ChunkPush push_chunked(const fs::path& image_dir, const std::string& reference, 
 
   TransferProgress prog("pushing " + human_bytes(out.bytes) + " to " + reference, out.bytes, opts.progress, opts.terminal);
   prog.skipped(plan.repeated);
-  std::atomic<std::uint64_t> wire{0};
+  std::atomic<std::uint64_t> wire{0}, mounted{0};
   const std::string config_digest = sha256_of(record);
   if (!registry.has_blob(repo, config_digest))
     registry.put_blob(repo, config_digest, record.size(), [&](std::uint64_t at, char* buf, std::size_t n) {
@@ -288,6 +288,11 @@ ChunkPush push_chunked(const fs::path& image_dir, const std::string& reference, 
     }
     if (registry.has_blob(repo, c.blob_digest())) {
       prog.skipped(c.size);
+      return;
+    }
+    if (const std::string* from = sources.find(c.blob_digest()); from && registry.mount_blob(repo, c.blob_digest(), *from)) {
+      prog.skipped(c.size);
+      mounted += c.size;
       return;
     }
     const fs::path file = image_dir / c.path;
@@ -330,8 +335,10 @@ ChunkPush push_chunked(const fs::path& image_dir, const std::string& reference, 
     plan.manifest = artifact_manifest_text(chunks, record);
   }
   out.digest = registry.put_manifest(reference, kManifestMediaType, plan.manifest);
+  out.manifest = plan.manifest;
   out.sent = prog.moved_bytes();
   out.skipped = prog.skipped_bytes();
+  out.mounted = mounted;
   out.wire = wire;
   out.files = static_cast<int>(plan.files.size());
   out.chunks = static_cast<int>(chunks.size());
@@ -340,6 +347,7 @@ ChunkPush push_chunked(const fs::path& image_dir, const std::string& reference, 
   if (plan.chunk_bytes != opts.chunk_bytes)
     out.summary += "; chunks of up to " + human_bytes(plan.chunk_bytes) + ", not " + human_bytes(opts.chunk_bytes) +
                    ": so many chunks would have made a manifest larger than registries take (4 MiB)";
+  if (out.mounted > 0) out.summary += ", " + human_bytes(out.mounted) + " of that mounted from other repositories";
   if (opts.zstd) out.summary += ", " + human_bytes(out.wire) + " of it uploaded (zstd)";
   return out;
 }

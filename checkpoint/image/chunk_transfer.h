@@ -1,10 +1,10 @@
 // The bulk of a checkpoint image through a registry as chunks (chunk_plan.h), several streams at
 // once (one thread each).
 //
-// push: the chunks the repository does not hold yet are uploaded straight from their ranges of
-// the image's files (a second push of an unchanged server sends almost nothing), then the
-// manifest. With zstd on, each chunk that shrinks by a tenth travels compressed, compressed as it
-// is uploaded and decompressed into place as it is pulled (chunk_zstd.h).
+// push: the chunks the repository does not hold yet are mounted from another repository of the
+// registry known to hold them (blob_sources.h) or uploaded straight from their ranges of the
+// image's files (a second push of an unchanged server sends almost nothing), then the manifest. With zstd on, each chunk that
+// shrinks by a tenth travels compressed, compressed as it is uploaded and decompressed into place as it is pulled (chunk_zstd.h).
 // pull: each file is made at its full size and each chunk written in place (no assembly copy),
 // its digest checked as it streams; runs of zeros are not written (the file keeps them as
 // holes, as CRIU left them out). A chunk some earlier pull already brought to this node is copied
@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint/image/blob_sources.h"
 #include "checkpoint/image/image_layout.h"
 #include "checkpoint/image/image_registry.h"
 #include "checkpoint/image/transfer_progress.h"
@@ -41,7 +42,9 @@ struct TransferOptions {
 
 struct ChunkPush {
   std::string digest;                              // the manifest's
+  std::string manifest;                            // its text
   std::uint64_t bytes = 0, sent = 0, skipped = 0;  // of the image's own bytes
+  std::uint64_t mounted = 0;                       // of `skipped`: mounted from other repositories
   std::uint64_t wire = 0;                          // what was uploaded (compressed where it was)
   std::uint64_t chunk_bytes = 0;                   // the largest chunk (above opts' for a huge image)
   int files = 0, chunks = 0;
@@ -49,7 +52,7 @@ struct ChunkPush {
 };
 
 ChunkPush push_chunked(const std::filesystem::path& image_dir, const std::string& reference, ImageRegistry& registry,
-                       const TransferOptions& opts);
+                       const TransferOptions& opts, const BlobSources& sources = {});
 
 // The largest chunk a push of `files` files of `bytes` in all starts from: opts.chunk_bytes,
 // doubled while the manifest such an image is expected to need (a layer entry per

@@ -38,6 +38,7 @@ http::verb verb_of(Method m) {
     case Method::Head: return http::verb::head;
     case Method::Post: return http::verb::post;
     case Method::Put: return http::verb::put;
+    case Method::Delete: return http::verb::delete_;
   }
   return http::verb::get;
 }

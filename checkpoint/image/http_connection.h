@@ -29,7 +29,7 @@ struct HttpEndpoint {
 // when it is no http(s) URL.
 std::pair<HttpEndpoint, std::string> parse_url(const std::string& url, bool verify);
 
-enum class Method { Get, Head, Post, Put };
+enum class Method { Get, Head, Post, Put, Delete };
 
 struct HttpRequest {
   Method method = Method::Get;

@@ -136,7 +136,7 @@ HttpResponse HttpRegistry::call(const std::string& host_name, const std::string&
                                 const ImageRegistry::Writer* sink, const std::string& what) {
   const Clock::time_point deadline = Clock::now() + opts_.timeout;
   Host& h = host(host_name);
-  const bool push = req.method == Method::Post || req.method == Method::Put;
+  const bool push = req.method == Method::Post || req.method == Method::Put || req.method == Method::Delete;
   for (int attempt = 0;; ++attempt) {
     HttpRequest r = req;
     {
@@ -222,6 +222,29 @@ void HttpRegistry::put_blob(const std::string& repo, const std::string& digest, 
                             .body_size = size},
                            nullptr, what);
   if (done.status != 201) throw Error(code_of(done.status), what + " failed: " + registry_error(done));
+}
+
+bool HttpRegistry::mount_blob(const std::string& repo, const std::string& digest, const std::string& from) {
+  auto [host_name, repository] = split_repo(repo);
+  auto [from_host, from_repository] = split_repo(from);
+  if (from_host != host_name) return false;
+  const std::string what = "mounting blob " + digest + " from " + from + " into " + repo;
+  HttpResponse r = call(host_name, repository,
+                        {.method = Method::Post,
+                         .target = "/v2/" + repository + "/blobs/uploads/?mount=" + percent_encode(digest) +
+                                   "&from=" + percent_encode(from_repository)},
+                        nullptr, what);
+  if (r.status == 201) return true;
+  // Not mounted: a registry opens an upload instead (202), which is given back.
+  if (const std::string location = r.header("location"); r.status == 202 && !location.empty()) {
+    std::string target = location;
+    if (location.rfind("http", 0) == 0) target = parse_url(location, opts_.tls_verify).second;
+    try {
+      call(host_name, repository, {.method = Method::Delete, .target = target}, nullptr, what);
+    } catch (const Error&) {  // the registry expires uploads left open
+    }
+  }
+  return false;
 }
 
 void HttpRegistry::get_blob(const std::string& repo, const std::string& digest, std::uint64_t size, const Writer& write) {

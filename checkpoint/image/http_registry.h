@@ -36,6 +36,7 @@ class HttpRegistry final : public ImageRegistry {
   std::string put_manifest(const std::string& reference, const std::string& media_type, const std::string& text) override;
   bool has_blob(const std::string& repo, const std::string& digest) override;
   void put_blob(const std::string& repo, const std::string& digest, std::uint64_t size, const Reader& read) override;
+  bool mount_blob(const std::string& repo, const std::string& digest, const std::string& from) override;
   void get_blob(const std::string& repo, const std::string& digest, std::uint64_t size, const Writer& write) override;
 
  private:

@@ -30,6 +30,10 @@ class ImageRegistry {
   using Reader = std::function<std::size_t(std::uint64_t at, char* buf, std::size_t n)>;
   // Uploads the `size` bytes `read` gives; the registry checks them against `digest`.
   virtual void put_blob(const std::string& repo, const std::string& digest, std::uint64_t size, const Reader& read) = 0;
+  // Asks the registry to link the blob `from` ("host/repo" on the same registry) holds into `repo`
+  // (a cross-repository mount: no bytes move). true when it did; false for any refusal (not
+  // there, not allowed, a registry that mounts nothing): the caller uploads it instead.
+  virtual bool mount_blob(const std::string& repo, const std::string& digest, const std::string& from) = 0;
   // Receives the blob's bytes in order, `at` their place in the blob.
   using Writer = std::function<void(std::uint64_t at, const char* data, std::size_t n)>;
   // Streams the blob to `write`, its digest and size checked as it streams: Error(DataLoss) naming

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "checkpoint/image/blob_sources.h"
 #include "checkpoint/image/image_layout.h"
 #include "checkpoint/image/image_store.h"
 #include "common/error.h"
@@ -24,13 +25,6 @@ namespace {
 
 std::string hex_of(const std::string& digest) {
   return digest.substr(digest.find(':') + 1);
-}
-
-// "host:5000/team/llm" -> "host_5000_team_llm": one directory name.
-std::string flat(const std::string& repo) {
-  std::string out;
-  for (char c : repo) out += (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.') ? c : '_';
-  return out;
 }
 
 // The kernel's id of this boot: a pulled entry marked with it was written since the host last
@@ -99,11 +93,14 @@ PushResult push_image(const fs::path& dir, const fs::path& store, const std::str
   const fs::path image = resolve_image(dir, store);
   if (rewrite && image == dir && within(dir, store))
     throw Error(Code::InvalidArgument, dir.string() + " is an entry of the image store: --rewrite would empty it");
-  const ChunkPush p = push_chunked(image, reference, registry, opts);
-  PushResult out{.pinned = repository_of(reference) + "@" + p.digest,
+  const std::string repo = repository_of(reference);
+  const ChunkPush p = push_chunked(image, reference, registry, opts, BlobSources::in_store(store, repo));
+  record_push(store, repo, p.manifest);
+  PushResult out{.pinned = repo + "@" + p.digest,
                  .bytes = p.bytes,
                  .sent = p.sent,
                  .skipped = p.skipped,
+                 .mounted = p.mounted,
                  .wire = p.wire,
                  .files = p.files,
                  .chunks = p.chunks,
@@ -132,7 +129,7 @@ fs::path pull_image(const std::string& reference, const fs::path& store, ImageRe
   }
   check(m.record);  // refused here, before the bulk moves
 
-  const fs::path repo_dir = store / "registry" / flat(repository_of(reference));
+  const fs::path repo_dir = registry_repo_dir(store, repository_of(reference));
   fs::create_directories(repo_dir);
   fs::path entry = repo_dir / hex_of(remote.digest);
   // Replicas restored at once pull once: the first holds the lock, the others then find the entry.
@@ -159,6 +156,7 @@ fs::path pull_image(const std::string& reference, const fs::path& store, ImageRe
   const ChunkPull pulled = pull_chunked(repository_of(reference), m, incoming, earlier, registry, opts);
   if (report) *report = pulled;
   write_file_atomic(incoming / kManifestFile, remote.text, 0600);
+  write_file_atomic(incoming / kSourceFile, repository_of(reference) + "\n", 0600);  // for pushes elsewhere
   for (const auto& [path, size] : file_sizes(m)) {
     (void)size;
     fs::permissions(incoming / path, fs::perms::owner_read | fs::perms::owner_write, fs::perm_options::replace, ec);

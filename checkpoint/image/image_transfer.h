@@ -1,9 +1,11 @@
 // Checkpoint images between nodes through an OCI registry (image_layout.h gives the form).
 //
 // push: the image a checkpoint directory holds or refers to (the store's entry) is pushed in chunks
-// straight from its files (chunk_transfer.h): no second copy on the node that took it. With `rewrite`
-// the directory then holds a registry reference instead (nvproxy-image-ref.json, version 2): a
-// few hundred bytes that travel in containerd's or the kubelet's checkpoint archive.
+// straight from its files (chunk_transfer.h): no second copy on the node that took it. Chunks
+// another repository of the registry holds, as the store knows from its pulls and pushes, are
+// mounted from there (blob_sources.h). With `rewrite` the directory then holds a registry
+// reference instead (nvproxy-image-ref.json, version 2): a few hundred bytes that travel in
+// containerd's or the kubelet's checkpoint archive.
 //
 // pull: the manifest first, whose record (GPU, driver, runtime, CRIU) the caller's preflight checks
 // against this node before any bulk moves; then the chunks straight into this node's store (digests
@@ -31,6 +33,7 @@ std::string repository_of(const std::string& reference);
 struct PushResult {
   std::string pinned;                              // "host/repo@sha256:...": what a restore elsewhere refers to
   std::uint64_t bytes = 0, sent = 0, skipped = 0;  // of the image's own bytes
+  std::uint64_t mounted = 0;                       // of `skipped`: mounted from other repositories
   std::uint64_t wire = 0;                          // uploaded (compressed where it was)
   int files = 0, chunks = 0;
   std::string summary;  // bytes sent and already there, the rate

@@ -35,8 +35,8 @@ constexpr const char* kUsage =
 // What a push did, in bytes a script can read, then in words.
 std::string pushed(const checkpoint::PushResult& r) {
   return "pushed " + std::to_string(r.files) + " files in " + std::to_string(r.chunks) + " chunks, " + std::to_string(r.bytes) +
-         " bytes (" + std::to_string(r.sent) + " sent, " + std::to_string(r.skipped) + " already in the registry): " + r.pinned +
-         "\n" + r.summary + "\n";
+         " bytes (" + std::to_string(r.sent) + " sent, " + std::to_string(r.skipped) + " already in the registry, " +
+         std::to_string(r.mounted) + " mounted from other repositories): " + r.pinned + "\n" + r.summary + "\n";
 }
 
 // What a pull says about the image before its bulk moves.

@@ -4,13 +4,16 @@
 # (Debian's docker-registry) in 16 MiB chunks, 4 streams:
 #   A  the memory travels as more than one chunk; checkpointed again after it ran on (its memory
 #      the same), the second push sends under 5 % of the bytes and the registry's storage grows by
-#      under 5 %
+#      under 5 %; the same image pushed into another repository (a replica's own) is mounted from
+#      the first (under 1 % sent, the storage does not grow)
 #   B  (this script again, a second containerd with its own store) a pull killed half way (one
 #      chunk held back in the registry, so that it cannot finish first) resumes with the chunks not
 #      yet whole; the pull wrote the files in place (the store holds one copy); a chunk altered in
 #      the registry is refused by a pull into a third store, which keeps no entry; then
 #      `image pull --ctr` and `ctr c restore`: the restore finds the pulled entry (nothing fetched
-#      again) and the process runs on from the checkpoint with every held page intact.
+#      again) and the process runs on from the checkpoint with every held page intact; checkpointed
+#      there and pushed into a repository of its own, its chunks are mounted from the one B pulled
+#      from (the registry's log shows the mounts, its storage grows by under 5 %).
 #   containerd 1.6/1.7 fail a container's second `ctr c checkpoint --task` while the first's image
 #   holds the same spec (their content store answers AlreadyExists, which ctr takes for success and
 #   writes an index without the CRIU layer): there the first image goes (`ctr images rm --sync`)
@@ -28,6 +31,7 @@ VER=${1:-2.3}
 HOLD_MIB=1024
 COMPRESS=none
 [[ ${NV_TRAVEL_NODE:-A} == A && ${2:-} == zstd ]] && COMPRESS=zstd
+[[ ${NV_TRAVEL_NODE:-A} == B ]] && COMPRESS=${NV_B_COMPRESS:-none}  # B pushes as A did
 CFG="checkpoint:
   registry_timeout_s: 120
   registry_streams: 4
@@ -36,7 +40,8 @@ CFG="checkpoint:
 rounds() { cat "$FAKE/cuda/$P.checked" 2>/dev/null || echo 0; }
 rounds_past() { (($(rounds) > $1)); }
 app_pid() { P=$(nv_fake_cuda_pids | head -1); [[ -n $P ]]; }
-# A number of bytes from the image command's report: "(S sent, K already in the registry)".
+# A number of bytes from the image command's report: "(S sent, K already in the registry, M mounted
+# from other repositories)".
 field() { sed -n "s/.*[(,] *\([0-9]*\) $1.*/\1/p" <<<"$2" | head -1; }
 
 if [[ ${NV_TRAVEL_NODE:-A} == B ]]; then
@@ -112,6 +117,24 @@ if [[ ${NV_TRAVEL_NODE:-A} == B ]]; then
   r0=$(rounds)
   nv_wait_for -t 60 rounds_past "$r0" || nv_fail "the restored app does not check its memory"
   [[ ! -e $FAKE/cuda/$P.corrupt ]] || nv_fail "the restored memory changed at $(cat "$FAKE/cuda/$P.corrupt")"
+
+  nv_log "B: the restored replica checkpointed and pushed to its own repository (mounted from A's)"
+  if [[ $VER == 1.* ]]; then
+    timeout 60 "$NV_CTR" -a "$NV_SOCK" -n "$NV_NAMESPACE" images rm --sync "$NAME" >/dev/null ||
+      nv_fail "ctr images rm --sync $NAME failed or took over 60 s"
+  fi
+  nv_ctr c checkpoint --task --rw c1 ckpt/c1:b
+  grow0=$(du -sk "$NV_REGISTRY_DIR" | cut -f1)
+  out=$("$SHIM" image push --ctr ckpt/c1:b "$NV_REGISTRY/ckpt/c1-b:v1" --address "$NV_SOCK" --namespace "$NV_NAMESPACE" \
+    --store "$STORE_B" --tls-verify=false --config "$NV_DIR/pull.yaml" 2>&1) || nv_fail "image push --ctr from B: $out"
+  nv_log "$out"
+  sent=$(field "sent" "$out") mounted=$(field "mounted" "$out")
+  bytes=$(sed -n 's/^pushed [0-9]* files in [0-9]* chunks, \([0-9]*\) bytes.*/\1/p' <<<"$out" | head -1)
+  ((sent * 20 < bytes && mounted > 0)) || nv_fail "B's push sent $sent and mounted $mounted of $bytes bytes"
+  grow=$(($(du -sk "$NV_REGISTRY_DIR" | cut -f1) - grow0))
+  ((grow * 1024 * 20 < bytes)) || nv_fail "the registry grew by $grow KiB at B's push"
+  grep -q "POST /v2/ckpt/c1-b/blobs/uploads/?mount=sha256.*from=ckpt" "$NV_REGISTRY_LOG" ||
+    nv_fail "the registry's log has no mount into ckpt/c1-b"
   echo "PASS node B"
   exit 0
 fi
@@ -138,6 +161,7 @@ push() {  # NAME REF: image push --ctr; its report in out
   nv_log "$out"
 }
 push ckpt/c1:1 "$NV_REGISTRY/ckpt/c1:v1"
+unique=$(field "sent" "$out")  # the image's distinct chunks (its held pages repeat)
 bytes=$(sed -n 's/^pushed [0-9]* files in [0-9]* chunks, \([0-9]*\) bytes.*/\1/p' <<<"$out" | head -1)
 chunks=$(sed -n 's/^pushed [0-9]* files in \([0-9]*\) chunks.*/\1/p' <<<"$out" | head -1)
 DATA=$(sed -n 's/^pushed .*: \([^ ]*@sha256:[0-9a-f]*\)$/\1/p' <<<"$out" | head -1)
@@ -166,6 +190,17 @@ grow=$(($(du -sk "$NV_REGISTRY_DIR" | cut -f1) - grow0))
 ((grow * 1024 * 20 < bytes2)) || nv_fail "the registry grew by $grow KiB at the second push"
 nv_log "second push: $sent of $bytes2 bytes sent, the registry grew by $grow KiB"
 
+# The same image into another repository of the registry (a replica's own): mounted, not sent.
+grow0=$(du -sk "$NV_REGISTRY_DIR" | cut -f1)
+out=$("$SHIM" image push --ctr ckpt/c1:2 "$NV_REGISTRY/ckpt/c1-copy:v1" --address "$NV_SOCK" --namespace "$NV_NAMESPACE" \
+  --store "$STORE_A" --tls-verify=false --config "$NV_DIR/push.yaml" 2>&1) || nv_fail "image push --ctr to ckpt/c1-copy: $out"
+nv_log "$out"
+copied=$(field "sent" "$out") mounted=$(field "mounted" "$out")
+((copied * 100 < bytes2 && mounted * 10 > unique * 9)) ||
+  nv_fail "into ckpt/c1-copy $copied of $bytes2 bytes sent, $mounted mounted (the image's distinct chunks: $unique)"
+grow=$(($(du -sk "$NV_REGISTRY_DIR" | cut -f1) - grow0))
+((grow * 1024 * 100 < bytes2)) || nv_fail "the registry grew by $grow KiB for the copy"
+
 # The chunk node B's first pull must wait for: a pages chunk of v2's data.
 DATA2=$(sed -n 's/^pushed .*: \([^ ]*@sha256:[0-9a-f]*\)$/\1/p' <<<"$out" | head -1)
 held=$(curl -fsS -H 'Accept: application/vnd.oci.image.manifest.v1+json' "http://$NV_REGISTRY/v2/ckpt/c1/manifests/${DATA2#*@}" |
@@ -174,7 +209,7 @@ nv_ctr task kill -s KILL c1
 nv_wait_for -t 20 bash -c "[[ \$(ctr -a $NV_SOCK -n $NV_NAMESPACE task ls | awk '\$1==\"c1\"{print \$3}') == STOPPED ]]" ||
   nv_fail "c1 did not stop on A"
 rm -rf "${STORE_A:?}"/*
-env -u NV_DIR -u NV_SOCK -u NV_STATE_DIR -u NV_NAMESPACE NV_TRAVEL_NODE=B NV_B_FAKE="$FAKE" NV_B_HELD="$held" NV_B_PID="$P" \
+env -u NV_DIR -u NV_SOCK -u NV_STATE_DIR -u NV_NAMESPACE NV_TRAVEL_NODE=B NV_B_COMPRESS="$COMPRESS" NV_B_FAKE="$FAKE" NV_B_HELD="$held" NV_B_PID="$P" \
   NV_REGISTRY="$NV_REGISTRY" NV_REGISTRY_DIR="$NV_REGISTRY_DIR" NV_REGISTRY_LOG="$NV_REGISTRY_LOG" \
   bash "$0" "$VER" "$NV_REGISTRY/ckpt/c1:v2" "$DATA2" ckpt/c1:2 || nv_fail "node B failed"
 echo "PASS travel (containerd $NV_CONTAINERD_VERSION)"

@@ -12,10 +12,12 @@
 #include <random>
 #include <sstream>
 
+#include "checkpoint/image/blob_sources.h"
 #include "checkpoint/image/image_layout.h"
 #include "checkpoint/image/image_store.h"
 #include "common/error.h"
 #include "common/fs.h"
+#include "common/text.h"
 #include "test/unit/checkpoint/memory_registry.h"
 
 namespace nvproxy::checkpoint {
@@ -127,6 +129,52 @@ TEST_F(ImageTransferTest, ASecondPushSendsOnlyWhatChanged) {
       changed.pinned, root_ / "store-b", registry_, [](const auto&) {}, kSmallChunks);
   EXPECT_LT(registry_.bytes_got - before, changed.bytes / 4);
   EXPECT_EQ(read_file(v2 / "pages-1.img"), pages);
+}
+
+// Replicas of one model pushed each to its own repository of one registry: what the registry
+// holds in another repository, as this node's store knows from its pushes and pulls, is mounted
+// from there (nothing uploaded); another registry, or a repository that no longer holds the blob,
+// gets the upload.
+TEST_F(ImageTransferTest, AnotherRepositoryOfTheRegistryMountsWhatItHolds) {
+  const fs::path store_a = root_ / "store-a";
+  const PushResult first = push_image(client_, store_a, "reg.example/team/llm:v1", false, registry_, kSmallChunks);
+  EXPECT_EQ(first.mounted, 0u);
+  EXPECT_EQ(BlobSources::in_store(store_a, "reg.example/team/llm").size(), 0u) << "a repository is no source for itself";
+  EXPECT_EQ(BlobSources::in_store(store_a, "other.example/team/llm").size(), 0u) << "nor for another registry";
+  ASSERT_GT(BlobSources::in_store(store_a, "reg.example/team/llm-b").size(), 0u) << "the push is recorded";
+
+  const std::uint64_t put_before = registry_.bytes_put;
+  const PushResult replica = push_image(client_, store_a, "reg.example/team/llm-b:v1", false, registry_, kSmallChunks);
+  EXPECT_EQ(replica.sent, 0u) << replica.summary;
+  EXPECT_EQ(replica.mounted, replica.skipped - first.skipped) << "every chunk mounted (but the image's own repeats)";
+  EXPECT_GT(registry_.mounts, 0);
+  EXPECT_LT(registry_.bytes_put - put_before, 1024u) << "only the record (the config blob) went up";
+  EXPECT_NE(replica.summary.find("mounted from other repositories"), std::string::npos) << replica.summary;
+
+  // Node B pulled llm:v1; what it checkpoints and pushes elsewhere (the same pages) is mounted from llm.
+  const fs::path store_b = root_ / "store-b";
+  const fs::path pulled = pull_image(
+      first.pinned, store_b, registry_, [](const auto&) {}, kSmallChunks);
+  EXPECT_EQ(trim(read_file(pulled / kSourceFile)), "reg.example/team/llm");
+  const PushResult from_b = push_image(entry_, store_b, "reg.example/team/llm-c:v1", false, registry_, kSmallChunks);
+  EXPECT_EQ(from_b.sent, 0u) << from_b.summary;
+  EXPECT_GT(from_b.mounted, 0u);
+  const PushResult elsewhere = push_image(entry_, store_b, "other.example/team/llm:v1", false, registry_, kSmallChunks);
+  EXPECT_EQ(elsewhere.mounted, 0u) << "no mount across registries";
+  EXPECT_EQ(elsewhere.sent, first.sent);
+
+  // A store whose only record names a repository that lost the blobs: uploaded, nothing mounted.
+  const fs::path store_c = root_ / "store-c";
+  record_push(store_c, "reg.example/team/gone", registry_.manifest(first.pinned).text);
+  ASSERT_GT(BlobSources::in_store(store_c, "reg.example/team/llm-d").size(), 0u);
+  const int mounts = registry_.mounts;
+  const PushResult stale = push_image(entry_, store_c, "reg.example/team/llm-d:v1", false, registry_, kSmallChunks);
+  EXPECT_EQ(stale.mounted, 0u);
+  EXPECT_EQ(stale.sent, first.sent);
+  EXPECT_EQ(registry_.mounts, mounts);
+  const fs::path copy = pull_image(
+      stale.pinned, root_ / "store-d", registry_, [](const auto&) {}, kSmallChunks);
+  EXPECT_EQ(read_file(copy / "pages-1.img"), read_file(entry_ / "pages-1.img"));
 }
 
 // With zstd on, the chunks of a heap-like page file travel compressed, random ones as they are;
