@@ -80,15 +80,29 @@ const std::string* BlobSources::find(const std::string& blob_digest) const {
   return it == where_.end() ? nullptr : &it->second;
 }
 
-void record_push(const fs::path& store, const std::string& repo, const std::string& manifest_text) noexcept {
+void record_push(const fs::path& store, const std::string& repo, const PushRecord& rec) noexcept {
   if (store.empty()) return;
   try {
     const fs::path dir = registry_repo_dir(store, repo);
     fs::create_directories(dir);
-    const json rec{{"repository", repo}, {"manifest", json::parse(manifest_text)}};
-    write_file_atomic(dir / kPushRecord, rec.dump(), 0600);
+    const json j{{"repository", repo},
+                 {"configured_chunk_bytes", rec.configured_chunk_bytes},
+                 {"chunk_bytes", rec.chunk_bytes},
+                 {"manifest", json::parse(rec.manifest_text)}};
+    write_file_atomic(dir / kPushRecord, j.dump(), 0600);
   } catch (const std::exception&) {
   }
+}
+
+std::uint64_t raised_chunk_bytes(const fs::path& store, const std::string& repo, std::uint64_t configured) noexcept {
+  if (store.empty()) return 0;
+  try {
+    const json j = json::parse(read_file(registry_repo_dir(store, repo) / kPushRecord));
+    const auto used = j.value("chunk_bytes", std::uint64_t{0});
+    if (j.value("configured_chunk_bytes", std::uint64_t{0}) == configured && used > configured) return used;
+  } catch (const std::exception&) {  // none, or unreadable: the usual size
+  }
+  return 0;
 }
 
 }  // namespace nvproxy::checkpoint

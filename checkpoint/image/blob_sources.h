@@ -8,6 +8,7 @@
 // the credentials may not read that repository): a mount that fails is an upload, as before.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <string>
 #include <unordered_map>
@@ -38,9 +39,19 @@ class BlobSources {
   std::unordered_map<std::string, std::string> where_;  // blob digest -> repository
 };
 
-// Keeps `manifest_text`, just pushed to `repo`, as the store's record of what that repository
-// holds (the previous record of it replaced). Never throws: a push that landed is not failed by
-// its record.
-void record_push(const std::filesystem::path& store, const std::string& repo, const std::string& manifest_text) noexcept;
+// What a push into `repo` made: its manifest, and the largest chunk it was cut at with the
+// size configured then.
+struct PushRecord {
+  std::string manifest_text;
+  std::uint64_t configured_chunk_bytes = 0, chunk_bytes = 0;
+};
+
+// Keeps `rec`, just pushed to `repo`, as the store's record of what that repository holds (the
+// previous record of it replaced). Never throws: a push that landed is not failed by its record.
+void record_push(const std::filesystem::path& store, const std::string& repo, const PushRecord& rec) noexcept;
+
+// The largest chunk the last push into `repo` was cut at, where it was cut at more than
+// `configured` with `configured` the size set then (the manifest's budget raised it); else 0.
+std::uint64_t raised_chunk_bytes(const std::filesystem::path& store, const std::string& repo, std::uint64_t configured) noexcept;
 
 }  // namespace nvproxy::checkpoint

@@ -250,10 +250,16 @@ std::uint64_t starting_chunk_bytes(std::uint64_t bytes, std::uint64_t files, con
   // A layer entry: media type, digest, size, title and offset (about 270 bytes), and the
   // compressed form's digest and size where zstd is on.
   const std::uint64_t entry = opts.zstd ? 420 : 280;
-  std::uint64_t chunk = std::max<std::uint64_t>(opts.chunk_bytes, 4096);
-  while ((files + bytes / expected_chunk_bytes({.max_bytes = chunk})) * entry > opts.manifest_budget &&
-         chunk < (std::uint64_t{1} << 40))
-    chunk *= 2;
+  auto fitting = [&](std::uint64_t image_bytes) {
+    std::uint64_t chunk = std::max<std::uint64_t>(opts.chunk_bytes, 4096);
+    while ((files + image_bytes / expected_chunk_bytes({.max_bytes = chunk})) * entry > opts.manifest_budget &&
+           chunk < (std::uint64_t{1} << 40))
+      chunk *= 2;
+    return chunk;
+  };
+  const std::uint64_t chunk = fitting(bytes);
+  // Hysteresis: a server checkpointed at 56 GiB, then 54, then 56 is cut alike each time.
+  if (opts.last_chunk_bytes > chunk && fitting(2 * bytes) >= opts.last_chunk_bytes) return opts.last_chunk_bytes;
   return chunk;
 }
 
@@ -346,7 +352,9 @@ ChunkPush push_chunked(const fs::path& image_dir, const std::string& reference, 
   out.summary = prog.finish("sent");
   if (plan.chunk_bytes != opts.chunk_bytes)
     out.summary += "; chunks of up to " + human_bytes(plan.chunk_bytes) + ", not " + human_bytes(opts.chunk_bytes) +
-                   ": so many chunks would have made a manifest larger than registries take (4 MiB)";
+                   (plan.chunk_bytes == opts.last_chunk_bytes
+                        ? ": as the last push into this repository was cut, so that its chunks are found again"
+                        : ": so many chunks would have made a manifest larger than registries take (4 MiB)");
   if (out.mounted > 0) out.summary += ", " + human_bytes(out.mounted) + " of that mounted from other repositories";
   if (opts.zstd) out.summary += ", " + human_bytes(out.wire) + " of it uploaded (zstd)";
   return out;

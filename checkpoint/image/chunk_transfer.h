@@ -35,6 +35,10 @@ struct TransferOptions {
   // Registries built on Distribution refuse a manifest over 4 MiB (after every blob went up): an
   // image that would need a larger one is cut into larger chunks (doubled until it fits).
   std::size_t manifest_budget = std::size_t{3} << 20;
+  // The largest chunk the last push into the same repository was cut at, where the budget raised
+  // it above chunk_bytes (0: none): kept while the image is within 2x of needing it, so that an
+  // image near a doubling is cut the same way each time instead of being sent whole again.
+  std::uint64_t last_chunk_bytes = 0;
   TransferProgress::Sink progress;  // null: no reports
   bool terminal = false;
   std::string boot_id;  // the boot a pulled entry is marked with; empty: this host's (/proc)
@@ -56,7 +60,8 @@ ChunkPush push_chunked(const std::filesystem::path& image_dir, const std::string
 
 // The largest chunk a push of `files` files of `bytes` in all starts from: opts.chunk_bytes,
 // doubled while the manifest such an image is expected to need (a layer entry per
-// expected_chunk_bytes, chunk_plan.h) would pass opts.manifest_budget. Cutting is a read of the whole image, so
+// expected_chunk_bytes, chunk_plan.h) would pass opts.manifest_budget; opts.last_chunk_bytes
+// where that is larger and an image of twice `bytes` would need it. Cutting is a read of the whole image, so
 // a large one is cut once at a size that fits; the push still checks the manifest it made.
 std::uint64_t starting_chunk_bytes(std::uint64_t bytes, std::uint64_t files, const TransferOptions& opts);
 

@@ -94,8 +94,11 @@ PushResult push_image(const fs::path& dir, const fs::path& store, const std::str
   if (rewrite && image == dir && within(dir, store))
     throw Error(Code::InvalidArgument, dir.string() + " is an entry of the image store: --rewrite would empty it");
   const std::string repo = repository_of(reference);
-  const ChunkPush p = push_chunked(image, reference, registry, opts, BlobSources::in_store(store, repo));
-  record_push(store, repo, p.manifest);
+  TransferOptions cut = opts;
+  cut.last_chunk_bytes = raised_chunk_bytes(store, repo, opts.chunk_bytes);
+  const ChunkPush p = push_chunked(image, reference, registry, cut, BlobSources::in_store(store, repo));
+  record_push(store, repo,
+              {.manifest_text = p.manifest, .configured_chunk_bytes = opts.chunk_bytes, .chunk_bytes = p.chunk_bytes});
   PushResult out{.pinned = repo + "@" + p.digest,
                  .bytes = p.bytes,
                  .sent = p.sent,

@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "checkpoint/image/blob_sources.h"
+#include "checkpoint/image/chunk_plan.h"
 #include "checkpoint/image/image_layout.h"
 #include "checkpoint/image/image_store.h"
 #include "common/error.h"
@@ -165,7 +166,7 @@ TEST_F(ImageTransferTest, AnotherRepositoryOfTheRegistryMountsWhatItHolds) {
 
   // A store whose only record names a repository that lost the blobs: uploaded, nothing mounted.
   const fs::path store_c = root_ / "store-c";
-  record_push(store_c, "reg.example/team/gone", registry_.manifest(first.pinned).text);
+  record_push(store_c, "reg.example/team/gone", {.manifest_text = registry_.manifest(first.pinned).text});
   ASSERT_GT(BlobSources::in_store(store_c, "reg.example/team/llm-d").size(), 0u);
   const int mounts = registry_.mounts;
   const PushResult stale = push_image(entry_, store_c, "reg.example/team/llm-d:v1", false, registry_, kSmallChunks);
@@ -273,6 +274,38 @@ TEST_F(ImageTransferTest, AnImageOfTooManyChunksForAManifestIsCutInLargerOnes) {
             std::string::npos);
 }
 
+// An image near a doubling: pushed once where its manifest needed larger chunks, then smaller
+// (within 2x), it is cut as before (the same chunks: little sent), where a store without the
+// record of that push cuts it at the configured size (all new chunks).
+TEST_F(ImageTransferTest, AnImageJustUnderADoublingIsCutAsTheLastPushWas) {
+  const std::string full = read_file(entry_ / "pages-1.img");
+  auto write_pages = [&](const std::string& bytes) {
+    fs::remove(entry_ / "pages-1.img");
+    write_file_atomic(entry_ / "pages-1.img", bytes);
+  };
+  // A budget the smaller image's manifest fits at the configured size (by its real size and by
+  // the estimate) and the full one's does not: 6 more chunks of random pages.
+  write_pages(full.substr(0, full.size() - (384 << 10)));
+  std::uint64_t small_bytes = 0;
+  for (const auto& f : fs::directory_iterator(entry_)) small_bytes += f.file_size();
+  MemoryRegistry scratch(root_ / "scratch-registry");
+  const PushResult probe = push_image(entry_, "", "reg/probe:v1", false, scratch, kSmallChunks);
+  const std::size_t real = scratch.manifest(probe.pinned).text.size();
+  const std::size_t estimate = (4 + small_bytes / expected_chunk_bytes({.max_bytes = kSmallChunks.chunk_bytes})) * 280;
+  TransferOptions tight = kSmallChunks;
+  tight.manifest_budget = std::max(real, estimate) + 100;
+
+  write_pages(full);
+  const PushResult big = push_image(client_, root_ / "store-a", "reg/llm:v1", false, registry_, tight);
+  ASSERT_NE(big.summary.find("larger than registries take"), std::string::npos) << big.summary;
+  write_pages(full.substr(0, full.size() - (384 << 10)));
+  const PushResult fresh = push_image(entry_, root_ / "store-b", "reg/llm-b:v1", false, registry_, tight);
+  EXPECT_EQ(fresh.summary.find("chunks of up to"), std::string::npos) << "alone, cut at the configured size: " << fresh.summary;
+  const PushResult again = push_image(client_, root_ / "store-a", "reg/llm:v2", false, registry_, tight);
+  EXPECT_NE(again.summary.find("as the last push into this repository was cut"), std::string::npos) << again.summary;
+  EXPECT_LT(again.sent, again.bytes / 10) << "the chunks before the cut are the same blobs";
+}
+
 // A large image is cut once, at a size whose manifest fits, instead of being read again.
 TEST(StartingChunkBytes, DoubledOnlyForImagesWhoseManifestWouldNotFit) {
   const TransferOptions d;  // 16 MiB, a 3 MiB budget
@@ -284,6 +317,12 @@ TEST(StartingChunkBytes, DoubledOnlyForImagesWhoseManifestWouldNotFit) {
   zstd.zstd = true;  // longer entries
   EXPECT_EQ(starting_chunk_bytes(std::uint64_t{40} << 30, 151, zstd), 2 * d.chunk_bytes);
   EXPECT_EQ(starting_chunk_bytes(0, 0, d), d.chunk_bytes);
+  TransferOptions after = d;  // the last push was cut at 32 MiB
+  after.last_chunk_bytes = 2 * d.chunk_bytes;
+  EXPECT_EQ(starting_chunk_bytes(std::uint64_t{50} << 30, 151, after), 2 * d.chunk_bytes) << "within 2x of needing it";
+  EXPECT_EQ(starting_chunk_bytes(std::uint64_t{18} << 30, 151, after), d.chunk_bytes) << "far below: the configured size";
+  after.last_chunk_bytes = d.chunk_bytes / 2;
+  EXPECT_EQ(starting_chunk_bytes(std::uint64_t{100} << 30, 151, after), 2 * d.chunk_bytes) << "never below what fits";
 }
 
 TEST_F(ImageTransferTest, ARefusedRecordPullsNothing) {
