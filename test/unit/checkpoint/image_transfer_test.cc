@@ -173,6 +173,8 @@ TEST_F(ImageTransferTest, AnotherRepositoryOfTheRegistryMountsWhatItHolds) {
   EXPECT_EQ(stale.mounted, 0u);
   EXPECT_EQ(stale.sent, first.sent);
   EXPECT_EQ(registry_.mounts, mounts);
+  EXPECT_GT(stale.chunks, 30);
+  EXPECT_LE(registry_.mount_refusals, 16 + kSmallChunks.streams) << "a registry that refuses every mount is not asked on";
   const fs::path copy = pull_image(
       stale.pinned, root_ / "store-d", registry_, [](const auto&) {}, kSmallChunks);
   EXPECT_EQ(read_file(copy / "pages-1.img"), read_file(entry_ / "pages-1.img"));

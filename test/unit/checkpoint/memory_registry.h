@@ -63,7 +63,10 @@ class MemoryRegistry final : public ImageRegistry {
   }
   bool mount_blob(const std::string& repo, const std::string& digest, const std::string& from) override {
     std::lock_guard lock(mu_);
-    if (!blobs_[from].count(digest)) return false;
+    if (!blobs_[from].count(digest)) {
+      ++mount_refusals;
+      return false;
+    }
     blobs_[repo].insert(digest);
     ++mounts;
     return true;
@@ -89,7 +92,7 @@ class MemoryRegistry final : public ImageRegistry {
     std::string reference, digest;
   };
   std::vector<Push> pushed;
-  std::atomic<int> manifests{0}, gets{0}, puts{0}, mounts{0};
+  std::atomic<int> manifests{0}, gets{0}, puts{0}, mounts{0}, mount_refusals{0};
   std::atomic<std::uint64_t> bytes_got{0}, bytes_put{0};
   int fail_after_gets = -1;
   std::function<void(const std::string& digest, std::string& bytes)> damage;
