@@ -4,6 +4,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <string_view>
 #include <thread>
 
 #include "common/error.h"
@@ -347,7 +348,20 @@ void InitProcess::run_kill(int signal, bool all) {
 }
 
 void InitProcess::run_pause() {
-  ctx_.runtime->pause(ctx_.setup.id);
+  // The cgroup v1 freezer gives up on busy tasks under load (runc: "unable to freeze", the
+  // container thawed again and running); a second try mostly succeeds. Three tries, each with the
+  // runtime's own deadline; any other error is the answer.
+  constexpr int kAttempts = 3;
+  for (int attempt = 1;; ++attempt) {
+    try {
+      ctx_.runtime->pause(ctx_.setup.id);
+      return;
+    } catch (const std::exception& e) {
+      if (attempt == kAttempts || std::string_view(e.what()).find("unable to freeze") == std::string_view::npos) throw;
+      ctx_.env.log.warn("container \"" + ctx_.setup.id + "\": pause, try " + std::to_string(attempt) + ": " + e.what() +
+                        "; trying again");
+    }
+  }
 }
 
 void InitProcess::run_resume() {

@@ -48,6 +48,7 @@ class StubRuntime final : public oci::Runtime {
     bool fail_exec = false;
     bool fail_restore = false;
     std::string fail_resume_state;  // resume fails, and state() answers this status
+    int fail_pauses = 0;            // pauses that fail as runc's cgroup v1 freezer does under load
     std::function<void()> during_kill;
     void record(const std::string& c) {
       std::lock_guard lk(mu);
@@ -82,7 +83,14 @@ class StubRuntime final : public oci::Runtime {
     s_->record("kill " + std::to_string(sig) + (all ? " all" : ""));
   }
   void remove(const std::string&, bool) override { s_->record("delete"); }
-  void pause(const std::string&) override { s_->record("pause"); }
+  void pause(const std::string& id) override {
+    if (s_->fail_pauses > 0) {
+      --s_->fail_pauses;
+      s_->record("pause failed");
+      throw Error(Code::Unknown, "runc pause of container \"" + id + "\" failed: unable to freeze");
+    }
+    s_->record("pause");
+  }
   void resume(const std::string& id) override {
     if (!s_->fail_resume_state.empty())
       throw Error(Code::Unknown, "runc resume of container \"" + id + "\" failed: container not paused");
@@ -500,6 +508,27 @@ TEST_F(TaskLayer, AResumeOfAContainerTheRuntimeSaysRunsSucceeds) {
   rt_->fail_resume_state = "running";
   EXPECT_EQ(code_of([&] { svc_->resume(rr); }), Code::Ok);
   EXPECT_EQ(state("c1").status(), containerd::v1::types::RUNNING);
+}
+
+// runc's cgroup v1 freezer gives up under load ("unable to freeze", the container left running):
+// the client's Pause tries again, three times in all, and then answers the runtime's error with the
+// task still running.
+TEST_F(TaskLayer, APauseTheFreezerGaveUpOnIsTriedAgain) {
+  create("c1");
+  start("c1");
+  task::PauseRequest pr;
+  pr.set_id("c1");
+  rt_->fail_pauses = 2;
+  EXPECT_EQ(code_of([&] { svc_->pause(pr); }), Code::Ok);
+  EXPECT_EQ(state("c1").status(), containerd::v1::types::PAUSED);
+  EXPECT_TRUE(rt_->called("pause"));
+  task::ResumeRequest rr;
+  rr.set_id("c1");
+  svc_->resume(rr);
+  rt_->fail_pauses = 3;
+  EXPECT_EQ(code_of([&] { svc_->pause(pr); }), Code::Unknown);
+  EXPECT_EQ(state("c1").status(), containerd::v1::types::RUNNING);
+  EXPECT_EQ(rt_->fail_pauses, 0) << "three tries in all";
 }
 
 TEST_F(TaskLayer, AnInitSharingTheHostPidNamespaceTakesTheRestWithIt) {
