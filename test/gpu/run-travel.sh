@@ -11,7 +11,9 @@
 #      push's yardstick); `image push --ctr` of the first, then of the second (only what changed)
 #   B  A's store emptied and A's containerd gone: `image pull --ctr`, `ctr c restore --live --rw`
 #      (which pulls the memory into B's store): the front end answers, every process goes on and
-#      its device data is intact; then the second image pulled beside the first (only what changed)
+#      its device data is intact; checkpointed there and pushed into a repository of its own (a
+#      replica's: the chunks it shares with A's image are mounted, not sent); then the second image
+#      pulled beside the first (only what changed)
 # Prints "RESULT PASS|FAIL name: detail" and a timing table; logs to $OUT.
 # Run: set -o pipefail; timeout 580 bash test/gpu/run-travel.sh 2>&1 | tee $OUT/travel.log
 set -uo pipefail
@@ -149,6 +151,26 @@ else
   result FAIL travel "rc=$RC status $(CTR task ls | awk '$1=="llm"{print $3}') $(tail -3 "$H/parent.txt" 2>/dev/null)"
 fi
 grep -o "pulling [^\"]* from [^\"]*" "$W/b/containerd.log" | tail -2 | sed "s/^/  | /"
+# The restored server as a replica with a repository of its own: checkpointed on B and pushed into
+# ckpt/llm-b; B pulled ckpt/llm, so the chunks its image shares with that one are mounted (the
+# registry links them), not sent. SKIP_REPLICA=1 leaves it out.
+if ((RC == 0)) && [[ ${SKIP_REPLICA:-0} != 1 ]]; then
+  CTR images rm --sync ckpt/llm:1 >/dev/null
+  timed "B: ctr c checkpoint --task --rw (the restored replica)" CTR c checkpoint --task --rw llm ckpt/llm:b
+  timed "B: image push --ctr ckpt/llm:b into ckpt/llm-b (its own repository)" "$SHIM" image push --ctr ckpt/llm:b \
+    127.0.0.1:5123/ckpt/llm-b:v1 --address "$SOCK" --namespace gpu --store "$W/b/store" --config "$W/b/shim.yaml" --streams "$STREAMS"
+  sent=$(echo "$OUTPUT" | sed -n 's/^pushed .*bytes (\([0-9]*\) sent.*/\1/p' | head -1)
+  mounted=$(echo "$OUTPUT" | sed -n 's/^pushed .*, \([0-9]*\) mounted from other repositories.*/\1/p' | head -1)
+  total=$(echo "$OUTPUT" | sed -n 's/^pushed .* chunks, \([0-9]*\) bytes.*/\1/p' | head -1)
+  if ((RC == 0)) && [[ -n $sent && -n $mounted && -n $total ]] && ((total > 0)); then
+    pct=$(awk -v a="$sent" -v b="$total" 'BEGIN{printf "%.2f", 100*a/b}')
+    ROWS+=("| the replica's push into ckpt/llm-b sent $sent of $total bytes ($pct %), mounted $mounted | |")
+    awk -v p="$pct" -v m="$mounted" 'BEGIN{exit !(p < 5 && m > 0)}' && result PASS replica-push "$pct % sent, $((mounted >> 20)) MiB mounted" ||
+      result FAIL replica-push "$pct % sent, $mounted bytes mounted"
+  else
+    result FAIL replica-push "rc=$RC $OUTPUT"
+  fi
+fi
 stop_task
 timed "B: image pull of the second image beside the first" "$SHIM" image pull "$REF2.data" --store "$W/b/store" --config "$W/b/shim.yaml"
 ((RC == 0)) && result PASS second-pull "$(echo "$OUTPUT" | grep '^pulled' | head -1)" || result FAIL second-pull "$OUTPUT"
