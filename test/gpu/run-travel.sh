@@ -170,6 +170,9 @@ if ((RC == 0)) && [[ ${SKIP_REPLICA:-0} != 1 ]]; then
   else
     result FAIL replica-push "rc=$RC $OUTPUT"
   fi
+  # Pushed: B's own image goes (the machine's disk holds the registry and two pulled images, not a third).
+  CTR images rm --sync ckpt/llm:b >/dev/null
+  rm -rf "$W/b/store/gpu"
 fi
 stop_task
 timed "B: image pull of the second image beside the first" "$SHIM" image pull "$REF2.data" --store "$W/b/store" --config "$W/b/shim.yaml"
