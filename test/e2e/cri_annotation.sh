@@ -172,7 +172,9 @@ nv_wait_for -t 20 counter_past "$C" 20 || nv_fail "the counter does not count: $
 at=$(counter_of "$C")
 nv_crictl checkpoint --export="$NV_CRI_DIR/counter.tar" "$C" >/dev/null
 for a in cuda counter; do
-  tar -tf "$NV_CRI_DIR/$a.tar" | grep -qx rootfs-diff.tar || nv_fail "CRI's archive of $a has no rootfs-diff.tar"
+  # grep reads the whole list: with -q it could leave while tar still writes, and pipefail would
+  # take tar's SIGPIPE for a missing file.
+  tar -tf "$NV_CRI_DIR/$a.tar" | grep -x rootfs-diff.tar >/dev/null || nv_fail "CRI's archive of $a has no rootfs-diff.tar"
 done
 
 nv_registry_start
