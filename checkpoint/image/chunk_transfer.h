@@ -3,8 +3,9 @@
 //
 // push: the chunks the repository does not hold yet are mounted from another repository of the
 // registry known to hold them (blob_sources.h) or uploaded straight from their ranges of the
-// image's files (a second push of an unchanged server sends almost nothing), then the manifest. With zstd on, each chunk that
-// shrinks by a tenth travels compressed, compressed as it is uploaded and decompressed into place as it is pulled (chunk_zstd.h).
+// image's files (a second push of an unchanged server sends almost nothing), then the manifest.
+// With zstd on, each chunk that shrinks by a tenth travels compressed, compressed as it is
+// uploaded and decompressed into place as it is pulled (chunk_zstd.h).
 // pull: each file is made at its full size and each chunk written in place (no assembly copy),
 // its digest checked as it streams; runs of zeros are not written (the file keeps them as
 // holes, as CRIU left them out). A chunk some earlier pull already brought to this node is copied
@@ -61,8 +62,9 @@ ChunkPush push_chunked(const std::filesystem::path& image_dir, const std::string
 // The largest chunk a push of `files` files of `bytes` in all starts from: opts.chunk_bytes,
 // doubled while the manifest such an image is expected to need (a layer entry per
 // expected_chunk_bytes, chunk_plan.h) would pass opts.manifest_budget; opts.last_chunk_bytes
-// where that is larger and an image of twice `bytes` would need it. Cutting is a read of the whole image, so
-// a large one is cut once at a size that fits; the push still checks the manifest it made.
+// where that is larger and an image of twice `bytes` would need it. Cutting is a read of the
+// whole image, so a large one is cut once at a size that fits; the push still checks the
+// manifest it made.
 std::uint64_t starting_chunk_bytes(std::uint64_t bytes, std::uint64_t files, const TransferOptions& opts);
 
 // Where earlier pulls left chunks: entry directories each holding its manifest (kManifestFile).

@@ -24,6 +24,11 @@ std::pair<std::string, std::string> split_repo(const std::string& repo) {
   return {r.host, r.repository};
 }
 
+// The request target of an upload a registry opened: its Location, absolute or a path.
+std::string upload_target(const std::string& location, bool verify) {
+  return location.rfind("http", 0) == 0 ? parse_url(location, verify).second : location;
+}
+
 Code code_of(int status) {
   switch (status) {
     case 401: return Code::Unauthenticated;
@@ -210,8 +215,7 @@ void HttpRegistry::put_blob(const std::string& repo, const std::string& digest, 
   const std::string location = start.header("location");
   if (start.status != 202 || location.empty())
     throw Error(code_of(start.status), what + " failed to start: " + registry_error(start));
-  std::string target = location;
-  if (location.rfind("http", 0) == 0) target = parse_url(location, opts_.tls_verify).second;
+  std::string target = upload_target(location, opts_.tls_verify);
   target += (target.find('?') == std::string::npos ? "?" : "&") + std::string("digest=") + percent_encode(digest);
   // One PUT with the whole blob: the monolithic upload every registry takes.
   HttpResponse done = call(host_name, repository,
@@ -237,10 +241,8 @@ bool HttpRegistry::mount_blob(const std::string& repo, const std::string& digest
   if (r.status == 201) return true;
   // Not mounted: a registry opens an upload instead (202), which is given back.
   if (const std::string location = r.header("location"); r.status == 202 && !location.empty()) {
-    std::string target = location;
-    if (location.rfind("http", 0) == 0) target = parse_url(location, opts_.tls_verify).second;
     try {
-      call(host_name, repository, {.method = Method::Delete, .target = target}, nullptr, what);
+      call(host_name, repository, {.method = Method::Delete, .target = upload_target(location, opts_.tls_verify)}, nullptr, what);
     } catch (const Error&) {  // the registry expires uploads left open
     }
   }

@@ -132,7 +132,8 @@ fs::path pull_image(const std::string& reference, const fs::path& store, ImageRe
   }
   check(m.record);  // refused here, before the bulk moves
 
-  const fs::path repo_dir = registry_repo_dir(store, repository_of(reference));
+  const std::string repo = repository_of(reference);
+  const fs::path repo_dir = registry_repo_dir(store, repo);
   fs::create_directories(repo_dir);
   fs::path entry = repo_dir / hex_of(remote.digest);
   // Replicas restored at once pull once: the first holds the lock, the others then find the entry.
@@ -153,13 +154,13 @@ fs::path pull_image(const std::string& reference, const fs::path& store, ImageRe
   // Kept when the pull fails: the next one resumes with the chunks not yet whole.
   const fs::path incoming = repo_dir / (".incoming-" + hex_of(remote.digest));
   std::vector<fs::path> earlier;
-  for (const auto& repo : fs::directory_iterator(store / "registry", ec))
-    for (const auto& e : fs::directory_iterator(repo.path(), ec))
+  for (const auto& pulled_from : fs::directory_iterator(store / "registry", ec))
+    for (const auto& e : fs::directory_iterator(pulled_from.path(), ec))
       if (fs::exists(e.path() / kComplete, ec)) earlier.push_back(e.path());  // each chunk copied is checked
-  const ChunkPull pulled = pull_chunked(repository_of(reference), m, incoming, earlier, registry, opts);
+  const ChunkPull pulled = pull_chunked(repo, m, incoming, earlier, registry, opts);
   if (report) *report = pulled;
   write_file_atomic(incoming / kManifestFile, remote.text, 0600);
-  write_file_atomic(incoming / kSourceFile, repository_of(reference) + "\n", 0600);  // for pushes elsewhere
+  write_file_atomic(incoming / kSourceFile, repo + "\n", 0600);  // for pushes elsewhere
   for (const auto& [path, size] : file_sizes(m)) {
     (void)size;
     fs::permissions(incoming / path, fs::perms::owner_read | fs::perms::owner_write, fs::perm_options::replace, ec);

@@ -43,6 +43,8 @@ app_pid() { P=$(nv_fake_cuda_pids | head -1); [[ -n $P ]]; }
 # A number of bytes from the image command's report: "(S sent, K already in the registry, M mounted
 # from other repositories)".
 field() { sed -n "s/.*[(,] *\([0-9]*\) $1.*/\1/p" <<<"$2" | head -1; }
+# The image's own bytes from that report's "pushed F files in C chunks, B bytes".
+image_bytes() { sed -n 's/^pushed [0-9]* files in [0-9]* chunks, \([0-9]*\) bytes.*/\1/p' <<<"$1" | head -1; }
 
 if [[ ${NV_TRAVEL_NODE:-A} == B ]]; then
   REF=$2 DATA=$3 NAME=$4
@@ -129,7 +131,7 @@ if [[ ${NV_TRAVEL_NODE:-A} == B ]]; then
     --store "$STORE_B" --tls-verify=false --config "$NV_DIR/pull.yaml" 2>&1) || nv_fail "image push --ctr from B: $out"
   nv_log "$out"
   sent=$(field "sent" "$out") mounted=$(field "mounted" "$out")
-  bytes=$(sed -n 's/^pushed [0-9]* files in [0-9]* chunks, \([0-9]*\) bytes.*/\1/p' <<<"$out" | head -1)
+  bytes=$(image_bytes "$out")
   ((sent * 20 < bytes && mounted > 0)) || nv_fail "B's push sent $sent and mounted $mounted of $bytes bytes"
   grow=$(($(du -sk "$NV_REGISTRY_DIR" | cut -f1) - grow0))
   ((grow * 1024 * 20 < bytes)) || nv_fail "the registry grew by $grow KiB at B's push"
@@ -162,7 +164,7 @@ push() {  # NAME REF: image push --ctr; its report in out
 }
 push ckpt/c1:1 "$NV_REGISTRY/ckpt/c1:v1"
 unique=$(field "sent" "$out")  # the image's distinct chunks (its held pages repeat)
-bytes=$(sed -n 's/^pushed [0-9]* files in [0-9]* chunks, \([0-9]*\) bytes.*/\1/p' <<<"$out" | head -1)
+bytes=$(image_bytes "$out")
 chunks=$(sed -n 's/^pushed [0-9]* files in \([0-9]*\) chunks.*/\1/p' <<<"$out" | head -1)
 DATA=$(sed -n 's/^pushed .*: \([^ ]*@sha256:[0-9a-f]*\)$/\1/p' <<<"$out" | head -1)
 ((bytes >= HOLD_MIB << 20)) || nv_fail "the pushed memory is $bytes bytes: $out"
@@ -184,7 +186,7 @@ if [[ $VER == 1.* ]]; then
 fi
 push ckpt/c1:2 "$NV_REGISTRY/ckpt/c1:v2"
 sent=$(field "sent" "$out")
-bytes2=$(sed -n 's/^pushed [0-9]* files in [0-9]* chunks, \([0-9]*\) bytes.*/\1/p' <<<"$out" | head -1)
+bytes2=$(image_bytes "$out")
 ((sent * 20 < bytes2)) || nv_fail "the second push sent $sent of $bytes2 bytes (5 % is the goal)"
 grow=$(($(du -sk "$NV_REGISTRY_DIR" | cut -f1) - grow0))
 ((grow * 1024 * 20 < bytes2)) || nv_fail "the registry grew by $grow KiB at the second push"
