@@ -50,6 +50,13 @@ class Error : public std::runtime_error {
   Code code_;
 };
 
+// Called inside a catch block: the exception in flight as an Error whose message names
+// `operation` (the RPC or verb and the object it was for). An Error keeps its code; what the
+// standard library throws gets one: invalid_argument, out_of_range, domain_error and length_error
+// (a value that did not fit) InvalidArgument, bad_alloc ResourceExhausted, filesystem_error the
+// code of its errno with its paths, anything else Internal. Never Unknown.
+Error error_from_current_exception(std::string_view operation);
+
 // An Error for a failed system call: "<context>: <strerror(err)>", code mapped from errno.
 Error sys_error(std::string_view context, int err = errno);
 

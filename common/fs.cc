@@ -9,18 +9,44 @@
 
 namespace nvproxy {
 
-std::string read_file(const std::filesystem::path& p) {
-  UniqueFd fd(::open(p.c_str(), O_RDONLY | O_CLOEXEC));
+std::string_view file_kind(unsigned mode) {
+  switch (mode & S_IFMT) {
+    case S_IFREG: return "a regular file";
+    case S_IFDIR: return "a directory";
+    case S_IFIFO: return "a FIFO";
+    case S_IFCHR: return "a character device";
+    case S_IFBLK: return "a block device";
+    case S_IFSOCK: return "a socket";
+    case S_IFLNK: return "a symbolic link";
+    default: return "not a regular file";
+  }
+}
+
+std::string read_file(const std::filesystem::path& p, std::size_t max_bytes) {
+  // O_NONBLOCK: opening a FIFO without a writer would block forever; fstat below refuses it anyway.
+  UniqueFd fd(::open(p.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY));
   if (!fd) throw sys_error("open " + p.string());
+  struct stat st {};
+  if (::fstat(fd.get(), &st) < 0) throw sys_error("stat " + p.string());
+  if (!S_ISREG(st.st_mode))
+    throw Error(Code::InvalidArgument,
+                "read " + p.string() + ": is " + std::string(file_kind(st.st_mode)) + ", not a regular file");
+  auto too_large = [&](std::uint64_t size, bool at_least) {
+    return Error(Code::InvalidArgument, "read " + p.string() + ": " + (at_least ? "more than " : "") + std::to_string(size) +
+                                            " bytes exceeds the bound of " + std::to_string(max_bytes) + " bytes");
+  };
+  if (static_cast<std::uint64_t>(st.st_size) > max_bytes) throw too_large(static_cast<std::uint64_t>(st.st_size), false);
   std::string out;
+  out.reserve(static_cast<std::size_t>(st.st_size));
   char buf[65536];
-  while (true) {
+  while (true) {  // to the end, not st_size: /proc and /sys files say 0 or 4096 whatever they hold
     ssize_t n = ::read(fd.get(), buf, sizeof buf);
     if (n < 0) {
       if (errno == EINTR) continue;
       throw sys_error("read " + p.string());
     }
     if (n == 0) break;
+    if (out.size() + static_cast<std::size_t>(n) > max_bytes) throw too_large(max_bytes, true);
     out.append(buf, static_cast<size_t>(n));
   }
   return out;

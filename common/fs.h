@@ -1,15 +1,27 @@
 // File helpers with errors that name the file.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <string>
+#include <string_view>
 
 #include "common/unique_fd.h"
 
 namespace nvproxy {
 
-std::string read_file(const std::filesystem::path& p);  // throws Error
+// The bound read_file puts on a file unless told another (docs/configuration.md, "Bounds").
+inline constexpr std::size_t kMaxReadFileBytes = 64u << 20;
+
+// The whole of a regular file. Opened non-blocking, so a FIFO, a device (/dev/zero), a socket or a
+// directory is refused at once, never read or waited on: Error(InvalidArgument) naming the path and
+// what it is. A file of more than `max_bytes` is refused the same way, naming its size and the
+// bound, before it is read whole. Other failures: sys_error naming the path.
+std::string read_file(const std::filesystem::path& p, std::size_t max_bytes = kMaxReadFileBytes);
+
+// What kind of file a stat mode is, for messages: "a directory", "a FIFO", "a character device"...
+std::string_view file_kind(unsigned mode);
 // Writes via a temp file + rename so a crash never leaves a half-written file.
 void write_file_atomic(const std::filesystem::path& p, std::string_view data, unsigned mode = 0644);
 // /dev/null opened with `flags` (O_CLOEXEC added); throws Error.

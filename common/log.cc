@@ -7,6 +7,7 @@
 #include <ctime>
 
 #include "common/error.h"
+#include "common/text.h"
 
 namespace nvproxy {
 
@@ -60,7 +61,8 @@ void Logger::log(LogLevel l, std::string_view msg) {
   char ts[64];
   std::strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%S", &tm);
   std::string line = "time=\"" + std::string(ts) + "." + std::to_string(1000000 + us).substr(1) +
-                     "Z\" level=" + kNames[static_cast<int>(l)] + " msg=" + quote(msg);
+                     "Z\" level=" + kNames[static_cast<int>(l)] +
+                     " msg=" + quote(valid_utf8(msg));  // a record is valid UTF-8 whatever it quotes
   std::lock_guard lk(mu_);
   line += fields_ + "\n";
   if (fd_ < 0) return;

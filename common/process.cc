@@ -9,12 +9,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <map>
 
 #include "common/error.h"
 #include "common/fs.h"
+#include "common/text.h"
 #include "common/unique_fd.h"
 
 extern char** environ;
@@ -80,13 +82,25 @@ std::optional<int> DirectWaiter::try_wait(pid_t pid) {
   return std::nullopt;
 }
 
+std::string program_problem(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) < 0) return std::string("cannot be found: ") + std::strerror(errno);
+  if (!S_ISREG(st.st_mode)) return "is " + std::string(file_kind(st.st_mode)) + ", not an executable file";
+  if (::access(path.c_str(), X_OK) < 0) {
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+    return std::string("is not executable (mode ") + mode + "): " + std::strerror(errno);
+  }
+  return "";
+}
+
 std::string find_program(const std::string& name) {
   const char* path = ::getenv("PATH");
   return find_program(name, path ? path : "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
 }
 
 std::string find_program(const std::string& name, const std::string& p) {
-  if (name.find('/') != std::string::npos) return ::access(name.c_str(), X_OK) == 0 ? name : "";
+  if (name.find('/') != std::string::npos) return program_problem(name).empty() ? name : "";
   size_t start = 0;
   while (start <= p.size()) {
     size_t end = p.find(':', start);
@@ -133,8 +147,8 @@ pid_t ProcessRunner::fork_exec(const Command& cmd, int in, int out, int err, int
   std::string prog = find_program(cmd.argv[0]);
   if (prog.empty()) {
     bool is_path = cmd.argv[0].find('/') != std::string::npos;  // find_program does not search PATH then
-    throw Error(Code::NotFound,
-                "program \"" + cmd.argv[0] + "\" " + (is_path ? "does not exist or is not executable" : "not found in PATH"));
+    throw Error(is_path && ::access(cmd.argv[0].c_str(), F_OK) == 0 ? Code::FailedPrecondition : Code::NotFound,
+                "program " + quote_value(cmd.argv[0]) + " " + (is_path ? program_problem(cmd.argv[0]) : "not found in PATH"));
   }
   // Everything the child touches is prepared before fork: after fork only async-signal-safe calls.
   std::vector<std::string> env = merged_env(cmd.env_add);

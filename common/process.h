@@ -116,6 +116,9 @@ class ProcessRunner {
 
 // Looks a program up in PATH (or returns it if it contains a '/'); empty if not found.
 std::string find_program(const std::string& name);
+// Why `path` cannot be run as a program ("is a directory, not an executable file", "is not
+// executable (mode 0644)", "cannot be found: ..."), or "" when it can.
+std::string program_problem(const std::string& path);
 // The same in the given search path ("dir:dir:..."), not this process's.
 std::string find_program(const std::string& name, const std::string& search_path);
 

@@ -192,8 +192,10 @@ void Server::dispatch(const std::shared_ptr<ServerConnection>& conn, std::uint32
     } catch (const Error& e) {
       code = e.code();
       message = e.what();
-    } catch (const std::exception& e) {
-      code = Code::Unknown;
+    } catch (const std::exception&) {
+      // What the standard library threw gets a code and names the call, never Unknown.
+      const Error e = error_from_current_exception(ctx.service + "/" + ctx.method);
+      code = e.code();
       message = e.what();
     } catch (...) {
       code = Code::Unknown;

@@ -6,6 +6,7 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/write.hpp>
 
+#include "common/text.h"
 #include "common/ttrpc/server.h"
 #include "ttrpc.pb.h"
 
@@ -82,7 +83,9 @@ void ServerConnection::send_response(std::uint32_t stream_id, Code code, const s
   ::ttrpc::Response resp;
   // Go always sets status (code 0 on success); mirror it so any client version is satisfied.
   resp.mutable_status()->set_code(static_cast<int>(code));
-  resp.mutable_status()->set_message(message);
+  // The one place a status is built: proto3 refuses a string that is not UTF-8 (containerd would
+  // say only "proto: field .message contains invalid UTF-8"), so bytes that are not are escaped here.
+  resp.mutable_status()->set_message(valid_utf8(message));
   for (const auto& d : details) {
     auto* any = resp.mutable_status()->add_details();
     any->set_type_url(d.type_url);

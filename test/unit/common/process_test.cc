@@ -1,8 +1,13 @@
 #include "common/process.h"
 
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include "common/error.h"
+#include "common/fs.h"
 
 using namespace nvproxy;
 
@@ -42,6 +47,28 @@ TEST(ProcessRunner, MissingProgramIsNotFound) {
     EXPECT_EQ(e.code(), Code::NotFound);
     EXPECT_NE(std::string(e.what()).find("no-such-program-nvproxy"), std::string::npos);
   }
+}
+
+TEST(ProcessRunner, ADirectoryOrANonExecutableIsNamedAsSuch) {
+  auto dir = std::filesystem::temp_directory_path() / ("nvproxy-prog-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir / "runc");
+  write_file_atomic(dir / "plain", "#!/bin/sh\n", 0644);
+  DirectWaiter w;
+  ProcessRunner r(w);
+  auto message = [&](const std::filesystem::path& p) -> std::string {
+    try {
+      r.run({.argv = {p.string(), "--version"}});
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), Code::FailedPrecondition) << e.what();
+      return e.what();
+    }
+    return "ran";
+  };
+  EXPECT_EQ(message(dir / "runc"), "program \"" + (dir / "runc").string() + "\" is a directory, not an executable file");
+  // Not even root may execute a file without an x bit.
+  EXPECT_NE(message(dir / "plain").find("is not executable (mode 0644)"), std::string::npos);
+  EXPECT_EQ(program_problem("/bin/sh"), "");
+  std::filesystem::remove_all(dir);
 }
 
 TEST(ExitCode, SignalsMapTo128Plus) {
