@@ -2,6 +2,7 @@
 // env NVIDIA_VISIBLE_DEVICES / NVIDIA_DRIVER_CAPABILITIES and CDI annotations.
 #pragma once
 
+#include <cstddef>
 #include <optional>
 #include <set>
 #include <string>
@@ -23,10 +24,20 @@ struct GpuRequest {
 // Capabilities we know; "all" in the env means these.
 const std::set<std::string>& known_capabilities();
 
+// How much of a request the shim reads (docs/configuration.md, "Bounds on what a container asks").
+// A pod author writes these values, so a request beyond a bound is refused with InvalidArgument
+// naming the field, its size and the bound before any work in proportion to it is done; within the
+// bounds parsing is linear (duplicates are found through a hash set).
+struct RequestLimits {
+  std::size_t max_value_bytes = 64 * 1024;  // NVIDIA_VISIBLE_DEVICES, NVIDIA_DRIVER_CAPABILITIES, each CDI annotation
+  std::size_t max_cdi_annotations = 1024;   // CDI annotations in one spec
+  std::size_t max_devices = 4096;           // distinct devices asked for (indices, UUIDs, CDI names)
+};
+
 // Throws Error(InvalidArgument) naming the env variable or annotation key that is malformed.
 // NVIDIA_VISIBLE_DEVICES unset, "void", "none" or empty: no GPU from the env (annotations may still
 // request CDI devices).
-GpuRequest parse_request(const nlohmann::json& spec);
+GpuRequest parse_request(const nlohmann::json& spec, const RequestLimits& limits = {});
 
 // The value of KEY in process.env (the last one wins, as in execve), or nullopt.
 std::optional<std::string> env_value(const nlohmann::json& spec, const std::string& key);

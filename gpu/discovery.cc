@@ -9,6 +9,8 @@
 
 #include "common/error.h"
 #include "common/fs.h"
+#include "common/number.h"
+#include "common/text.h"
 #include "gpu/driver_files.h"
 
 namespace nvproxy::gpu {
@@ -79,11 +81,9 @@ std::vector<HostGpu> read_host_gpus(const std::string& proc_driver_root, const s
       std::string text = read_file(info);
       std::string minor = field_of(text, "Device Minor:");
       HostGpu g{e.path().filename().string(), 0, field_of(text, "GPU UUID:")};
-      try {
-        g.minor = static_cast<unsigned>(std::stoul(minor));
-      } catch (const std::exception&) {
-        throw Error(Code::InvalidArgument, info.string() + ": \"Device Minor:\" line missing or not a number");
-      }
+      auto m = parse_number<unsigned>(minor);
+      if (!m) throw Error(Code::InvalidArgument, info.string() + ": \"Device Minor:\" line missing or not a number");
+      g.minor = *m;
       gpus.push_back(g);
     }
     std::sort(gpus.begin(), gpus.end(), [](const HostGpu& a, const HostGpu& b) { return a.bus_id < b.bus_id; });
@@ -91,8 +91,9 @@ std::vector<HostGpu> read_host_gpus(const std::string& proc_driver_root, const s
   }
   for (const auto& e : fs::directory_iterator(dev_root, ec)) {
     std::string n = e.path().filename().string();
-    if (n.size() > 6 && n.rfind("nvidia", 0) == 0 && n.find_first_not_of("0123456789", 6) == std::string::npos)
-      gpus.push_back({"", static_cast<unsigned>(std::stoul(n.substr(6))), ""});
+    if (n.size() > 6 && n.rfind("nvidia", 0) == 0) {
+      if (auto minor = parse_number<unsigned>(std::string_view(n).substr(6))) gpus.push_back({"", *minor, ""});
+    }
   }
   std::sort(gpus.begin(), gpus.end(), [](const HostGpu& a, const HostGpu& b) { return a.minor < b.minor; });
   return gpus;
@@ -129,17 +130,18 @@ std::vector<HostGpu> select_gpus(const GpuRequest& req, const std::vector<HostGp
   for (const auto& v : req.visible) {
     const HostGpu* hit = nullptr;
     if (v.rfind("MIG-", 0) == 0)
-      throw Error(Code::Unimplemented, "NVIDIA_VISIBLE_DEVICES: MIG device " + v + " needs a CDI spec (nvidia-ctk cdi generate)");
+      throw Error(Code::Unimplemented,
+                  "NVIDIA_VISIBLE_DEVICES: MIG device " + quote_value(v) + " needs a CDI spec (nvidia-ctk cdi generate)");
     if (v.rfind("GPU-", 0) == 0) {
       for (const auto& g : gpus)
         if (g.uuid == v) hit = &g;
     } else {
-      size_t i = std::stoul(v);
+      const auto i = parse_number_or_throw<std::size_t>(v, "env NVIDIA_VISIBLE_DEVICES: GPU index");
       if (i < gpus.size()) hit = &gpus[i];
     }
     if (!hit)
-      throw Error(Code::NotFound,
-                  "NVIDIA_VISIBLE_DEVICES: GPU \"" + v + "\" not found (host has " + std::to_string(gpus.size()) + " GPUs)");
+      throw Error(Code::NotFound, "NVIDIA_VISIBLE_DEVICES: GPU " + quote_value(v) + " not found (host has " +
+                                      std::to_string(gpus.size()) + " GPUs)");
     if (std::none_of(out.begin(), out.end(), [&](const HostGpu& g) { return g.minor == hit->minor; })) out.push_back(*hit);
   }
   return out;

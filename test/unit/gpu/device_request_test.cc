@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <cstdint>
+
 #include "common/error.h"
 #include "gpu_test_util.h"
 
@@ -75,6 +78,74 @@ TEST(DeviceRequest, Capabilities) {
   EXPECT_NE(r.warnings[0].find("bogus"), std::string::npos);
   r = parse_request(base_spec({"NVIDIA_DRIVER_CAPABILITIES=all"}));
   EXPECT_EQ(r.capabilities, known_capabilities());
+}
+
+// Issue 63: what a pod author writes is parsed in linear time, within documented bounds.
+namespace {
+std::string invalid_argument(const nlohmann::json& spec, const RequestLimits& limits = {}) {
+  try {
+    parse_request(spec, limits);
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Code::InvalidArgument) << e.what();
+    return e.what();
+  }
+  return "";
+}
+
+std::string indices(std::size_t n) {
+  std::string v;
+  for (std::size_t i = 0; i < n; ++i) v += (i ? "," : "") + std::to_string(i);
+  return v;
+}
+}  // namespace
+
+TEST(DeviceRequest, DuplicatesAreDroppedInOrder) {
+  auto r = parse_request(base_spec({"NVIDIA_VISIBLE_DEVICES=1,0,1, 0 ,GPU-ab,GPU-ab,vendor.com/gpu=x,vendor.com/gpu=x"}));
+  EXPECT_EQ(r.visible, (std::vector<std::string>{"1", "0", "GPU-ab"}));
+  EXPECT_EQ(r.cdi_names, (std::vector<std::string>{"vendor.com/gpu=x"}));
+}
+
+TEST(DeviceRequest, AValueOverItsBoundIsRefusedNamingFieldSizeAndBound) {
+  const std::string big = indices(150000);  // ~1 MB, the issue's case
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(invalid_argument(base_spec({"NVIDIA_VISIBLE_DEVICES=" + big})),
+            "env NVIDIA_VISIBLE_DEVICES: " + std::to_string(big.size()) + " bytes exceeds the bound of 65536");
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(200));
+  EXPECT_NE(invalid_argument(base_spec({"NVIDIA_VISIBLE_DEVICES=0", "NVIDIA_DRIVER_CAPABILITIES=" + std::string(70000, 'x')}))
+                .find("env NVIDIA_DRIVER_CAPABILITIES: 70000 bytes exceeds the bound of 65536"),
+            std::string::npos);
+  // More distinct devices than the bound, each value within its own.
+  EXPECT_EQ(invalid_argument(base_spec({"NVIDIA_VISIBLE_DEVICES=" + indices(5000)})),
+            "env NVIDIA_VISIBLE_DEVICES: 4097 devices exceeds the bound of 4096");
+}
+
+TEST(DeviceRequest, TooManyCdiAnnotationsAreRefusedEarly) {
+  auto spec = base_spec();
+  for (int i = 0; i < 50000; ++i)
+    spec["annotations"]["cdi.k8s.io/a" + std::to_string(i)] = "vendor.com/gpu=d" + std::to_string(i);
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(invalid_argument(spec), "config.json: annotations: CDI annotations: 1025 annotations exceeds the bound of 1024");
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(200));
+  spec["annotations"] = {{"cdi.k8s.io/big", std::string(70000, 'v')}};
+  EXPECT_EQ(invalid_argument(spec), "config.json: annotations[\"cdi.k8s.io/big\"]: 70000 bytes exceeds the bound of 65536");
+}
+
+TEST(DeviceRequest, ParsingIsLinearBeyondTheBoundsToo) {
+  // With the bounds lifted (as the bench does), 100k distinct entries still take well under a second:
+  // the linear search this replaced took seconds already at 30k.
+  RequestLimits none{.max_value_bytes = SIZE_MAX, .max_cdi_annotations = SIZE_MAX, .max_devices = SIZE_MAX};
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = parse_request(base_spec({"NVIDIA_VISIBLE_DEVICES=" + indices(100000)}), none);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(1));
+  EXPECT_EQ(r.visible.size(), 100000u);
+}
+
+TEST(DeviceRequest, AHugeIndexIsInvalidArgumentAndValuesAreQuotedShort) {
+  EXPECT_EQ(invalid_argument(base_spec({"NVIDIA_VISIBLE_DEVICES=123456789012345678901234567890"})),
+            "env NVIDIA_VISIBLE_DEVICES: GPU index \"123456789012345678901234567890\" is out of range");
+  const std::string m = invalid_argument(base_spec({"NVIDIA_VISIBLE_DEVICES=" + std::string(60000, '*')}));
+  EXPECT_LT(m.size(), 200u) << m;
+  EXPECT_NE(m.find("(60000 bytes)"), std::string::npos) << m;
 }
 
 }  // namespace
