@@ -178,3 +178,37 @@ write("fuzz_image_record", "too-new.json", json.dumps({"version": 3, "container"
 # Once a crash: a count too big for an integer parses as a float.
 write("fuzz_image_record", "float-count.json",
       '{"container": "c1", "cuda_processes": ' + "2" + "1" * 57 + ', "cuda_pids": [{"pid": 0, "name": "a"}]}')
+
+# Issue 63: GPU requests, byte 0 picks the shape (gpu_request_fuzz.cc): 0 NVIDIA_VISIBLE_DEVICES,
+# 1 NVIDIA_DRIVER_CAPABILITIES, 2 annotations one "key=value" a line, 3 one CDI annotation's value.
+def gpu(shape, text):
+    return bytes([shape]) + (text if isinstance(text, bytes) else text.encode())
+
+
+write("fuzz_gpu_request", "env-indices", gpu(0, "0,1, 2 ,1,0"))
+write("fuzz_gpu_request", "env-all", gpu(0, "all"))
+write("fuzz_gpu_request", "env-none", gpu(0, "none"))
+write("fuzz_gpu_request", "env-uuids", gpu(0, "GPU-11111111-2222-3333-4444-555555555555,MIG-GPU-aa/1/0"))
+write("fuzz_gpu_request", "env-cdi-names", gpu(0, "nvidia.com/gpu=0,nvidia.com/gpu=all,vendor.com/class=x"))
+write("fuzz_gpu_request", "env-index-30-digits", gpu(0, "123456789012345678901234567890"))
+write("fuzz_gpu_request", "env-not-utf8", gpu(0, b"0,g\xe9pu,1"))
+write("fuzz_gpu_request", "env-many", gpu(0, ",".join(str(i) for i in range(3000))))
+write("fuzz_gpu_request", "caps", gpu(1, "compute,utility,video"))
+write("fuzz_gpu_request", "caps-unknown", gpu(1, "all,bogus,\xff"))
+write("fuzz_gpu_request", "annotations", gpu(2, "cdi.k8s.io/a=nvidia.com/gpu=0\nfoo.cdi.k8s.io/b=vendor.com/x=y,vendor.com/x=z\nother=1"))
+write("fuzz_gpu_request", "annotations-bad-name", gpu(2, "cdi.k8s.io/a=not-a-name"))
+write("fuzz_gpu_request", "annotations-not-utf8", gpu(2, b"cdi.k8s.io/\xe9=vendor.com/x=\xff"))
+write("fuzz_gpu_request", "annotations-many", gpu(2, "\n".join("cdi.k8s.io/a%d=vendor.com/gpu=d%d" % (i, i) for i in range(1100))))
+write("fuzz_gpu_request", "annotation-value", gpu(3, "vendor.com/gpu=a, vendor.com/gpu=b,,vendor.com/gpu=a"))
+
+# The config loader (config_fuzz.cc): config.yaml as an operator writes it.
+write("fuzz_config", "empty.yaml", "")
+write("fuzz_config", "runtime.yaml", "runtime:\n  binary: runc\n  root: /run/runc\n  extra_args: [--debug]\n  systemd_cgroup: true\n")
+write("fuzz_config", "gpu.yaml", "gpu:\n  dev_root: /dev\n  driver_root: /\n  cdi_spec_dirs: [/etc/cdi, /var/run/cdi]\n")
+write("fuzz_config", "checkpoint.yaml",
+      "checkpoint:\n  cuda: driver-api\n  staging_memory: lift\n  snapshot_timeout_ms: 3000\n  image_store: /var/lib/x\nlog_level: debug\n")
+write("fuzz_config", "unknown-key-latin1.yaml", b"runtime:\n  bin\xe9ry: runc\n")
+write("fuzz_config", "value-latin1.yaml", b"runtime:\n  binary: /usr/bin/r\xe9nc\n")
+write("fuzz_config", "bad-number.yaml", "checkpoint:\n  snapshot_timeout_ms: 123456789012345678901234567890\n")
+write("fuzz_config", "nested.yaml", "[" * 300 + "]" * 300)
+write("fuzz_config", "key-is-a-list.yaml", "runtime:\n  [a, b]: c\n")
