@@ -2,6 +2,7 @@
 
 #include <boost/program_options.hpp>
 
+#include "checkpoint/diagnose_image.h"
 #include "checkpoint/diagnostic.h"
 #include "checkpoint/staging_bill.h"
 
@@ -14,6 +15,7 @@ int diagnose_main(const std::vector<std::string>& args, std::ostream& out, std::
   CheckpointConfig& cfg = r.cfg;
   std::vector<int> pid_args;
   std::vector<std::string> globs;
+  std::string image_dir;
   // containerd's client has the runtime write into a ctrd-checkpoint-* dir of its temp dir.
   std::string image_path = (std::filesystem::temp_directory_path() / "ctrd-checkpoint").string();
   r.content_store = cfg.content_store;
@@ -32,7 +34,8 @@ int diagnose_main(const std::vector<std::string>& args, std::ostream& out, std::
       "device-glob", po::value(&globs)->multitoken(), "device path globs (default /dev/nvidia*)")(
       "image-path", po::value(&image_path)->default_value(image_path), "where the image would be written (space check)")(
       "content-store", po::value(&r.content_store)->default_value(r.content_store),
-      "containerd's root, where it copies the image (empty: no copy)");
+      "containerd's root, where it copies the image (empty: no copy)")(
+      "image", po::value(&image_dir), "a checkpoint image: the host files its restore needs, checked on this node");
   po::variables_map vm;
   try {
     po::store(po::command_line_parser(args).options(opts).run(), vm);
@@ -42,9 +45,12 @@ int diagnose_main(const std::vector<std::string>& args, std::ostream& out, std::
     return 2;
   }
   if (vm.count("help")) {
-    out << "usage: containerd-shim-nvproxy-v1 diagnose --id ID [options]\n" << opts;
+    out << "usage: containerd-shim-nvproxy-v1 diagnose --id ID [options]\n       containerd-shim-nvproxy-v1 diagnose --image DIR "
+           "[--json]\n"
+        << opts;
     return 0;
   }
+  if (!image_dir.empty()) return diagnose_image(image_dir, vm["json"].as<bool>(), out, err);
   if (r.id.empty() && pid_args.empty()) {
     err << "error: --id (or --pid) is required\n";
     return 2;

@@ -4,6 +4,7 @@
 //   diagnose --id ID [--namespace NS] [--runtime-root DIR] [--runtime runc] [--pid PID...] [--json]
 //            [--cuda driver-api|cuda-checkpoint|none] [--cuda-checkpoint-path P] [--libcuda LIB]
 //            [--libnvml LIB] [--device-glob GLOB...] [--image-path DIR] [--content-store DIR]
+//   diagnose --image DIR [--json]   the host files a checkpoint image needs (diagnose_image.h)
 //
 // This file reads the options and prints the answer; the answer itself comes from the caller,
 // which runs the container's checkpoint session (the same assembly and decision a checkpoint

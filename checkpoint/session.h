@@ -122,6 +122,11 @@ class CheckpointSession {
   void stamp_runtime(ImageRecord& rec);
   void resume_cuda(const ImageRecord& rec, const RestorePlan& plan);
   void check_released(const ImageRecord& rec, const std::vector<pid_t>& cuda, const std::string& who);
+  // The host's files the image depends on (image/host_files.h), as the container's spec maps them
+  // here: listed into the record at checkpoint, checked before the runtime restores (refused with
+  // every file that is gone or changed, nothing started). False: this image lists none it can tell.
+  bool host_files_of(const std::filesystem::path& image, std::vector<HostFile>& out);
+  void check_host_files(const std::filesystem::path& image);
 
   SessionTarget t_;
   SessionRuntime& rt_;

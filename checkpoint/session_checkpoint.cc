@@ -223,6 +223,11 @@ void CheckpointSession::snapshot_into(const SnapshotRequest& sr, const std::file
     rec.released.push_back({.pid = pi.pid, .name = pi.name, .from = tools_.container_pid(r.from), .fds = r.fds});
   }
   stamp_runtime(rec);
+  try {
+    rec.host_files_listed = host_files_of(image, rec.host_files);
+  } catch (const std::exception& e) {
+    log_.warn(who + ": the image does not list the host files its restore needs: " + e.what());
+  }
   if (auto it = req.device_bytes.find(req.staging_pid); req.staging_pid > 0 && it != req.device_bytes.end())
     rec.sandbox_device_bytes = it->second;
   if (tools_.host_view() && !rec.gpu_error.empty())

@@ -3,6 +3,8 @@
 #include <optional>
 #include <sstream>
 
+#include "checkpoint/image/criu_open_files.h"
+#include "checkpoint/image/host_files.h"
 #include "checkpoint/image/image_record.h"
 #include "checkpoint/image/image_store.h"
 #include "checkpoint/image/image_transfer.h"
@@ -11,6 +13,7 @@
 #include "checkpoint/session.h"
 #include "common/error.h"
 #include "common/fs.h"
+#include "oci/spec.h"
 
 namespace nvproxy::checkpoint {
 
@@ -79,6 +82,7 @@ void CheckpointSession::check_runtime(const ImageRecord& rec, const std::string&
 void CheckpointSession::restore(const RestoreRequest& req) {
   RestorePlan plan;
   const std::filesystem::path image = find_image(req, plan);
+  check_host_files(image);
   // Billed before anything is created: the staged device memory comes back through host memory.
   RestoreStaging staging;
   if (MemoryProbe* memory = tools_.memory(); memory && plan.record && plan.record->has_cuda())
@@ -113,6 +117,41 @@ void CheckpointSession::restore(const RestoreRequest& req) {
     }
     throw Error(e.code(), std::string(e.what()) + "; " + aftermath);
   }
+}
+
+bool CheckpointSession::host_files_of(const std::filesystem::path& image, std::vector<HostFile>& out) {
+  const nlohmann::json spec = oci::Spec::load(t_.bundle).json();
+  if (std::filesystem::exists(image / "pstree.img")) {
+    out = on_bind_mounts(criu_open_files(image), spec);
+    return true;
+  }
+  if (!std::filesystem::exists(image / "checkpoint.img")) return false;  // nor runsc's state file
+  out = bind_mount_sources(spec);
+  return true;
+}
+
+void CheckpointSession::check_host_files(const std::filesystem::path& image) {
+  const std::string who = "restore of \"" + t_.id + "\"" + tools_.label() + ": ";
+  std::vector<HostFile> files;
+  try {
+    if (!host_files_of(image, files)) return;
+  } catch (const Error& e) {
+    throw Error(e.code(), who + "cannot list the host files the image needs: " + e.what());
+  }
+  const HostFileCheck check = check_on_this_node(files);
+  for (const auto& w : check.warnings) log_.warn(who + w);
+  if (check.refusals.empty()) {
+    if (!files.empty())
+      log_.info(who + std::to_string(files.size()) + " files on the container's bind mounts are there as the image needs them");
+    return;
+  }
+  std::string text = who + std::to_string(check.refusals.size()) + " of the host files the image's processes held " +
+                     (check.refusals.size() == 1 ? "is" : "are") + " not as the restore needs " +
+                     (check.refusals.size() == 1 ? "it" : "them") +
+                     "; put them back on this node or take the checkpoint again (nothing was started, the image is as it was):";
+  for (const auto& r : check.refusals) text += "\n  " + r;
+  log_.warn(text);
+  throw Error(Code::FailedPrecondition, text);
 }
 
 void CheckpointSession::fetch(const RestoreRequest& req) {

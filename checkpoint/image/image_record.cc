@@ -45,6 +45,11 @@ json to_json(const ImageRecord& r) {
   if (r.sandbox_device_bytes > 0) j["sandbox_device_bytes"] = r.sandbox_device_bytes;
   if (!r.runtime.empty()) j["runtime"] = {{"name", r.runtime}, {"version", r.runtime_version}};
   if (!r.criu_version.empty()) j["criu_version"] = r.criu_version;
+  if (r.host_files_listed) {
+    json a = json::array();
+    for (const auto& f : r.host_files) a.push_back(to_json(f));
+    j["host_files"] = a;
+  }
   if (!r.released.empty()) {
     json a = json::array();
     for (const auto& p : r.released) a.push_back({{"pid", p.pid}, {"name", p.name}, {"from", p.from}, {"fds", p.fds}});
@@ -77,6 +82,12 @@ ImageRecord image_record_from_json(const json& j) {
       r.runtime_version = rt.value("version", std::string());
     }
     r.criu_version = j.value("criu_version", std::string());
+    if (j.contains("host_files")) {
+      if (!j.at("host_files").is_array()) throw Error(Code::InvalidArgument, "\"host_files\" is not a list");
+      r.host_files_listed = true;
+      for (const auto& f : j.at("host_files"))
+        r.host_files.push_back(host_file_from_json(f, "host_files[" + std::to_string(r.host_files.size()) + "]"));
+    }
     if (j.contains("released")) {
       if (!j.at("released").is_array()) throw Error(Code::InvalidArgument, "\"released\" is not a list");
       for (const auto& p : j.at("released")) {

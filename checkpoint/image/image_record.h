@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "checkpoint/image/gpu_record.h"
+#include "checkpoint/image/host_files.h"
 
 namespace nvproxy::checkpoint {
 
@@ -61,6 +62,11 @@ struct ImageRecord {
   std::string runtime;          // "runc", "crun", "runsc"
   std::string runtime_version;  // "1.1.5+ds1", "release-20260817.0-70-g3c5eee17d"
   std::string criu_version;     // "4.2.1"
+  // The host's files on the container's bind mounts that the restore opens again (0.9.0 on:
+  // host_files.h); a later restore checks the image's own list against the node it runs on, this
+  // one is what the checkpoint saw, for an operator who moves the image (`diagnose --image`).
+  std::vector<HostFile> host_files;
+  bool host_files_listed = false;  // absent in older records: nothing was listed
 
   [[nodiscard]] bool has_cuda() const { return cuda_processes > 0; }
 };
