@@ -8,7 +8,9 @@
 #   default  the checkpoint succeeds, the container keeps working; a restore from the image resumes
 #            both processes (same pids) where the checkpoint left them, and the queue goes on
 # The container is busybox with the host's Python bound in read-only (/usr/bin, /usr/lib, the ELF
-# loader at /lib64). Usage: python_mp.sh [1.6|1.7|2|2.3]
+# loader at /lib64). The workload cannot race its checkpoint: the only file it holds open across
+# one is written in place, never renamed (python_mp_workload.py), so every restore finds it.
+# Usage: python_mp.sh [1.6|1.7|2|2.3]
 set -euo pipefail
 source "$(dirname "$0")/lib/shim-env.sh"
 
@@ -41,8 +43,20 @@ run_mp() {
     --mount "type=bind,src=$WORK/$1,dst=/out,options=rbind:rw" \
     "$NV_IMAGE" "$1" /usr/bin/python3 /app/python_mp_workload.py /out
 }
-# progress ID: "ITEM SEEN WORKER_PID" of the worker's last write (0 0 0 before the first).
-progress() { cat "$WORK/$1/progress" 2>/dev/null || echo "0 0 0"; }
+# progress ID: "ITEM SEEN WORKER_PID" of the worker's last write (0 0 0 before the first). The
+# worker overwrites one record in place (python_mp_workload.py says why); a read that met it half
+# written fails its sum and is read again (a record takes microseconds to write).
+progress() {
+  local a b c s tries
+  for ((tries = 0; tries < 1000; tries++)); do
+    read -r a b c s 2>/dev/null <"$WORK/$1/progress" || break
+    if [[ $a =~ ^[0-9]+$ && $b =~ ^[0-9]+$ && $c =~ ^[0-9]+$ && $s =~ ^[0-9]+$ ]] && ((a + b + c == s)); then
+      echo "$a $b $c"
+      return
+    fi
+  done
+  echo "0 0 0"
+}
 item() { progress "$1" | awk '{print $1}'; }
 item_at_least() { (($(item "$1") >= $2)); }
 item_other_than() { [[ $(item "$1") != "$2" ]]; }
