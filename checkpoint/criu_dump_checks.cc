@@ -7,6 +7,7 @@
 #include "checkpoint/inet_sockets.h"
 #include "checkpoint/shared/holder_scan.h"
 #include "checkpoint/shared/proc_maps.h"
+#include "common/number.h"
 #include "common/process.h"
 
 namespace nvproxy::checkpoint {
@@ -54,7 +55,8 @@ std::vector<IoUringUse> io_uring_users(const std::vector<pid_t>& pids, const fs:
     for (fs::directory_iterator it(dir / "fd", ec), end; !ec && it != end; it.increment(ec)) {
       std::error_code rec;
       fs::path target = fs::read_symlink(it->path(), rec);
-      if (!rec && target.string() == kIoUring) u.fds.push_back(std::stoi(it->path().filename().string()));
+      if (!rec && target.string() == kIoUring)
+        if (auto fd = parse_number<int>(it->path().filename().string())) u.fds.push_back(*fd);
     }
     if (auto maps = read_maps(dir / "maps"))
       for (const MapsEntry& m : *maps)

@@ -5,6 +5,8 @@
 #include "checkpoint/memory_limits.h"
 #include "common/error.h"
 #include "common/fs.h"
+#include "common/number.h"
+#include "common/text.h"
 #include "oci/cgroup_metrics.h"
 #include "oci/cgroup_paths.h"
 
@@ -16,11 +18,8 @@ namespace {
 
 std::uint64_t read_number(const fs::path& p) {
   std::string t = read_file(p);
-  try {
-    return std::stoull(t);
-  } catch (const std::exception&) {
-    throw Error(Code::Internal, "unexpected content \"" + t + "\" in " + p.string());
-  }
+  if (auto v = parse_number<std::uint64_t>(trim(t))) return *v;
+  throw Error(Code::Internal, "unexpected content " + quote_value(t) + " in " + p.string());
 }
 
 // A value of a "KEY VALUE" file (memory.stat, memory.events, memory.oom_control, /proc/vmstat);

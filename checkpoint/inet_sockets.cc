@@ -5,6 +5,8 @@
 #include <map>
 #include <sstream>
 
+#include "common/number.h"
+
 namespace nvproxy::checkpoint {
 
 namespace fs = std::filesystem;
@@ -13,20 +15,14 @@ std::string inet_address(const std::string& hex, bool v6) {
   auto colon = hex.find(':');
   if (colon == std::string::npos) return hex;
   std::string addr = hex.substr(0, colon);
-  unsigned port = 0;
-  try {
-    port = static_cast<unsigned>(std::stoul(hex.substr(colon + 1), nullptr, 16));
-  } catch (const std::exception&) {
-    return hex;
-  }
+  const auto parsed_port = parse_number<unsigned>(std::string_view(hex).substr(colon + 1), 16);
+  if (!parsed_port) return hex;
+  const unsigned port = *parsed_port;
   if (!v6 && addr.size() == 8) {
     // The kernel prints the address as a host-order (little-endian here) 32-bit number.
-    unsigned long a = 0;
-    try {
-      a = std::stoul(addr, nullptr, 16);
-    } catch (const std::exception&) {
-      return hex;
-    }
+    const auto parsed = parse_number<unsigned long>(addr, 16);
+    if (!parsed) return hex;
+    const unsigned long a = *parsed;
     return std::to_string(a & 0xff) + "." + std::to_string((a >> 8) & 0xff) + "." + std::to_string((a >> 16) & 0xff) + "." +
            std::to_string((a >> 24) & 0xff) + ":" + std::to_string(port);
   }
@@ -74,10 +70,9 @@ std::vector<InetSocket> inet_sockets(const std::vector<pid_t>& pids, const fs::p
       std::error_code lec;
       std::string target = fs::read_symlink(it->path(), lec).string();
       if (lec || target.rfind("socket:[", 0) != 0) continue;
-      try {
-        fds.emplace_back(std::stoi(it->path().filename().string()), std::stoul(target.substr(8)));
-      } catch (const std::exception&) {
-      }
+      const auto fd = parse_number<int>(it->path().filename().string());
+      const auto ino = parse_leading_number<unsigned long>(std::string_view(target).substr(8));  // "socket:[N]"
+      if (fd && ino) fds.emplace_back(*fd, *ino);
     }
     if (fds.empty()) continue;
     std::sort(fds.begin(), fds.end());

@@ -2,6 +2,7 @@
 
 #include "common/error.h"
 #include "common/fs.h"
+#include "common/number.h"
 
 namespace nvproxy::checkpoint {
 
@@ -22,12 +23,9 @@ std::string trimmed(std::string s) {
 std::uint64_t parse_limit(const std::string& text, const std::string& what) {
   std::string t = trimmed(text);
   if (t == "max") return kNoLimit;
-  try {
-    std::uint64_t v = std::stoull(t);
-    return v >= kV1Unlimited ? kNoLimit : v;
-  } catch (const std::exception&) {
-    throw Error(Code::Internal, "unexpected limit \"" + t + "\" in " + what);
-  }
+  const auto v = parse_number<std::uint64_t>(t);
+  if (!v) throw Error(Code::Internal, "unexpected limit " + quote_value(t) + " in " + what);
+  return *v >= kV1Unlimited ? kNoLimit : *v;
 }
 
 fs::path cgroup_relative_path(const std::string& cgroups_path) {

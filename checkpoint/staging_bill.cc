@@ -2,6 +2,7 @@
 
 #include "checkpoint/shared/gpu_facts.h"
 #include "common/error.h"
+#include "common/number.h"
 
 namespace nvproxy::checkpoint {
 
@@ -44,7 +45,8 @@ std::string staging_text(const nlohmann::json& j) {
   if (!j.is_object() || j.value("staged_bytes", std::uint64_t{0}) == 0) return "";
   std::map<pid_t, std::uint64_t> staged;
   const nlohmann::json by_pid = j.value("staged_by_pid", nlohmann::json::object());
-  for (const auto& [pid, b] : by_pid.items()) staged[static_cast<pid_t>(std::stol(pid))] = b.get<std::uint64_t>();
+  for (const auto& [pid, b] : by_pid.items())
+    staged[parse_number_or_throw<pid_t>(pid, "staged_by_pid: pid")] = b.get<std::uint64_t>();
   std::string out = "staging: the driver stages " + format_bytes(j.value("staged_bytes", std::uint64_t{0})) +
                     " of device memory in " + staged_text(staged, j.value("in_sandbox", false)) +
                     "; host: " + format_bytes(j.value("host_available", std::uint64_t{0})) + " available";

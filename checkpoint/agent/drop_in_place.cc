@@ -19,6 +19,7 @@
 
 #include "checkpoint/shared/proc_maps.h"
 #include "common/error.h"
+#include "common/number.h"
 #include "common/ptrace_seize.h"
 
 namespace nvproxy::checkpoint {
@@ -35,7 +36,7 @@ std::vector<pid_t> threads_of(pid_t pid) {
   std::error_code ec;
   for (const auto& e : fs::directory_iterator("/proc/" + std::to_string(pid) + "/task", ec)) {
     const std::string n = e.path().filename().string();
-    if (!n.empty() && n.find_first_not_of("0123456789") == std::string::npos) tids.push_back(std::stoi(n));
+    if (auto tid = parse_number<pid_t>(n)) tids.push_back(*tid);
   }
   if (ec) throw Error(Code::NotFound, "pid " + std::to_string(pid) + ": cannot list its threads: " + ec.message());
   return tids;

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "checkpoint/shared/proc_maps.h"
+#include "common/number.h"
 
 namespace nvproxy::checkpoint {
 
@@ -49,11 +50,8 @@ bool loopback(const std::string& addr) {
 int nccl_socket_rank(const std::string& name) {
   auto at = name.find("nccl-socket-");
   if (at == std::string::npos) return -1;
-  try {
-    return std::stoi(name.substr(at + 12));
-  } catch (const std::exception&) {
-    return -1;
-  }
+  const auto rank = parse_leading_number<int>(std::string_view(name).substr(at + 12));
+  return rank && *rank >= 0 ? *rank : -1;
 }
 
 }  // namespace
@@ -62,10 +60,14 @@ std::string tcp_endpoint(const std::string& hex) {
   auto colon = hex.find(':');
   if (colon == std::string::npos) return hex;
   std::string addr = hex.substr(0, colon);
-  unsigned port = static_cast<unsigned>(std::stoul(hex.substr(colon + 1), nullptr, 16));
+  const auto parsed_port = parse_number<unsigned>(std::string_view(hex).substr(colon + 1), 16);
+  if (!parsed_port) return hex;
+  const unsigned port = *parsed_port;
   if (addr.size() == 32 && addr.compare(0, 24, "0000000000000000FFFF0000") == 0) addr = addr.substr(24);  // ::ffff:a.b.c.d
   if (addr.size() == 8) {
-    unsigned long a = std::stoul(addr, nullptr, 16);  // host byte order (little endian) of a network-order address
+    const auto parsed = parse_number<unsigned long>(addr, 16);  // host byte order (little endian) of a network-order address
+    if (!parsed) return hex;
+    const unsigned long a = *parsed;
     char buf[32];
     std::snprintf(buf, sizeof buf, "%lu.%lu.%lu.%lu:%u", a & 0xff, (a >> 8) & 0xff, (a >> 16) & 0xff, (a >> 24) & 0xff, port);
     return buf;
@@ -83,11 +85,7 @@ std::map<unsigned long, std::pair<std::string, std::string>> parse_tcp_table(con
     std::string sl, local, remote, st, queues, timer, retr, uid, timeout, inode;
     if (!(ls >> sl >> local >> remote >> st >> queues >> timer >> retr >> uid >> timeout >> inode)) continue;
     if (st != "01") continue;  // TCP_ESTABLISHED
-    try {
-      unsigned long ino = std::stoul(inode);
-      if (ino != 0) out[ino] = {local, remote};
-    } catch (const std::exception&) {
-    }
+    if (auto ino = parse_number<unsigned long>(inode); ino && *ino != 0) out[*ino] = {local, remote};
   }
   return out;
 }
@@ -103,10 +101,7 @@ std::map<unsigned long, std::string> parse_unix_table(const std::string& text) {
     if (!(ls >> num >> ref >> proto >> flags >> type >> st >> inode)) continue;
     if (!(ls >> path) || path.empty()) continue;
     while (path.size() > 1 && path.back() == '@') path.pop_back();  // abstract names are shown NUL-padded as '@'
-    try {
-      out[std::stoul(inode)] = path;
-    } catch (const std::exception&) {
-    }
+    if (auto ino = parse_number<unsigned long>(inode)) out[*ino] = path;
   }
   return out;
 }
@@ -127,10 +122,7 @@ std::map<pid_t, CommFinding> ProcCommProbe::scan(const std::vector<pid_t>& pids)
       std::string t = fs::read_symlink(e.path(), lec).string();
       if (lec) continue;
       if (starts_with(t, "socket:[") && t.back() == ']') {
-        try {
-          sockets[pid].insert(std::stoul(t.substr(8, t.size() - 9)));
-        } catch (const std::exception&) {
-        }
+        if (auto ino = parse_number<unsigned long>(std::string_view(t).substr(8, t.size() - 9))) sockets[pid].insert(*ino);
       } else if (is_nccl_shm(strip_deleted(t))) {
         shm.insert(strip_deleted(t));
       }

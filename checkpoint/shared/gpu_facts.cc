@@ -5,6 +5,7 @@
 
 #include "common/error.h"
 #include "common/json_integer.h"
+#include "common/number.h"
 
 namespace nvproxy::checkpoint {
 
@@ -64,7 +65,7 @@ GpuHostFacts host_facts_from_json(const json& j) {
                            .memory_used = json_integer<std::uint64_t>(d.at("memory_used"), "devices.memory_used")});
     }
     for (const auto& [pid, uses] : j.at("processes").items()) {
-      auto& out = f.processes[static_cast<pid_t>(std::stol(pid))];
+      auto& out = f.processes[parse_number_or_throw<pid_t>(pid, "processes: pid")];
       for (const auto& u : uses) {
         GpuProcessUse use{.uuid = u.at("uuid").get<std::string>()};
         if (u.contains("used_bytes")) use.used_bytes = json_integer<std::uint64_t>(u.at("used_bytes"), "used_bytes");

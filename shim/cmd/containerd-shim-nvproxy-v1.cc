@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "common/text.h"
 #include "gpu/gpu_spec_cmd.h"
 #include "hooks/hook_main.h"
 #include "shim/kit/cli.h"
@@ -58,11 +59,11 @@ int main(int argc, char** argv) {
     // instead of one per thread (each touches its own pages) keeps its memory small.
     ::mallopt(M_ARENA_MAX, 1);
     return shim::daemon_main(a, self_exe(argv[0]), shim::make_task_shim);
-  } catch (const Error& e) {
-    std::cerr << "containerd-shim-nvproxy-v1: " << e.what() << "\n";
-    return 1;
-  } catch (const std::exception& e) {
-    std::cerr << "containerd-shim-nvproxy-v1: internal error: " << e.what() << "\n";
+  } catch (...) {
+    // Every verb (diagnose, gpu-spec, image, start, delete) ends here on failure: one message,
+    // valid UTF-8, with a code for what the standard library threw.
+    const Error e = error_from_current_exception("internal error");
+    std::cerr << "containerd-shim-nvproxy-v1: " << valid_utf8(e.what()) << "\n";
     return 1;
   }
 }

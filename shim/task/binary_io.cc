@@ -9,6 +9,7 @@
 
 #include "common/error.h"
 #include "common/fs.h"
+#include "common/number.h"
 #include "common/process.h"
 
 namespace nvproxy::shim {
@@ -26,7 +27,7 @@ std::string percent_decode(const std::string& s) {
       out += ' ';
     } else if (s[i] == '%' && i + 2 < s.size() && std::isxdigit(static_cast<unsigned char>(s[i + 1])) &&
                std::isxdigit(static_cast<unsigned char>(s[i + 2]))) {
-      out += static_cast<char>(std::stoi(s.substr(i + 1, 2), nullptr, 16));
+      out += static_cast<char>(parse_number<int>(std::string_view(s).substr(i + 1, 2), 16).value_or('?'));
       i += 2;
     } else {
       out += s[i];

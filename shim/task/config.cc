@@ -8,6 +8,7 @@
 #include "checkpoint/staging_bill.h"
 #include "common/error.h"
 #include "common/fs.h"
+#include "common/text.h"
 
 namespace nvproxy::shim {
 
@@ -30,7 +31,10 @@ void check_keys(const YAML::Node& n, std::initializer_list<const char*> known, c
     auto k = kv.first.as<std::string>();
     bool ok = false;
     for (const char* c : known) ok = ok || k == c;
-    if (!ok) throw Error(Code::InvalidArgument, origin + ": " + (section.empty() ? "" : section + ".") + k + ": unknown key");
+    if (ok) continue;
+    // An operator's typo is shown as typed; a long or non-UTF-8 key is quoted, cut and escaped.
+    const std::string shown = k.size() <= kQuotedPrefix && is_valid_utf8(k) ? k : quote_value(k);
+    throw Error(Code::InvalidArgument, origin + ": " + (section.empty() ? "" : section + ".") + shown + ": unknown key");
   }
 }
 
@@ -172,6 +176,7 @@ ShimConfig parse_config_unchecked(const std::string& text, const std::string& or
 }  // namespace
 
 ShimConfig parse_config(const std::string& text, const std::string& origin) {
+  check_bound(origin, text.size(), kMaxConfigBytes);
   try {
     return parse_config_unchecked(text, origin);
   } catch (const YAML::Exception& e) {
@@ -194,7 +199,7 @@ ShimConfig load_config(const std::string& explicit_path) {
     }
     path = kDefaultConfigPath;
   }
-  return parse_config(read_file(path), path);
+  return parse_config(read_file(path, kMaxConfigBytes), path);
 }
 
 }  // namespace nvproxy::shim

@@ -25,6 +25,10 @@ struct ShimConfig {
 };
 
 // Parses YAML text; errors name `origin` and the key.
+// The largest config file the shim reads (docs/configuration.md, "Bounds"); a larger one, or one
+// that is not a regular file (/dev/zero, a FIFO), is refused naming the path.
+inline constexpr std::size_t kMaxConfigBytes = 1u << 20;
+
 ShimConfig parse_config(const std::string& yaml_text, const std::string& origin);
 // Picks and loads the file as described above. `explicit_path` comes from the runtime options.
 ShimConfig load_config(const std::string& explicit_path);

@@ -2,7 +2,9 @@
 
 #include "common/error.h"
 #include "common/fs.h"
+#include "common/number.h"
 #include "common/process.h"
+#include "common/text.h"
 #include "shim/task/task_context.h"
 
 namespace nvproxy::shim {
@@ -13,11 +15,8 @@ constexpr auto kConsoleTimeout = std::chrono::seconds(10);
 
 pid_t read_pid_file(const std::filesystem::path& p) {
   std::string s = read_file(p);
-  try {
-    return static_cast<pid_t>(std::stol(s));
-  } catch (const std::exception&) {
-    throw Error(Code::Internal, "pid file " + p.string() + " holds \"" + s + "\", not a pid");
-  }
+  if (auto pid = parse_number<pid_t>(trim(s)); pid && *pid > 0) return *pid;
+  throw Error(Code::Internal, "pid file " + p.string() + " holds " + quote_value(s) + ", not a pid");
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include "proto/wkt.pb.h"
 
 #include "common/error.h"
+#include "common/text.h"
 #include "common/ttrpc/server.h"
 #include "shim/task/task_service.h"
 
@@ -19,11 +20,26 @@ Req decode(const std::string& payload, const char* method) {
   return r;
 }
 
+// Runs one call; what the standard library throws from it (a number out of range, bad_alloc, a
+// filesystem error) becomes an Error with a code that names the method and the container, never
+// Unknown. An Error passes as it is.
+template <typename Req, typename Fn>
+std::string call(const char* method, const std::string& payload, Fn fn) {
+  const Req r = decode<Req>(payload, method);
+  try {
+    return fn(r);
+  } catch (const Error&) {
+    throw;
+  } catch (...) {
+    throw error_from_current_exception(std::string("Task.") + method + " of container " + quote_value(r.id()));
+  }
+}
+
 // A method returning a message.
 template <typename Req, typename Fn>
 void bind(ttrpc::Server& s, const char* method, Fn fn) {
   s.register_method(kTaskServiceName, method, [fn, method](const ttrpc::CallContext&, const std::string& payload) {
-    return fn(decode<Req>(payload, method)).SerializeAsString();
+    return call<Req>(method, payload, [&](const Req& r) { return fn(r).SerializeAsString(); });
   });
 }
 
@@ -31,8 +47,10 @@ void bind(ttrpc::Server& s, const char* method, Fn fn) {
 template <typename Req, typename Fn>
 void bind_empty(ttrpc::Server& s, const char* method, Fn fn) {
   s.register_method(kTaskServiceName, method, [fn, method](const ttrpc::CallContext&, const std::string& payload) {
-    fn(decode<Req>(payload, method));
-    return wkt::Empty().SerializeAsString();
+    return call<Req>(method, payload, [&](const Req& r) {
+      fn(r);
+      return wkt::Empty().SerializeAsString();
+    });
   });
 }
 
