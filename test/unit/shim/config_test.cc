@@ -1,8 +1,15 @@
 #include "shim/task/config.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <filesystem>
+
 #include "common/error.h"
+#include "common/fs.h"
 
 using namespace nvproxy;
 using namespace nvproxy::shim;
@@ -113,5 +120,41 @@ TEST(Config, StagingMemory) {
     EXPECT_NE(std::string(e.what()).find("/etc/x.yaml: checkpoint.staging_memory: \"sometimes\" is neither lift nor refuse"),
               std::string::npos)
         << e.what();
+  }
+}
+
+// Issue 63: what an operator points the shim at is read bounded and refused at once otherwise.
+namespace {
+std::string load_error(const std::string& path) {
+  try {
+    load_config(path);
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Code::InvalidArgument) << e.what();
+    return e.what();
+  }
+  return "";
+}
+}  // namespace
+
+TEST(Config, ADeviceAFifoOrAHugeFileIsRefusedAtOnceNamingThePath) {
+  auto dir = std::filesystem::temp_directory_path() / ("nvproxy-cfg-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  ASSERT_EQ(::mkfifo((dir / "fifo").c_str(), 0600), 0);
+  write_file_atomic(dir / "big.yaml", "log_level: info\n" + std::string(kMaxConfigBytes, '#'));
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(load_error("/dev/zero"), "read /dev/zero: is a character device, not a regular file");
+  EXPECT_EQ(load_error((dir / "fifo").string()), "read " + (dir / "fifo").string() + ": is a FIFO, not a regular file");
+  EXPECT_NE(load_error((dir / "big.yaml").string()).find("exceeds the bound of 1048576 bytes"), std::string::npos);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(1));
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Config, AKeyThatIsNotUtf8IsNamedEscaped) {
+  try {
+    parse_config("runtime:\n  bin\xe9ry: runc\n", "/etc/x.yaml");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Code::InvalidArgument);
+    EXPECT_STREQ(e.what(), "/etc/x.yaml: runtime.\"bin\\xe9ry\": unknown key");
   }
 }
