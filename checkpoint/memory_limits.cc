@@ -48,12 +48,19 @@ fs::path cgroup_relative_path(const std::string& cgroups_path) {
   return out;
 }
 
-OomBaseline oom_baseline(MemoryProbe& probe, const fs::path& cgroup) {
+OomBaseline oom_baseline(MemoryProbe& probe, const fs::path& cgroup, const std::vector<fs::path>& above) {
   // A cgroup not made yet (a restore's) starts at 0; counts that cannot be read name no cause later.
   OomBaseline b{.cgroup = cgroup};
   try {
     if (!cgroup.empty()) b.cgroup_kills = probe.oom_kills(cgroup);
   } catch (const std::exception&) {
+  }
+  for (const auto& a : above) {
+    if (a.empty() || a == cgroup) continue;
+    try {
+      b.above.emplace_back(a, probe.oom_kills(a));
+    } catch (const std::exception&) {
+    }
   }
   try {
     b.host_kills = probe.host_oom_kills();
@@ -72,6 +79,20 @@ std::string oom_cause(MemoryProbe& probe, const OomBaseline& before) {
                " process(es) of the container at its memory limit during it (oom_kill " + std::to_string(before.cgroup_kills) +
                " -> " + std::to_string(now) + " in " + before.cgroup.string() + ")";
     }
+  } catch (const std::exception&) {
+    // gone with its container: the ancestors still count
+  }
+  for (const auto& [cg, kills] : before.above) {
+    std::uint64_t now = kills;
+    try {
+      now = probe.oom_kills(cg);
+    } catch (const std::exception&) {
+    }
+    if (now > kills)
+      return "the kernel OOM-killed " + std::to_string(now - kills) + " process(es) under the memory limit of " + cg.string() +
+             " during it (oom_kill " + std::to_string(kills) + " -> " + std::to_string(now) + ")";
+  }
+  try {
     std::uint64_t host = probe.host_oom_kills();
     if (before.host_kills != std::numeric_limits<std::uint64_t>::max() && host > before.host_kills)
       return "the kernel's OOM killer ran on the host during it (oom_kill " + std::to_string(before.host_kills) + " -> " +

@@ -91,8 +91,13 @@ std::uint64_t parse_limit(const std::string& text, const std::string& what);
 struct OomBaseline {
   std::filesystem::path cgroup;  // empty: the container's cgroup is unknown
   std::uint64_t cgroup_kills = 0, host_kills = 0;
+  // The cgroups above it that set a limit (a pod's), nearest first, with their counts: a kill at
+  // the pod's limit is counted there (v2 counts a subtree's kills in each ancestor too, and the
+  // container's own cgroup may be gone by the time a failure is looked at).
+  std::vector<std::pair<std::filesystem::path, std::uint64_t>> above;
 };
-OomBaseline oom_baseline(MemoryProbe& probe, const std::filesystem::path& cgroup);
+OomBaseline oom_baseline(MemoryProbe& probe, const std::filesystem::path& cgroup,
+                         const std::vector<std::filesystem::path>& above = {});
 // "" when no count went up; else the kernel's reason, with the counts and where they were read.
 std::string oom_cause(MemoryProbe& probe, const OomBaseline& before);
 

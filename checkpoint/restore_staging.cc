@@ -1,5 +1,6 @@
 #include "checkpoint/restore_staging.h"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "checkpoint/shared/gpu_facts.h"
@@ -32,13 +33,22 @@ RestoreStaging::RestoreStaging(const RestoreStagingInput& in, MemoryProbe& probe
     bill.staged[StagingBill::kSandboxToCome] = in.record->sandbox_device_bytes;
     bill.in_sandbox = true;
   }
-  if (bill.total() == 0) return;  // nothing staged: the restore is the container's own business
   std::uint64_t pages = image_page_bytes(in.image);
+  // A sandbox's memory file may live inside runsc's state file, compressed: what its cgroup held at
+  // the checkpoint, staging included, is what the new sentry will hold.
+  if (bill.in_sandbox) pages = std::max(pages, in.record->sandbox_memory_bytes);
   bill.resident = pages > bill.total() ? pages - bill.total() : 0;
 
   spec_ = in.bundle / "config.json";
-  const std::string spec_text = read_file(spec_);
-  nlohmann::json spec = nlohmann::json::parse(spec_text);
+  std::string spec_text;
+  nlohmann::json spec;
+  try {
+    spec_text = read_file(spec_);
+    spec = nlohmann::json::parse(spec_text);
+  } catch (const std::exception& e) {
+    if (bill.total() > 0) throw Error(Code::InvalidArgument, who + ": " + spec_.string() + " cannot be read: " + e.what());
+    return;  // nothing to bill, and the runtime will say what is wrong with the spec
+  }
   fs::path dir;
   std::string file;
   const std::string cgroups_path = spec.value("/linux/cgroupsPath"_json_pointer, std::string());
@@ -47,8 +57,20 @@ RestoreStaging::RestoreStaging(const RestoreStagingInput& in, MemoryProbe& probe
     if (!cgroups_path.empty()) bill.limits = probe.limits_above(cgroups_path, dir, file);
     bill.host_available = probe.host_available();
   } catch (const std::exception& e) {
-    log.warn(who + ": the memory limits over the container or the host's memory cannot be read (" + e.what() +
-             "): the driver's staging of " + format_bytes(bill.total()) + " is not billed");
+    if (bill.total() > 0)
+      log.warn(who + ": the memory limits over the container or the host's memory cannot be read (" + e.what() +
+               "): the driver's staging of " + format_bytes(bill.total()) + " is not billed");
+    return;
+  }
+  // The OOM counts, billed or not: a restore the kernel kills says so first. The container's own
+  // cgroup counts from 0 once the runtime made it; its ancestors' (a pod's) from now.
+  probe_ = &probe;
+  sandbox_ = in.record && (in.record->runtime == "runsc" || !in.record->sandbox.empty());
+  std::vector<fs::path> above;
+  for (const auto& l : bill.limits) above.push_back(l.cgroup);
+  oom_ = oom_baseline(probe, dir, above);
+  if (bill.total() == 0) {  // nothing staged: the restore is the container's own business
+    billed_ = "nothing: the image records no staged device memory";
     return;
   }
   if (std::string w = bill_reservations(bill, reservations, in.container); !w.empty()) log.warn(who + ": " + w);
@@ -84,9 +106,18 @@ RestoreStaging::RestoreStaging(const RestoreStagingInput& in, MemoryProbe& probe
     spec_back();
     throw;
   }
-  // The OOM counts of the container's cgroup can be read once the runtime made it.
-  probe_ = &probe;
-  oom_ = oom_baseline(probe, dir);
+  billed_ = format_bytes(bill.need()) + " (" + staged_text(bill.staged, bill.in_sandbox) + ", " + format_bytes(bill.resident) +
+            " of restored memory besides, a margin of " + format_bytes(bill.margin) + ")";
+  for (const auto& c : plan.lifts)
+    billed_ += "; " + c.file.string() + " lifted " + format_bytes(c.from) + " -> " + format_bytes(c.to);
+}
+
+std::string RestoreStaging::oom_cause_now() const {
+  if (!probe_) return "";
+  std::string cause = oom_cause(*probe_, oom_);
+  if (cause.empty()) return "";
+  return std::string(sandbox_ ? "the sandbox was OOM-killed during its restore: " : "the restore was OOM-killed: ") + cause +
+         "; the restore was billed " + billed_;
 }
 
 void RestoreStaging::spec_back() noexcept {

@@ -49,8 +49,9 @@ class RestoreStaging {
     spec_back();
     hold_.end();
   }
-  // "" or the kernel's reason for processes killed during the restore (oom_cause).
-  [[nodiscard]] std::string oom_cause_now() const { return probe_ ? oom_cause(*probe_, oom_) : ""; }
+  // "" or the kernel's reason for processes killed during the restore (oom_cause), with what the
+  // restore was billed and which limits were lifted to what.
+  [[nodiscard]] std::string oom_cause_now() const;
 
  private:
   std::filesystem::path spec_;
@@ -58,6 +59,8 @@ class RestoreStaging {
   StagingHold hold_;
   MemoryProbe* probe_ = nullptr;  // null: nothing billed, no OOM counts
   OomBaseline oom_;               // the container's new cgroup counts from 0
+  bool sandbox_ = false;          // a gVisor sandbox's restore
+  std::string billed_;            // the bill and the lifts, for a failure's message
 };
 
 }  // namespace nvproxy::checkpoint

@@ -120,6 +120,9 @@ class CheckpointSession {
   // newer than this host's is a warning.
   void check_runtime(const ImageRecord& rec, const std::string& who);
   void stamp_runtime(ImageRecord& rec);
+  // What the sandbox's memory cgroup holds now, less its reclaimable cache (the sentry `sentry`'s):
+  // with every staging in it, what its restore will hold. 0 when it cannot be read (a warning).
+  std::uint64_t sandbox_charge(pid_t sentry);
   void resume_cuda(const ImageRecord& rec, const RestorePlan& plan);
   void check_released(const ImageRecord& rec, const std::vector<pid_t>& cuda, const std::string& who);
   // The host's files the image depends on (image/host_files.h), as the container's spec maps them

@@ -105,6 +105,19 @@ void drop_zero_pages(const std::filesystem::path& image, const std::string& who,
 
 }  // namespace
 
+std::uint64_t CheckpointSession::sandbox_charge(pid_t sentry) {
+  MemoryProbe* memory = tools_.memory();
+  if (!memory) return 0;
+  try {
+    const auto cgroup = memory->memory_cgroup(sentry);
+    return cgroup.empty() ? 0 : memory->used(cgroup);
+  } catch (const std::exception& e) {
+    log_.warn("checkpoint of \"" + t_.id + "\"" + tools_.label() + ": the sandbox's memory charge is unknown (" + e.what() +
+              "); a restore bills the image's pages instead");
+    return 0;
+  }
+}
+
 void CheckpointSession::stamp_runtime(ImageRecord& rec) {
   try {
     SessionRuntime::Identity id = rt_.identity();
@@ -201,7 +214,9 @@ void CheckpointSession::snapshot_into(const SnapshotRequest& sr, const std::file
   ThawGuard thaw(rt_, t_.id, sr.paused && has_holders, log_);
 
   CheckpointRequest req = request(sr.leave_running, image, has_holders, facts.facts);
+  std::uint64_t sandbox_memory = 0;
   CheckpointOutcome outcome = tools_.orchestrator().checkpoint_around(req, [&](const ReleasePlan& release) {
+    if (req.staging_pid > 0) sandbox_memory = sandbox_charge(req.staging_pid);
     try {
       rt_.snapshot(image, tools_.release_before_snapshot(release));
     } catch (const DeadlineError& e) {
@@ -230,6 +245,7 @@ void CheckpointSession::snapshot_into(const SnapshotRequest& sr, const std::file
   }
   if (auto it = req.device_bytes.find(req.staging_pid); req.staging_pid > 0 && it != req.device_bytes.end())
     rec.sandbox_device_bytes = it->second;
+  rec.sandbox_memory_bytes = sandbox_memory;
   if (tools_.host_view() && !rec.gpu_error.empty())
     log_.warn(who + ": the image records no GPU facts for the restore preflight: " + rec.gpu_error);
   try {

@@ -85,7 +85,9 @@ void CheckpointSession::restore(const RestoreRequest& req) {
   check_host_files(image);
   // Billed before anything is created: the staged device memory comes back through host memory.
   RestoreStaging staging;
-  if (MemoryProbe* memory = tools_.memory(); memory && plan.record && plan.record->has_cuda())
+  // Made for every image of this shim: what is staged is billed, and a restore the kernel kills is
+  // named as such whatever it restored.
+  if (MemoryProbe* memory = tools_.memory(); memory && plan.record)
     staging = RestoreStaging({.container = t_.id,
                               .bundle = t_.bundle,
                               .image = image,
@@ -108,25 +110,28 @@ void CheckpointSession::restore(const RestoreRequest& req) {
   } catch (const Error& e) {
     // The runtime restored the processes but CUDA did not come back in all of them: the task's
     // start fails, so nothing of it may keep running behind containerd's back (Delete would not
-    // remove a running container).
+    // remove a running container). An OOM kill is read first, while the cgroup is still there, and
+    // said first: it is the cause, whatever failed after it (a sandbox killed answers no exec).
+    const std::string oom = staging.oom_cause_now();
     std::string aftermath;
     try {
       aftermath = "removed the restored container (" + rt_.remove() + ")";
     } catch (const std::exception& de) {
       aftermath = "could not remove the restored container: " + std::string(de.what());
     }
+    if (!oom.empty())
+      throw Error(Code::ResourceExhausted, "restore of \"" + t_.id + "\": " + oom + "; then: " + e.what() + "; " + aftermath);
     throw Error(e.code(), std::string(e.what()) + "; " + aftermath);
   }
 }
 
 bool CheckpointSession::host_files_of(const std::filesystem::path& image, std::vector<HostFile>& out) {
-  const nlohmann::json spec = oci::Spec::load(t_.bundle).json();
   if (std::filesystem::exists(image / "pstree.img")) {
-    out = on_bind_mounts(criu_open_files(image), spec);
+    out = on_bind_mounts(criu_open_files(image), oci::Spec::load(t_.bundle).json());
     return true;
   }
   if (!std::filesystem::exists(image / "checkpoint.img")) return false;  // nor runsc's state file
-  out = bind_mount_sources(spec);
+  out = bind_mount_sources(oci::Spec::load(t_.bundle).json());
   return true;
 }
 

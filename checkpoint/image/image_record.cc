@@ -43,6 +43,7 @@ json to_json(const ImageRecord& r) {
   if (r.gpu) j["gpu"] = to_json(*r.gpu);
   if (!r.gpu_error.empty()) j["gpu_error"] = r.gpu_error;
   if (r.sandbox_device_bytes > 0) j["sandbox_device_bytes"] = r.sandbox_device_bytes;
+  if (r.sandbox_memory_bytes > 0) j["sandbox_memory_bytes"] = r.sandbox_memory_bytes;
   if (!r.runtime.empty()) j["runtime"] = {{"name", r.runtime}, {"version", r.runtime_version}};
   if (!r.criu_version.empty()) j["criu_version"] = r.criu_version;
   if (r.host_files_listed) {
@@ -75,6 +76,7 @@ ImageRecord image_record_from_json(const json& j) {
     if (j.contains("gpu_error"))
       r.gpu_error = j.at("gpu_error").is_string() ? j.at("gpu_error").get<std::string>() : j.at("gpu_error").dump();
     r.sandbox_device_bytes = json_integer_or<std::uint64_t>(j, "sandbox_device_bytes", 0);
+    r.sandbox_memory_bytes = json_integer_or<std::uint64_t>(j, "sandbox_memory_bytes", 0);
     if (j.contains("runtime")) {
       const json& rt = j.at("runtime");
       if (!rt.is_object()) throw Error(Code::InvalidArgument, "\"runtime\" is not an object");

@@ -55,6 +55,9 @@ struct ImageRecord {
   // toggles (0.7.0 on; 0: unknown): the driver staged it in the sentry's memory, which the image
   // keeps and runsc's restore brings back, so the restore bills it (restore_staging.h).
   std::uint64_t sandbox_device_bytes = 0;
+  // What the sandbox's memory cgroup was charged just before runsc's snapshot, its staging included
+  // (0.9.0 on; 0: unknown): the sentry's restored memory file holds as much, so a restore bills it.
+  std::uint64_t sandbox_memory_bytes = 0;
   std::vector<ImageReleased> released;  // version 2, written by 0.4.0 on; absent: none
   // What wrote the image (0.6.0 on; absent before, then nothing is checked): the runtime's kind and
   // version as it prints it, and the CRIU version (runc, crun). A restore on another node checks

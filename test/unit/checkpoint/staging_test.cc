@@ -8,6 +8,7 @@
 
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 
 #include "checkpoint/host_reservations.h"
 #include "checkpoint/limit_lift.h"
@@ -356,6 +357,75 @@ TEST(MemoryProbe, OomCountsNameTheCause) {
   EXPECT_EQ(oom_cause(probe, b), "");
   write_file_atomic(root / "c/memory.events", "low 0\nhigh 0\nmax 3\noom 2\noom_kill 1\n");
   EXPECT_NE(oom_cause(probe, b).find("oom_kill 0 -> 1 in " + (root / "c").string()), std::string::npos);
+}
+
+TEST(MemoryProbe, AKillAtThePodsLimitIsNamedWhenTheContainersCgroupIsGone) {
+  ScratchDir d(scratch("cg"));
+  fs::path root = d.path() / "sys";
+  fs::create_directories(root / "pod/c");
+  write_file_atomic(root / "pod/c/memory.events", "oom_kill 0\n");
+  write_file_atomic(root / "pod/memory.events", "oom_kill 4\n");
+  fs::create_directories(d.path() / "proc");
+  write_file_atomic(d.path() / "proc/vmstat", "oom_kill 9\n");
+  HostMemoryProbe probe(d.path() / "meminfo", root, d.path() / "proc");
+  OomBaseline b = oom_baseline(probe, root / "pod/c", {root / "pod/c", root / "pod"});
+  EXPECT_EQ(oom_cause(probe, b), "");
+  fs::remove_all(root / "pod/c");  // runsc's delete took the sandbox's cgroup with it
+  write_file_atomic(root / "pod/memory.events", "oom_kill 5\n");
+  write_file_atomic(d.path() / "proc/vmstat", "oom_kill 10\n");
+  const std::string cause = oom_cause(probe, b);
+  EXPECT_NE(cause.find("under the memory limit of " + (root / "pod").string()), std::string::npos) << cause;
+  EXPECT_NE(cause.find("oom_kill 4 -> 5"), std::string::npos) << cause;
+}
+
+// A gVisor sandbox's restore: runsc keeps the memory file inside its state file, so the image has no
+// page files to count; what the sandbox's cgroup held at the checkpoint (its record) is billed.
+TEST(RestoreStaging, ASandboxIsBilledForWhatItHeldAtItsCheckpoint) {
+  ScratchDir d(scratch("sbx"));
+  fs::path root = d.path() / "sys";
+  fs::create_directories(root / "pod");
+  write_file_atomic(root / "cgroup.controllers", "memory\n");
+  write_file_atomic(root / "pod/memory.max", std::to_string(4096 * MiB) + "\n");
+  write_file_atomic(root / "pod/memory.current", "0\n");
+  write_file_atomic(root / "pod/memory.stat", "inactive_file 0\n");
+  write_file_atomic(root / "pod/memory.events", "oom_kill 0\n");
+  write_file_atomic(d.path() / "meminfo", "MemAvailable: " + std::to_string(64 * 1024 * 1024) + " kB\n");
+  fs::create_directories(d.path() / "proc");
+  write_file_atomic(d.path() / "proc/vmstat", "oom_kill 0\n");
+  fs::create_directories(d.path() / "bundle");
+  fs::create_directories(d.path() / "image");
+  write_file_atomic(d.path() / "image/checkpoint.img", std::string(4096, 'x'));
+  const std::string spec =
+      R"({"linux":{"cgroupsPath":"/pod/c","resources":{"memory":{"limit":)" + std::to_string(192 * MiB) + "}}}}";
+  write_file_atomic(d.path() / "bundle/config.json", spec);
+  HostMemoryProbe probe(d.path() / "meminfo", root, d.path() / "proc");
+  Logger log(-1);
+  ImageRecord rec{.container = "s", .sandbox = "runsc", .cuda_processes = 1, .sandbox_device_bytes = 256 * MiB};
+  rec.sandbox_memory_bytes = 384 * MiB;
+  RestoreStagingInput in{.container = "s",
+                         .bundle = d.path() / "bundle",
+                         .image = d.path() / "image",
+                         .record = &rec,
+                         .mode = StagingMode::Lift,
+                         .margin = 64 * MiB};
+  {
+    RestoreStaging staging(in, probe, nullptr, log);
+    auto lifted = nlohmann::json::parse(read_file(d.path() / "bundle/config.json"));
+    // 256 MiB staged + the other 128 MiB the sandbox held + 64 MiB margin; the staging alone was 320.
+    EXPECT_EQ(lifted["linux"]["resources"]["memory"]["limit"].get<std::uint64_t>(), (384 + 64) * MiB);
+    staging.spec_back();
+    EXPECT_EQ(read_file(d.path() / "bundle/config.json"), spec);
+    // The sandbox killed at the pod's limit: said with the bill.
+    write_file_atomic(root / "pod/memory.events", "oom_kill 1\n");
+    const std::string cause = staging.oom_cause_now();
+    EXPECT_EQ(cause.rfind("the sandbox was OOM-killed during its restore: ", 0), 0u) << cause;
+    EXPECT_NE(cause.find("the restore was billed 448.0 MiB"), std::string::npos) << cause;
+    EXPECT_NE(cause.find(" -> 448.0 MiB"), std::string::npos) << cause;
+  }
+  // Under staging_memory: refuse the same bill is refused up front, the spec untouched.
+  in.mode = StagingMode::Refuse;
+  EXPECT_THROW(RestoreStaging(in, probe, nullptr, log), Error);
+  EXPECT_EQ(read_file(d.path() / "bundle/config.json"), spec);
 }
 
 TEST(RestoreStaging, ImagePagesAreCounted) {
