@@ -131,6 +131,7 @@ void HostMemoryProbe::write_limit(const fs::path& file, std::uint64_t value) {
 
 std::uint64_t HostMemoryProbe::oom_kills(const fs::path& cgroup) {
   std::error_code ec;
+  if (!fs::is_directory(cgroup, ec)) throw Error(Code::NotFound, "memory cgroup " + cgroup.string() + " is gone");
   for (const char* f : {"memory.events", "memory.oom_control"})
     if (fs::exists(cgroup / f, ec)) return kv_value(cgroup / f, "oom_kill");
   return 0;

@@ -71,6 +71,7 @@ OomBaseline oom_baseline(MemoryProbe& probe, const fs::path& cgroup, const std::
 }
 
 std::string oom_cause(MemoryProbe& probe, const OomBaseline& before) {
+  bool cgroup_gone = false;
   try {
     if (!before.cgroup.empty()) {
       std::uint64_t now = probe.oom_kills(before.cgroup);
@@ -80,7 +81,7 @@ std::string oom_cause(MemoryProbe& probe, const OomBaseline& before) {
                " -> " + std::to_string(now) + " in " + before.cgroup.string() + ")";
     }
   } catch (const std::exception&) {
-    // gone with its container: the ancestors still count
+    cgroup_gone = true;  // gone with its container (a runtime's failed restore removes it): the ancestors still count
   }
   for (const auto& [cg, kills] : before.above) {
     std::uint64_t now = kills;
@@ -89,11 +90,15 @@ std::string oom_cause(MemoryProbe& probe, const OomBaseline& before) {
     } catch (const std::exception&) {
     }
     if (now > kills)
-      return "the kernel OOM-killed " + std::to_string(now - kills) + " process(es) under the memory limit of " + cg.string() +
+      return "the kernel OOM-killed " + std::to_string(now - kills) + " process(es) in or below " + cg.string() +
              " during it (oom_kill " + std::to_string(kills) + " -> " + std::to_string(now) + ")";
   }
   try {
     std::uint64_t host = probe.host_oom_kills();
+    if (before.host_kills != std::numeric_limits<std::uint64_t>::max() && host > before.host_kills && cgroup_gone)
+      return "the kernel OOM-killed " + std::to_string(host - before.host_kills) + " process(es) on this host during it (oom_kill " +
+             std::to_string(before.host_kills) + " -> " + std::to_string(host) + " in /proc/vmstat) and the container's cgroup " +
+             before.cgroup.string() + " is gone, with its own count";
     if (before.host_kills != std::numeric_limits<std::uint64_t>::max() && host > before.host_kills)
       return "the kernel's OOM killer ran on the host during it (oom_kill " + std::to_string(before.host_kills) + " -> " +
              std::to_string(host) + " in /proc/vmstat): the host ran out of memory";

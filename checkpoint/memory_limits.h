@@ -57,7 +57,7 @@ class MemoryProbe {
   virtual void write_limit(const std::filesystem::path& file, std::uint64_t value) = 0;
   // The kernel's OOM kills so far in `cgroup` (memory.events or v1's memory.oom_control "oom_kill")
   // and on the host (/proc/vmstat "oom_kill"): a count that went up during a checkpoint names its
-  // cause. 0 when the kernel does not count.
+  // cause. 0 when the kernel does not count; Error(NotFound) when the cgroup is gone.
   virtual std::uint64_t oom_kills(const std::filesystem::path& cgroup) = 0;
   virtual std::uint64_t host_oom_kills() = 0;
 };

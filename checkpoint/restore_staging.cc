@@ -66,8 +66,10 @@ RestoreStaging::RestoreStaging(const RestoreStagingInput& in, MemoryProbe& probe
   // cgroup counts from 0 once the runtime made it; its ancestors' (a pod's) from now.
   probe_ = &probe;
   sandbox_ = in.record && (in.record->runtime == "runsc" || !in.record->sandbox.empty());
+  // Every ancestor, nearest first: those with a limit (a pod's) count the kills at it, and under
+  // cgroup v2 each counts its subtree's, the container's own included once that is gone.
   std::vector<fs::path> above;
-  for (const auto& l : bill.limits) above.push_back(l.cgroup);
+  for (fs::path p = dir.parent_path(); !p.empty() && p != p.root_path() && above.size() < 16; p = p.parent_path()) above.push_back(p);
   oom_ = oom_baseline(probe, dir, above);
   if (bill.total() == 0) {  // nothing staged: the restore is the container's own business
     billed_ = "nothing: the image records no staged device memory";

@@ -100,7 +100,7 @@ void CheckpointSession::restore(const RestoreRequest& req) {
   } catch (const Error& e) {
     std::string oom = staging.oom_cause_now();
     if (oom.empty()) throw;
-    throw Error(e.code(), "restore of \"" + t_.id + "\": " + oom + "; then: " + e.what());
+    throw Error(Code::ResourceExhausted, "restore of \"" + t_.id + "\": " + oom + "; then: " + e.what());
   }
   staging.spec_back();
   if (!plan.record || !plan.record->has_cuda()) return;
