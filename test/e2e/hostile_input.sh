@@ -17,18 +17,27 @@ W=$(mktemp -d /tmp/nvproxy-hostile.XXXXXX)
 nv_defer rm -rf "$W"
 
 # refused ID MAX_MS ARGS...: `ctr run` of ID with ARGS must fail within MAX_MS; its output in $OUT.
+# The time is containerd's and ctr's too, on a machine that runs other tests beside this one: a
+# refusal over MAX_MS is tried again, twice at most, and the fastest counts (a parser that grows
+# faster than its input is slow every time; a busy machine is not).
 refused() {
   local id=$1 max_ms=$2
   shift 2
-  local t0 t1 rc=0
-  t0=$(date +%s%N)
-  OUT=$(nv_ctr run --rm --runtime $NV_RT "$@" "$NV_IMAGE" "$id" true 2>&1) || rc=$?
-  t1=$(date +%s%N)
-  ELAPSED_MS=$(((t1 - t0) / 1000000))
-  echo "$id: rc=$rc in ${ELAPSED_MS} ms: ${OUT:0:600}" >&2
-  ((rc != 0)) || nv_fail "$id: the container ran"
-  ((ELAPSED_MS < max_ms)) || nv_fail "$id: refused after ${ELAPSED_MS} ms, not within ${max_ms} ms"
-  [[ $OUT != *"invalid UTF-8"* ]] || nv_fail "$id: the status did not reach containerd: $OUT"
+  local t0 t1 rc attempt best=
+  for attempt in 1 2 3; do
+    rc=0
+    t0=$(date +%s%N)
+    OUT=$(nv_ctr run --rm --runtime $NV_RT "$@" "$NV_IMAGE" "$id" true 2>&1) || rc=$?
+    t1=$(date +%s%N)
+    ELAPSED_MS=$(((t1 - t0) / 1000000))
+    echo "$id: attempt $attempt: rc=$rc in ${ELAPSED_MS} ms: ${OUT:0:600}" >&2
+    ((rc != 0)) || nv_fail "$id: the container ran"
+    [[ $OUT != *"invalid UTF-8"* ]] || nv_fail "$id: the status did not reach containerd: $OUT"
+    [[ -n $best ]] && ((best <= ELAPSED_MS)) || best=$ELAPSED_MS
+    ((ELAPSED_MS >= max_ms)) || break
+    nv_ctr c rm "$id" >/dev/null 2>&1 || true
+  done
+  ((best < max_ms)) || nv_fail "$id: refused after ${best} ms at best of 3, not within ${max_ms} ms"
 }
 
 # invalid_argument ID: the shim answered ID's Create with InvalidArgument (ctr 1.6 appends the class
