@@ -8,6 +8,8 @@
 #   host      a host without room (a MemAvailable file of the test's): refused before any toggle
 #   shared    two checkpoints that each fit the host but not together: one is refused, naming the
 #             other (the host-wide account)
+#             (issue 60) the same image with its record's GPU facts taken out (an image that bills
+#             nothing): CRIU is killed at the limit during the restore and the error says so first
 #   oom       device memory NVML does not report: nothing is lifted, the kernel kills the
 #             workload mid-checkpoint, and the error says so (not a timeout guess)
 #   crash     the shim killed while the limits are lifted: the shim's delete puts them back
@@ -18,7 +20,10 @@ source "$(dirname "$0")/lib/fake-cuda.sh"
 nv_fake_cuda
 MEMINFO=$FAKE/meminfo
 ACCOUNT=$FAKE/staging.json
+STORE=$(mktemp -d /tmp/nvproxy-staging-store.XXXXXX)
+nv_defer rm -rf "$STORE"
 NV_SHIM_EXTRA="$NV_FAKE_CHECKPOINT
+  image_store: $STORE
   staging_margin_mib: 64
   host_meminfo: $MEMINFO
   staging_account: $ACCOUNT"
@@ -106,6 +111,22 @@ nv_assert_eq "$LIMIT" "$(limit_of "$POD/lift")" "the restored container's limit"
 nv_assert_eq "$POD_LIMIT" "$(limit_of "$POD")" "the pod's limit after the restore"
 grep -F 'restore of \"lift\": memory limits lifted' "$NV_DIR/containerd.log" | grep -qF "$POD/lift/$LIMIT_FILE" \
   || nv_fail "the restore did not lift the container's limit"
+stop lift
+nv_log "restore of lift from an image that bills nothing: killed at the limit, and said so first"
+entry=$(find "$STORE/$NV_NAMESPACE/lift" -mindepth 1 -maxdepth 1 -type d | head -1)
+jq 'del(.gpu) | .gpu_error = "taken out by the test"' "$entry/nvproxy-cuda.json" >"$entry/r.json"
+mv "$entry/r.json" "$entry/nvproxy-cuda.json"
+printf checkpointed >"$FAKE/cuda/$pid.state"
+touch "$FAKE/cuda/$pid.closed"
+set +e
+err=$(nv_ctr c restore --live --rw lift liftref </dev/null 2>&1)
+rc=$?
+set -e
+echo "$err" >&2
+((rc != 0)) || nv_fail "an unbilled restore of $STAGE_MIB MiB staged under a $((LIMIT >> 20)) MiB limit succeeded"
+nv_assert_contains "$err" "the restore was OOM-killed: the kernel OOM-killed" "the error names the kill first"
+nv_assert_contains "$err" "the restore was billed nothing" "the error says what was billed"
+nv_assert_eq "$POD_LIMIT" "$(limit_of "$POD")" "the pod's limit after the failed restore"
 stop lift
 reset_fake
 
