@@ -59,7 +59,7 @@ Error error_from_current_exception(std::string_view operation) {
   } catch (const std::length_error& e) {
     return Error(Code::InvalidArgument, op + ": value too long: " + e.what());
   } catch (const std::exception& e) {
-    return Error(Code::Internal, op + ": " + typeid(e).name() + ": " + e.what());
+    return Error(Code::Internal, op + ": " + e.what());
   } catch (...) {
     return Error(Code::Internal, op + ": a non-standard exception");
   }

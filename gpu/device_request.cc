@@ -19,18 +19,28 @@ const std::set<std::string>& known_capabilities() {
   return kCaps;
 }
 
-std::optional<std::string> env_value(const json& spec, const std::string& key) {
-  std::optional<std::string> out;
+namespace {
+
+// The value of KEY in process.env (the last one wins, as in execve), a view into `spec`.
+std::optional<std::string_view> env_view(const json& spec, std::string_view key) {
+  std::optional<std::string_view> out;
   auto p = spec.find("process");
   if (p == spec.end() || !p->is_object()) return out;
   auto env = p->find("env");
   if (env == p->end() || !env->is_array()) return out;
   for (const auto& e : *env) {
     if (!e.is_string()) continue;
-    const auto& s = e.get_ref<const std::string&>();
-    if (s.size() > key.size() && s.compare(0, key.size(), key) == 0 && s[key.size()] == '=') out = s.substr(key.size() + 1);
+    std::string_view s = e.get_ref<const std::string&>();
+    if (s.size() > key.size() && s.starts_with(key) && s[key.size()] == '=') out = s.substr(key.size() + 1);
   }
   return out;
+}
+
+}  // namespace
+
+std::optional<std::string> env_value(const json& spec, const std::string& key) {
+  auto v = env_view(spec, key);
+  return v ? std::optional<std::string>(std::string(*v)) : std::nullopt;
 }
 
 bool is_cdi_annotation(const std::string& key) {
@@ -131,21 +141,6 @@ void parse_capabilities(const std::optional<std::string_view>& value, GpuRequest
   }
   if (unknown > 8)
     r.warnings.push_back("env NVIDIA_DRIVER_CAPABILITIES: " + std::to_string(unknown - 8) + " more unknown capabilities ignored");
-}
-
-// The value of KEY in process.env (the last one wins, as in execve), a view into `spec`.
-std::optional<std::string_view> env_view(const json& spec, std::string_view key) {
-  std::optional<std::string_view> out;
-  auto p = spec.find("process");
-  if (p == spec.end() || !p->is_object()) return out;
-  auto env = p->find("env");
-  if (env == p->end() || !env->is_array()) return out;
-  for (const auto& e : *env) {
-    if (!e.is_string()) continue;
-    std::string_view s = e.get_ref<const std::string&>();
-    if (s.size() > key.size() && s.starts_with(key) && s[key.size()] == '=') out = s.substr(key.size() + 1);
-  }
-  return out;
 }
 
 }  // namespace

@@ -192,8 +192,9 @@ TEST_F(TtrpcTest, StatusErrorsKeepCodeAndMessage) {
   std::string msg;
   EXPECT_EQ(call_code(*c, "test.Svc", "Fail", "abc", &msg), Code::NotFound);
   EXPECT_EQ(msg, "container \"abc\" not found");
-  EXPECT_EQ(call_code(*c, "test.Svc", "Boom", "", &msg), Code::Unknown);
-  EXPECT_EQ(msg, "kaboom");
+  // A standard exception that escaped a handler: Internal, named by the method (never Unknown).
+  EXPECT_EQ(call_code(*c, "test.Svc", "Boom", "", &msg), Code::Internal);
+  EXPECT_EQ(msg, "test.Svc/Boom: kaboom");
   // Something that is no std::exception: the answer names its type, to look for.
   EXPECT_EQ(call_code(*c, "test.Svc", "Odd", "", &msg), Code::Unknown);
   EXPECT_NE(msg.find("non-standard exception of type "), std::string::npos) << msg;
