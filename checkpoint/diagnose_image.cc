@@ -36,6 +36,7 @@ int diagnose_image(const std::filesystem::path& image, bool json, std::ostream& 
                             {"runtime", rec->runtime},
                             {"host_files_listed", rec->host_files_listed},
                             {"host_files", files},
+                            {"stopped_ms", rec->stopped_ms},
                             {"would_refuse", refused}}
                  .dump(2)
           << "\n";
@@ -48,6 +49,12 @@ int diagnose_image(const std::filesystem::path& image, bool json, std::ostream& 
         out << "host files: none on the container's bind mounts\n";
       else
         out << "host files its restore opens again (" << rec->host_files.size() << "), as the checkpoint saw them:\n" << text;
+      if (!rec->checkpoint_phases.empty()) {
+        out << "where the checkpoint's time went:";
+        for (const auto& [name, ms] : rec->checkpoint_phases) out << " " << name << "=" << static_cast<long long>(ms) << "ms";
+        out << "\n";
+      }
+      if (rec->stopped_ms > 0) out << "the workload was stopped " << static_cast<long long>(rec->stopped_ms) << " ms\n";
     }
     return refused ? 3 : 0;
   } catch (const std::exception& e) {

@@ -62,6 +62,10 @@ struct RestoreRequest {
 
 inline constexpr const char* kDiagnosticFile = "checkpoint-diagnostic.json";
 
+// How long a leave-running checkpoint stopped the workload, from its phases: with CUDA toggled,
+// from the first lock to the last unlock; without, CRIU's frozen time. 0 when neither is known.
+double stopped_ms(const std::vector<PhaseTiming>& phases);
+
 class CheckpointSession {
  public:
   CheckpointSession(SessionTarget target, SessionRuntime& rt, SessionTools& tools, Logger& log)
@@ -120,6 +124,9 @@ class CheckpointSession {
   // newer than this host's is a warning.
   void check_runtime(const ImageRecord& rec, const std::string& who);
   void stamp_runtime(ImageRecord& rec);
+  // CRIU's own split of a dump or restore ("dump", "restore": its stats file in its work
+  // directory) added to `phases`, and said in a sentence; "" without one (runsc).
+  std::string criu_phases(std::vector<PhaseTiming>& phases, const std::string& what);
   // What the sandbox's memory cgroup holds now, less its reclaimable cache (the sentry `sentry`'s):
   // with every staging in it, what its restore will hold. 0 when it cannot be read (a warning).
   std::uint64_t sandbox_charge(pid_t sentry);

@@ -4,6 +4,7 @@
 #include <map>
 #include <optional>
 
+#include "checkpoint/image/criu_stats.h"
 #include "checkpoint/image/image_record.h"
 #include "checkpoint/image/image_store.h"
 #include "checkpoint/image/zero_pages.h"
@@ -229,6 +230,8 @@ void CheckpointSession::snapshot_into(const SnapshotRequest& sr, const std::file
   });
 
   if (t_.punch_zero_pages) drop_zero_pages(image, who, log_);
+  const std::string criu_text = criu_phases(outcome.phases, "dump");
+  const double stopped = sr.leave_running ? stopped_ms(outcome.phases) : 0;
 
   // The image exists now; note whether its processes carry checkpointed CUDA state, and what
   // they need from a host that restores them.
@@ -246,6 +249,8 @@ void CheckpointSession::snapshot_into(const SnapshotRequest& sr, const std::file
   if (auto it = req.device_bytes.find(req.staging_pid); req.staging_pid > 0 && it != req.device_bytes.end())
     rec.sandbox_device_bytes = it->second;
   rec.sandbox_memory_bytes = sandbox_memory;
+  for (const auto& ph : outcome.phases) rec.checkpoint_phases.emplace_back(ph.name, ph.ms);
+  rec.stopped_ms = stopped;
   if (tools_.host_view() && !rec.gpu_error.empty())
     log_.warn(who + ": the image records no GPU facts for the restore preflight: " + rec.gpu_error);
   try {
@@ -254,7 +259,43 @@ void CheckpointSession::snapshot_into(const SnapshotRequest& sr, const std::file
     log_.warn(who + ": " + e.what());
   }
   for (const auto& w : outcome.warnings) log_.warn(who + ": " + w);
-  log_.info(who + " done: " + std::to_string(outcome.toggled.size()) + " CUDA processes;" + phases_text(outcome.phases));
+  log_.info(
+      who + " done: " + std::to_string(outcome.toggled.size()) + " CUDA processes;" + phases_text(outcome.phases) +
+      (stopped > 0 ? "; the workload was stopped " + std::to_string(static_cast<long long>(stopped)) + " ms" : std::string()) +
+      (criu_text.empty() ? std::string() : "; " + criu_text));
+}
+
+std::string CheckpointSession::criu_phases(std::vector<PhaseTiming>& phases, const std::string& what) {
+  std::optional<SessionRuntime::Criu> criu;
+  try {
+    criu = rt_.criu();
+  } catch (const std::exception&) {
+    return "";
+  }
+  if (!criu || criu->work_dir.empty()) return "";
+  try {
+    auto stats = read_criu_stats(criu->work_dir, what);
+    if (!stats) return "";
+    for (const auto& t : stats->timings) phases.push_back({.name = t.name, .ms = t.ms});
+    return criu_stats_text(*stats);
+  } catch (const Error& e) {
+    log_.warn(what + " of \"" + t_.id + "\": CRIU's stats are unreadable: " + e.what());
+    return "";
+  }
+}
+
+double stopped_ms(const std::vector<PhaseTiming>& phases) {
+  // With CUDA: from the first lock to the last unlock, the phases in between (each runs after the
+  // last). Without: CRIU's frozen time, the only stop.
+  double cuda = 0, frozen = 0;
+  for (const auto& ph : phases) {
+    if (ph.name == "lock" || ph.name == "checkpoint" || ph.name == "verify" || ph.name == "snapshot" || ph.name == "resume")
+      cuda += ph.ms;
+    if (ph.name == "criu_frozen") frozen = ph.ms;
+  }
+  bool locked = false;
+  for (const auto& ph : phases) locked = locked || ph.name == "lock";
+  return locked ? cuda : frozen;
 }
 
 }  // namespace nvproxy::checkpoint

@@ -1,5 +1,6 @@
 // CheckpointSession::restore: the restore verb (session.h).
 #include <algorithm>
+#include <chrono>
 #include <optional>
 #include <sstream>
 
@@ -80,6 +81,10 @@ void CheckpointSession::check_runtime(const ImageRecord& rec, const std::string&
 }
 
 void CheckpointSession::restore(const RestoreRequest& req) {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto ms_since = [](std::chrono::steady_clock::time_point t) {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
+  };
   RestorePlan plan;
   const std::filesystem::path image = find_image(req, plan);
   check_host_files(image);
@@ -95,6 +100,8 @@ void CheckpointSession::restore(const RestoreRequest& req) {
                               .mode = t_.staging_mode,
                               .margin = t_.staging_margin},
                              *memory, tools_.reservations(), log_);
+  const auto t_runtime = std::chrono::steady_clock::now();
+  const double before_runtime = ms_since(t0);
   try {
     rt_.restore(image, plan.leave_stopped, plan.record ? plan.record->container : std::string());
   } catch (const Error& e) {
@@ -103,10 +110,26 @@ void CheckpointSession::restore(const RestoreRequest& req) {
     throw Error(Code::ResourceExhausted, "restore of \"" + t_.id + "\": " + oom + "; then: " + e.what());
   }
   staging.spec_back();
-  if (!plan.record || !plan.record->has_cuda()) return;
+  // Where the restore's time went, said once it is done (the first moment every process runs).
+  const double runtime_ms = ms_since(t_runtime);
+  std::vector<PhaseTiming> criu;
+  const std::string criu_text = criu_phases(criu, "restore");
+  auto said = [&](double cuda_ms) {
+    auto ms = [](double v) { return std::to_string(static_cast<long long>(v)) + " ms"; };
+    log_.info("restore of \"" + t_.id + "\"" + tools_.label() + " done in " + ms(ms_since(t0)) + ": preflight and staging " +
+              ms(before_runtime) + ", the runtime's restore " + ms(runtime_ms) +
+              (criu_text.empty() ? "" : " (" + criu_text + ")") +
+              (cuda_ms > 0 ? ", CUDA back in every process " + ms(cuda_ms) : std::string()));
+  };
+  if (!plan.record || !plan.record->has_cuda()) {
+    said(0);
+    return;
+  }
   try {
+    const auto t_cuda = std::chrono::steady_clock::now();
     resume_cuda(*plan.record, plan);
     staging.end();
+    said(ms_since(t_cuda));
   } catch (const Error& e) {
     // The runtime restored the processes but CUDA did not come back in all of them: the task's
     // start fails, so nothing of it may keep running behind containerd's back (Delete would not

@@ -47,6 +47,7 @@ class SessionRuntime {
     std::string version;               // "4.2.1"; empty: unknown
     std::vector<std::string> options;  // what the runtime hands it (checkpoint.criu_options)
     bool tcp_established = false;      // the request asks it to dump established connections
+    std::filesystem::path work_dir;    // where it leaves its logs and stats-dump / stats-restore
   };
   virtual std::optional<Criu> criu() = 0;
 

@@ -11,6 +11,7 @@ namespace nvproxy::checkpoint::criu {
 namespace {
 
 constexpr std::uint32_t kCommonMagic = 0x54564319;
+constexpr std::uint32_t kServiceMagic = 0x55105940;  // the work directory's files (stats-*)
 // One message: CRIU's largest (a core entry with its registers) is a few KiB.
 constexpr std::uint32_t kMaxEntryBytes = 16u << 20;
 
@@ -111,7 +112,8 @@ std::vector<std::string> read_entries(const std::filesystem::path& file, std::ui
         file.string() + ": " +
             (ec ? ec.message() : std::to_string(size) + " bytes, over the bound of " + std::to_string(kMaxImageFileBytes)));
   const std::string data = read_file(file);
-  if (data.size() < 8 || le32(data.data()) != kCommonMagic || le32(data.data() + 4) != magic)
+  if (data.size() < 8 || (le32(data.data()) != kCommonMagic && le32(data.data()) != kServiceMagic) ||
+      le32(data.data() + 4) != magic)
     throw Error(Code::InvalidArgument, file.string() + ": not the CRIU image its name says (magic)");
   std::vector<std::string> entries;
   std::size_t pos = 8;

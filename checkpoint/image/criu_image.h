@@ -21,6 +21,7 @@ inline constexpr std::uint32_t kIdsMagic = 0x54432030;
 inline constexpr std::uint32_t kFdinfoMagic = 0x56213732;
 inline constexpr std::uint32_t kFilesMagic = 0x56303138;
 inline constexpr std::uint32_t kRemapFpathMagic = 0x59133954;
+inline constexpr std::uint32_t kStatsMagic = 0x57093306;  // stats-dump, stats-restore: service files
 
 // Bounds for an image file read whole (files.img of a server with thousands of fds is a few MiB).
 inline constexpr std::uintmax_t kMaxImageFileBytes = std::uintmax_t{64} << 20;

@@ -46,6 +46,12 @@ json to_json(const ImageRecord& r) {
   if (r.sandbox_memory_bytes > 0) j["sandbox_memory_bytes"] = r.sandbox_memory_bytes;
   if (!r.runtime.empty()) j["runtime"] = {{"name", r.runtime}, {"version", r.runtime_version}};
   if (!r.criu_version.empty()) j["criu_version"] = r.criu_version;
+  if (!r.checkpoint_phases.empty()) {
+    json ph = json::array();
+    for (const auto& [name, ms] : r.checkpoint_phases) ph.push_back({{"name", name}, {"ms", ms}});
+    j["checkpoint_phases"] = ph;
+  }
+  if (r.stopped_ms > 0) j["stopped_ms"] = r.stopped_ms;
   if (r.host_files_listed) {
     json a = json::array();
     for (const auto& f : r.host_files) a.push_back(to_json(f));
@@ -84,6 +90,12 @@ ImageRecord image_record_from_json(const json& j) {
       r.runtime_version = rt.value("version", std::string());
     }
     r.criu_version = j.value("criu_version", std::string());
+    if (j.contains("checkpoint_phases")) {
+      if (!j.at("checkpoint_phases").is_array()) throw Error(Code::InvalidArgument, "\"checkpoint_phases\" is not a list");
+      for (const auto& ph : j.at("checkpoint_phases"))
+        r.checkpoint_phases.emplace_back(ph.at("name").get<std::string>(), ph.at("ms").get<double>());
+    }
+    r.stopped_ms = j.value("stopped_ms", 0.0);
     if (j.contains("host_files")) {
       if (!j.at("host_files").is_array()) throw Error(Code::InvalidArgument, "\"host_files\" is not a list");
       r.host_files_listed = true;

@@ -70,6 +70,11 @@ struct ImageRecord {
   // one is what the checkpoint saw, for an operator who moves the image (`diagnose --image`).
   std::vector<HostFile> host_files;
   bool host_files_listed = false;  // absent in older records: nothing was listed
+  // Where the checkpoint's time went (0.9.0 on): each phase's milliseconds as the log gives them
+  // (lock, checkpoint, snapshot, CRIU's own criu_frozen, criu_memwrite, ...), and how long the
+  // workload was stopped (0: not told). Shown by `diagnose --image`.
+  std::vector<std::pair<std::string, double>> checkpoint_phases;
+  double stopped_ms = 0;
 
   [[nodiscard]] bool has_cuda() const { return cuda_processes > 0; }
 };

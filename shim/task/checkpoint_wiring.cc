@@ -85,10 +85,12 @@ class RuntimeVerbs final : public checkpoint::SessionRuntime {
   std::optional<Criu> criu() override {
     auto info = rt_.criu();
     if (!info) return std::nullopt;
-    return Criu{.binary = info->binary,
-                .version = info->version,
-                .options = rt_.config().criu_options,
-                .tcp_established = flags_ && flags_->open_tcp};
+    return Criu{
+        .binary = info->binary,
+        .version = info->version,
+        .options = rt_.config().criu_options,
+        .tcp_established = flags_ && flags_->open_tcp,
+        .work_dir = flags_ && !flags_->work_path.empty() ? std::filesystem::path(flags_->work_path) : bundle_ / "criu-work"};
   }
 
  private:

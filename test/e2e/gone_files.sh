@@ -52,7 +52,20 @@ else
   gone_path=$OUT/held.log
   needles=("pid 1 (sh) held /out/held.log on the bind mount $OUT -> /out open for writing at the checkpoint; it is gone on this node")
 fi
-"$SHIM" diagnose --image "$entry" || nv_fail "diagnose --image: the files are all there, yet it says otherwise"
+shown=$("$SHIM" diagnose --image "$entry") || nv_fail "diagnose --image: the files are all there, yet it says otherwise: $shown"
+echo "$shown"
+# Where the checkpoint's time went (issue 56): the log, the record and diagnose --image say it; with
+# CRIU, its own split (frozen, memory dump, page write) and how long the shell was stopped.
+done_line=$(grep -F 'checkpoint of \"gf\" done:' "$NV_DIR/containerd.log" | tail -1)
+nv_assert_contains "$done_line" "snapshot=" "the checkpoint's phases in the log"
+nv_assert_contains "$shown" "where the checkpoint's time went: " "diagnose --image shows the phases"
+if [[ $NV_RUNTIME != runsc ]]; then
+  nv_assert_contains "$done_line" "; CRIU: frozen " "CRIU's own split in the log"
+  nv_assert_contains "$done_line" "the workload was stopped " "how long the workload was stopped"
+  nv_assert_contains "$shown" "criu_frozen=" "diagnose --image shows CRIU's split"
+  jq -e '.stopped_ms > 0 and (.checkpoint_phases | any(.name == "criu_memwrite"))' "$rec" >/dev/null ||
+    nv_fail "the record lacks the phases: $(cat "$rec")"
+fi
 nv_assert_eq RUNNING "$(nv_task_status gf)" "container after the leave-running checkpoint"
 nv_stop_rm gf
 nv_ctr c rm gf 2>/dev/null || true
@@ -93,5 +106,8 @@ nv_assert_eq RUNNING "$(nv_task_status gf)" "restored container state"
 nv_wait_for -t 30 lines_above "$at_kill" || nv_fail "the restored writer does not append: $(lines) lines, $at_kill at the kill"
 grep -q "files on the container's bind mounts are there as the image needs them" "$NV_DIR/containerd.log" ||
   nv_fail "the restore did not log its check of the host files"
+restored_line=$(grep -F 'restore of \"gf\" done in ' "$NV_DIR/containerd.log" | tail -1)
+nv_assert_contains "$restored_line" "the runtime's restore " "the restore's phases in the log"
+[[ $NV_RUNTIME == runsc ]] || nv_assert_contains "$restored_line" "(CRIU: restore " "CRIU's restore time in the log"
 nv_stop_rm gf
 echo "PASS gone_files ($NV_RUNTIME, containerd $NV_CONTAINERD_VERSION)"

@@ -14,8 +14,10 @@
 
 #include "checkpoint/image/criu_image.h"
 #include "checkpoint/image/criu_open_files.h"
+#include "checkpoint/image/criu_stats.h"
 #include "checkpoint/image/host_files.h"
 #include "checkpoint/image/image_record.h"
+#include "checkpoint/session.h"
 #include "common/error.h"
 #include "common/scratch_dir.h"
 
@@ -234,6 +236,48 @@ TEST(HostFiles, ASandboxsBindMountSourcesAreChecked) {
   EXPECT_NE(check.refusals[0].find("the bind mount " + (host.path() / "out").string() + " -> /out; it is gone on this node"),
             std::string::npos)
       << check.refusals[0];
+}
+
+void write_service_img(const std::filesystem::path& p, std::uint32_t magic, const std::string& entry) {
+  std::string data = le32(0x55105940) + le32(magic) + le32(static_cast<std::uint32_t>(entry.size())) + entry;
+  std::ofstream(p, std::ios::binary) << data;
+}
+
+TEST(CriuStats, DumpAndRestoreStatsAreReadFromTheWorkDirectory) {
+  ScratchDir w = scratch("criu-stats");
+  EXPECT_FALSE(read_criu_stats(w.path(), "dump"));  // none: a runtime without CRIU
+  // dump_stats_entry: freezing 12 ms, frozen 3.1 s, memdump 2.0 s, memwrite 1.0 s (microseconds),
+  // 1048576 pages scanned, 262144 written (1 GiB).
+  write_service_img(w.path() / "stats-dump", criu::kStatsMagic,
+                    bytes(1, num(1, 12000) + num(2, 3100000) + num(3, 2000000) + num(4, 1000000) + num(5, 1048576) + num(6, 0) +
+                                 num(7, 262144) + num(9, 0)));
+  auto d = read_criu_stats(w.path(), "dump");
+  ASSERT_TRUE(d);
+  ASSERT_EQ(4u, d->timings.size());
+  EXPECT_EQ("criu_frozen", d->timings[1].name);
+  EXPECT_DOUBLE_EQ(3100.0, d->timings[1].ms);
+  EXPECT_EQ(262144u, d->pages_written);
+  EXPECT_EQ(
+      "CRIU: frozen 3.1 s (freezing 12 ms), memory dump 2.0 s, page write 1.0 s: 1.00 GiB written of 4.00 GiB scanned, "
+      "written at 1.00 GiB/s",
+      criu_stats_text(*d));
+  write_service_img(w.path() / "stats-restore", criu::kStatsMagic,
+                    bytes(2, num(1, 0) + num(2, 0) + num(3, 20000) + num(4, 3000000) + num(5, 1048576)));
+  auto r = read_criu_stats(w.path(), "restore");
+  ASSERT_TRUE(r);
+  EXPECT_EQ("CRIU: restore 3.0 s (forking 20 ms), 4.00 GiB of pages", criu_stats_text(*r));
+  // A cut file is an error naming it, not a crash.
+  write_service_img(w.path() / "stats-dump", criu::kStatsMagic, bytes(1, num(1, 12000)).substr(0, 3));
+  EXPECT_THROW(read_criu_stats(w.path(), "dump"), Error);
+}
+
+TEST(CriuStats, TheWorkloadIsStoppedFromTheFirstLockToTheLastUnlock) {
+  std::vector<PhaseTiming> cuda{{"scan", 5},        {"lock", 10},          {"checkpoint", 900}, {"verify", 3},
+                                {"snapshot", 2000}, {"criu_frozen", 1800}, {"resume", 700}};
+  EXPECT_DOUBLE_EQ(3613.0, stopped_ms(cuda));
+  std::vector<PhaseTiming> plain{{"scan", 5}, {"snapshot", 2000}, {"criu_frozen", 1800}};
+  EXPECT_DOUBLE_EQ(1800.0, stopped_ms(plain));
+  EXPECT_DOUBLE_EQ(0.0, stopped_ms({{"scan", 5}}));
 }
 
 }  // namespace
