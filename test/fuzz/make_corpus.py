@@ -212,3 +212,29 @@ write("fuzz_config", "value-latin1.yaml", b"runtime:\n  binary: /usr/bin/r\xe9nc
 write("fuzz_config", "bad-number.yaml", "checkpoint:\n  snapshot_timeout_ms: 123456789012345678901234567890\n")
 write("fuzz_config", "nested.yaml", "[" * 300 + "]" * 300)
 write("fuzz_config", "key-is-a-list.yaml", "runtime:\n  [a, b]: c\n")
+
+# CRIU's image files (criu_image_fuzz.cc): the first byte picks the file (0 files.img, 1 pstree.img,
+# 2 core-1.img, 3 fdinfo-1.img, 4 remap-fpath.img, 5 stats-dump), the rest is that file.
+def criu_img(magic, *entries, service=False):
+    out = struct.pack("<II", 0x55105940 if service else 0x54564319, magic)
+    for e in entries:
+        out += struct.pack("<I", len(e)) + e
+    return out
+
+
+def reg(fid, name, flags=1, pos=0, size=None):
+    r = f_varint(1, fid) + f_varint(2, flags) + f_varint(3, pos) + f_bytes(6, name) + f_varint(10, 0o100644)
+    return r + (f_varint(8, size) if size is not None else b"")
+
+
+write("fuzz_criu_image", "files", b"\x00" + criu_img(0x56303138, f_varint(1, 1) + f_varint(2, 2) + f_bytes(3, reg(2, "/out/a b\nc", 0o2001, 54)),
+                                                      f_varint(1, 1) + f_varint(2, 3) + f_bytes(3, reg(3, "/usr/lib/x.so", 0, 0, 4096))))
+write("fuzz_criu_image", "files-cut", b"\x00" + criu_img(0x56303138, f_varint(1, 1) + f_varint(2, 2) + f_bytes(3, reg(2, "/out/a")))[:-3])
+write("fuzz_criu_image", "files-huge-entry", b"\x00" + struct.pack("<III", 0x54564319, 0x56303138, 0xFFFFFFFF) + b"x")
+write("fuzz_criu_image", "pstree-two", b"\x01" + criu_img(0x50273030, f_varint(1, 1) + f_varint(2, 0), f_varint(1, 7) + f_varint(2, 1)))
+write("fuzz_criu_image", "pstree-big-pid", b"\x01" + criu_img(0x50273030, f_varint(1, 1 << 40)))
+write("fuzz_criu_image", "core", b"\x02" + criu_img(0x55053847, f_varint(1, 1) + f_bytes(3, f_bytes(6, "python3")) + f_bytes(4, f_varint(2, 1))))
+write("fuzz_criu_image", "fdinfo", b"\x03" + criu_img(0x56213732, f_varint(1, 2) + f_varint(3, 1) + f_varint(4, 9)))
+write("fuzz_criu_image", "remap", b"\x04" + criu_img(0x59133954, f_varint(1, 2) + f_varint(2, 9) + f_varint(3, 1)))
+write("fuzz_criu_image", "stats-dump", b"\x05" + criu_img(0x57093306, f_bytes(1, f_varint(1, 12000) + f_varint(2, 3100000) + f_varint(4, 1000000) +
+                                                                                 f_varint(5, 1048576) + f_varint(7, 262144)), service=True))
