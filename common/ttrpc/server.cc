@@ -7,6 +7,7 @@
 
 #include <cxxabi.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
@@ -183,6 +184,7 @@ void Server::dispatch(const std::shared_ptr<ServerConnection>& conn, std::uint32
     std::string message;
     std::string out;
     std::vector<StatusDetail> details;
+    const auto started = std::chrono::steady_clock::now();
     try {
       out = handler(ctx, payload);
     } catch (const StatusError& e) {
@@ -202,7 +204,10 @@ void Server::dispatch(const std::shared_ptr<ServerConnection>& conn, std::uint32
       message = "non-standard exception of type " + current_exception_type();
     }
     if (code != Code::Ok) {
-      log_.debug("ttrpc: " + ctx.service + "/" + ctx.method + " failed: " + std::string(code_name(code)) + ": " + message);
+      // How long the handler took before it failed: what a hostile input cost the shim itself.
+      const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started).count();
+      log_.debug("ttrpc: " + ctx.service + "/" + ctx.method + " failed after " + std::to_string(ms) +
+                 " ms: " + std::string(code_name(code)) + ": " + message);
     }
     try {
       conn->send_response(stream_id, code, code == Code::Ok ? message : status_message(message), out, details);
