@@ -96,9 +96,10 @@ std::string oom_cause(MemoryProbe& probe, const OomBaseline& before) {
   try {
     std::uint64_t host = probe.host_oom_kills();
     if (before.host_kills != std::numeric_limits<std::uint64_t>::max() && host > before.host_kills && cgroup_gone)
-      return "the kernel OOM-killed " + std::to_string(host - before.host_kills) + " process(es) on this host during it (oom_kill " +
-             std::to_string(before.host_kills) + " -> " + std::to_string(host) + " in /proc/vmstat) and the container's cgroup " +
-             before.cgroup.string() + " is gone, with its own count";
+      return "the kernel OOM-killed " + std::to_string(host - before.host_kills) +
+             " process(es) on this host during it (oom_kill " + std::to_string(before.host_kills) + " -> " +
+             std::to_string(host) + " in /proc/vmstat) and the container's cgroup " + before.cgroup.string() +
+             " is gone, with its own count";
     if (before.host_kills != std::numeric_limits<std::uint64_t>::max() && host > before.host_kills)
       return "the kernel's OOM killer ran on the host during it (oom_kill " + std::to_string(before.host_kills) + " -> " +
              std::to_string(host) + " in /proc/vmstat): the host ran out of memory";

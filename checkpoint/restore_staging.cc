@@ -69,7 +69,8 @@ RestoreStaging::RestoreStaging(const RestoreStagingInput& in, MemoryProbe& probe
   // Every ancestor, nearest first: those with a limit (a pod's) count the kills at it, and under
   // cgroup v2 each counts its subtree's, the container's own included once that is gone.
   std::vector<fs::path> above;
-  for (fs::path p = dir.parent_path(); !p.empty() && p != p.root_path() && above.size() < 16; p = p.parent_path()) above.push_back(p);
+  for (fs::path p = dir.parent_path(); !p.empty() && p != p.root_path() && above.size() < 16; p = p.parent_path())
+    above.push_back(p);
   oom_ = oom_baseline(probe, dir, above);
   if (bill.total() == 0) {  // nothing staged: the restore is the container's own business
     billed_ = "nothing: the image records no staged device memory";
