@@ -84,10 +84,11 @@ std::string oom_cause(MemoryProbe& probe, const OomBaseline& before) {
     cgroup_gone = true;  // gone with its container (a runtime's failed restore removes it): the ancestors still count
   }
   for (const auto& [cg, kills] : before.above) {
-    std::uint64_t now = kills;
+    std::uint64_t now = 0;
     try {
       now = probe.oom_kills(cg);
     } catch (const std::exception&) {
+      continue;  // gone too: the next one up may still count
     }
     if (now > kills)
       return "the kernel OOM-killed " + std::to_string(now - kills) + " process(es) in or below " + cg.string() +
