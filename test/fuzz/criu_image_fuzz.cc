@@ -17,6 +17,7 @@
 #include "checkpoint/image/criu_open_files.h"
 #include "checkpoint/image/criu_stats.h"
 #include "common/error.h"
+#include "test/unit/checkpoint/criu_encode.h"
 
 using namespace nvproxy;
 using namespace nvproxy::checkpoint;
@@ -27,27 +28,12 @@ void check(bool ok) {
   if (!ok) std::abort();
 }
 
-std::string le32(std::uint32_t v) {
-  return std::string(reinterpret_cast<const char*>(&v), 4);
-}
-std::string varint(std::uint64_t v) {
-  std::string out;
-  do {
-    auto b = static_cast<char>(v & 0x7f);
-    v >>= 7;
-    if (v) b = static_cast<char>(b | 0x80);
-    out.push_back(b);
-  } while (v);
-  return out;
-}
-std::string num(int f, std::uint64_t v) {
-  return varint(static_cast<std::uint64_t>(f) << 3) + varint(v);
-}
+using checkpoint::criu_encode::num;
 std::string msg(int f, const std::string& b) {
-  return varint((static_cast<std::uint64_t>(f) << 3) | 2) + varint(b.size()) + b;
+  return checkpoint::criu_encode::bytes(f, b);
 }
 std::string img(std::uint32_t magic, const std::string& entry) {
-  return le32(0x54564319) + le32(magic) + le32(static_cast<std::uint32_t>(entry.size())) + entry;
+  return checkpoint::criu_encode::image(magic, {entry});
 }
 void put(const std::filesystem::path& p, const std::string& data) {
   std::ofstream(p, std::ios::binary | std::ios::trunc) << data;

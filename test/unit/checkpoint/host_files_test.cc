@@ -20,6 +20,7 @@
 #include "checkpoint/session.h"
 #include "common/error.h"
 #include "common/scratch_dir.h"
+#include "test/unit/checkpoint/criu_encode.h"
 
 namespace nvproxy::checkpoint {
 namespace {
@@ -28,31 +29,14 @@ ScratchDir scratch(const std::string& name) {
   return ScratchDir(std::filesystem::temp_directory_path() / ("nvproxy-" + name + "-" + std::to_string(::getpid())));
 }
 
-std::string varint(std::uint64_t v) {
-  std::string out;
-  do {
-    auto b = static_cast<char>(v & 0x7f);
-    v >>= 7;
-    if (v) b = static_cast<char>(b | 0x80);
-    out.push_back(b);
-  } while (v);
-  return out;
-}
-std::string num(int field, std::uint64_t v) {
-  return varint(static_cast<std::uint64_t>(field) << 3) + varint(v);
-}
-std::string bytes(int field, const std::string& b) {
-  return varint((static_cast<std::uint64_t>(field) << 3) | 2) + varint(b.size()) + b;
-}
-std::string le32(std::uint32_t v) {
-  return std::string(reinterpret_cast<const char*>(&v), 4);
-}
-void write_img(const std::filesystem::path& p, std::uint32_t magic, const std::vector<std::string>& entries) {
-  std::string data = le32(0x54564319) + le32(magic);
-  for (const auto& e : entries) data += le32(static_cast<std::uint32_t>(e.size())) + e;
-  std::ofstream(p, std::ios::binary) << data;
-}
+using criu_encode::bytes;
+using criu_encode::le32;
+using criu_encode::num;
+using criu_encode::varint;
 
+void write_img(const std::filesystem::path& p, std::uint32_t magic, const std::vector<std::string>& entries) {
+  std::ofstream(p, std::ios::binary) << criu_encode::image(magic, entries);
+}
 // reg_file_entry: id 1, flags 2, pos 3, name 6, size 8, mode 10.
 std::string reg(std::uint32_t id, const std::string& name, std::uint32_t flags, std::uint64_t pos, std::uint32_t mode,
                 std::optional<std::uint64_t> size = std::nullopt) {
@@ -239,10 +223,8 @@ TEST(HostFiles, ASandboxsBindMountSourcesAreChecked) {
 }
 
 void write_service_img(const std::filesystem::path& p, std::uint32_t magic, const std::string& entry) {
-  std::string data = le32(0x55105940) + le32(magic) + le32(static_cast<std::uint32_t>(entry.size())) + entry;
-  std::ofstream(p, std::ios::binary) << data;
+  std::ofstream(p, std::ios::binary) << criu_encode::image(magic, {entry}, criu_encode::kServiceMagic);
 }
-
 TEST(CriuStats, DumpAndRestoreStatsAreReadFromTheWorkDirectory) {
   ScratchDir w = scratch("criu-stats");
   EXPECT_FALSE(read_criu_stats(w.path(), "dump"));  // none: a runtime without CRIU
