@@ -47,7 +47,8 @@ void check_large_inputs() {
   for (const std::string* t : {&list, &keys, &scalar, &deep, &latin1}) {
     const auto t0 = std::chrono::steady_clock::now();
     run(*t);
-    check(std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(900));
+    // Within a bound a super-linear loader misses by far and a sanitized build under load does not.
+    check(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5));
   }
 }
 }  // namespace

@@ -81,8 +81,10 @@ void run(const json& spec) {
   check(r.requested == (r.visible_all || !r.visible.empty() || !r.cdi_names.empty()));
 }
 
-// Once per process: a 1 MB input of each shape, each well under a second (the quadratic dedupe
-// this replaced took 27 s for the first).
+// Once per process: a 1 MB input of each shape, each within a bound that a quadratic parser misses
+// by far (the dedupe this replaced took 27 s for the first shape in a release build) and a sanitized
+// build on a machine running the e2e tests beside it does not (the shim itself: well under a second,
+// bench/README section 9).
 void check_large_inputs() {
   std::string indices, caps, lines, names;
   for (int i = 0; indices.size() < 1000000; ++i) indices += std::to_string(i) + ",";
@@ -95,7 +97,7 @@ void check_large_inputs() {
     const json spec = spec_of(shape, *inputs[shape]);
     const auto t0 = std::chrono::steady_clock::now();
     run(spec);
-    check(std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(500));
+    check(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5));
   }
 }
 }  // namespace

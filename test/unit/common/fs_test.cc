@@ -62,11 +62,11 @@ TEST(Fs, ReadFileRefusesWhatIsNotARegularFileAtOnce) {
   auto dir = std::filesystem::temp_directory_path() / ("nvproxy-fs-kind-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   ASSERT_EQ(::mkfifo((dir / "fifo").c_str(), 0600), 0);
-  const auto t0 = std::chrono::steady_clock::now();
+  // A read that waited on the FIFO would never return (ctest's timeout); one of /dev/zero would end
+  // at the size bound with another message: the messages say nothing was waited on or read whole.
   EXPECT_EQ(read_error("/dev/zero"), "read /dev/zero: is a character device, not a regular file");
   EXPECT_EQ(read_error(dir / "fifo"), "read " + (dir / "fifo").string() + ": is a FIFO, not a regular file");
   EXPECT_EQ(read_error(dir), "read " + dir.string() + ": is a directory, not a regular file");
-  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(1)) << "nothing is waited on or read whole";
   std::filesystem::remove_all(dir);
 }
 

@@ -106,11 +106,9 @@ TEST(DeviceRequest, DuplicatesAreDroppedInOrder) {
 }
 
 TEST(DeviceRequest, AValueOverItsBoundIsRefusedNamingFieldSizeAndBound) {
-  const std::string big = indices(150000);  // ~1 MB, the case
-  const auto t0 = std::chrono::steady_clock::now();
+  const std::string big = indices(150000);  // ~1 MB, the case: refused on its size, before any split
   EXPECT_EQ(invalid_argument(base_spec({"NVIDIA_VISIBLE_DEVICES=" + big})),
             "env NVIDIA_VISIBLE_DEVICES: " + std::to_string(big.size()) + " bytes exceeds the bound of 65536");
-  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(200));
   EXPECT_NE(invalid_argument(base_spec({"NVIDIA_VISIBLE_DEVICES=0", "NVIDIA_DRIVER_CAPABILITIES=" + std::string(70000, 'x')}))
                 .find("env NVIDIA_DRIVER_CAPABILITIES: 70000 bytes exceeds the bound of 65536"),
             std::string::npos);
@@ -123,21 +121,20 @@ TEST(DeviceRequest, TooManyCdiAnnotationsAreRefusedEarly) {
   auto spec = base_spec();
   for (int i = 0; i < 50000; ++i)
     spec["annotations"]["cdi.k8s.io/a" + std::to_string(i)] = "vendor.com/gpu=d" + std::to_string(i);
-  const auto t0 = std::chrono::steady_clock::now();
   EXPECT_EQ(invalid_argument(spec), "config.json: annotations: CDI annotations: 1025 annotations exceeds the bound of 1024");
-  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(200));
   spec["annotations"] = {{"cdi.k8s.io/big", std::string(70000, 'v')}};
   EXPECT_EQ(invalid_argument(spec), "config.json: annotations[\"cdi.k8s.io/big\"]: 70000 bytes exceeds the bound of 65536");
 }
 
 TEST(DeviceRequest, ParsingIsLinearBeyondTheBoundsToo) {
-  // With the bounds lifted (as the bench does), 100k distinct entries still take well under a second:
-  // the linear search this replaced took seconds already at 30k.
+  // With the bounds lifted (as the bench does), 100k distinct entries are parsed whole, in order and
+  // without duplicates; how fast (linear: 0.28 s, against 63 s for the search this replaced) is
+  // bench/request_parse's figure, and fuzz_gpu_request bounds it, not a timed unit test.
   RequestLimits none{.max_value_bytes = SIZE_MAX, .max_cdi_annotations = SIZE_MAX, .max_devices = SIZE_MAX};
-  const auto t0 = std::chrono::steady_clock::now();
-  auto r = parse_request(base_spec({"NVIDIA_VISIBLE_DEVICES=" + indices(100000)}), none);
-  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(1));
-  EXPECT_EQ(r.visible.size(), 100000u);
+  auto r = parse_request(base_spec({"NVIDIA_VISIBLE_DEVICES=" + indices(100000) + "," + indices(100000)}), none);
+  ASSERT_EQ(r.visible.size(), 100000u);
+  EXPECT_EQ(r.visible.front(), "0");
+  EXPECT_EQ(r.visible.back(), "99999");
 }
 
 TEST(DeviceRequest, AHugeIndexIsInvalidArgumentAndValuesAreQuotedShort) {
