@@ -6,6 +6,11 @@
 
 namespace nvproxy::checkpoint {
 
+// checkpoint.staging_memory: lift (the limits that would be crossed are raised while device memory
+// lives in host memory) or refuse (the checkpoint is refused with the figures). Parsed once, where
+// the configuration is read (staging_bill.h: parse_staging_mode).
+enum class StagingMode { Lift, Refuse };
+
 struct CheckpointConfig {
   std::string cuda = "driver-api";  // driver-api | cuda-checkpoint | none
   std::string cuda_checkpoint_path = "cuda-checkpoint";
@@ -85,7 +90,7 @@ struct CheckpointConfig {
   // The driver stages device memory in the process's own memory (staging_bill.h): limits over the
   // container that this would cross are lifted for the staging's time (lift), or the checkpoint
   // is refused with the figures (refuse). The host's room is checked either way.
-  std::string staging_memory = "lift";
+  StagingMode staging_memory = StagingMode::Lift;
   unsigned staging_margin_mib = 256;  // kept free beyond the staging, in every cgroup and on the host
   // Where MemAvailable is read (tests point it at a file of their own to play a host short of room).
   std::string host_meminfo = "/proc/meminfo";

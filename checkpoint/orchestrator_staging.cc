@@ -36,7 +36,7 @@ std::optional<Orchestrator::Refusal> Orchestrator::staging_refusal(const Checkpo
   }
   pid_t anchor = staging_anchor(req);
   if (anchor <= 0) anchor = c.cuda.front();
-  StagingMode mode = parse_staging_mode(cfg_.staging_memory);
+  const StagingMode mode = cfg_.staging_memory;
   try {
     bill.limits = memory_->limits_of(anchor);
     bill.host_available = memory_->host_available();

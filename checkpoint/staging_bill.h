@@ -16,13 +16,11 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint/config.h"
 #include "checkpoint/memory_limits.h"
 
 namespace nvproxy::checkpoint {
 
-// checkpoint.staging_memory: lift (the limits that would be crossed are raised while device memory
-// lives in host memory) or refuse (the checkpoint is refused with the figures).
-enum class StagingMode { Lift, Refuse };
 StagingMode parse_staging_mode(const std::string& text);  // throws Error(InvalidArgument)
 std::string to_string(StagingMode m);
 

@@ -162,7 +162,7 @@ SessionWiring::SessionWiring(const SessionSubject& s, const oci::CheckpointFlags
                               .content_store = s.content_store,
                               .punch_zero_pages = criu_files && !criu_skips,
                               .zero_pages_left_out = criu_skips,
-                              .staging_mode = checkpoint::parse_staging_mode(s.cfg.staging_memory),
+                              .staging_mode = s.cfg.staging_memory,
                               .staging_margin = std::uint64_t{s.cfg.staging_margin_mib} << 20};
   if (restoring) t.requested_gpus = requested_gpus(s.bundle);
   session_ = std::make_unique<checkpoint::CheckpointSession>(std::move(t), *rt_, *tools_, log);

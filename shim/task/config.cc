@@ -136,12 +136,13 @@ ShimConfig parse_config_unchecked(const std::string& text, const std::string& or
       if (r.empty() || r.find('@') != std::string::npos || r.find("://") != std::string::npos)
         throw Error(Code::InvalidArgument,
                     origin + ": checkpoint.annotation_registries: \"" + r + "\" is not a repository prefix (host[:port][/path])");
-    get(k, "staging_memory", c.checkpoint.staging_memory, origin, "checkpoint");
+    std::string staging = checkpoint::to_string(c.checkpoint.staging_memory);
+    get(k, "staging_memory", staging, origin, "checkpoint");
     get(k, "staging_margin_mib", c.checkpoint.staging_margin_mib, origin, "checkpoint");
     get(k, "host_meminfo", c.checkpoint.host_meminfo, origin, "checkpoint");
     get(k, "staging_account", c.checkpoint.staging_account, origin, "checkpoint");
     try {
-      checkpoint::parse_staging_mode(c.checkpoint.staging_memory);
+      c.checkpoint.staging_memory = checkpoint::parse_staging_mode(staging);
     } catch (const Error& e) {
       throw Error(Code::InvalidArgument, origin + ": " + e.what());
     }

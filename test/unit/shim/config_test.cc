@@ -107,10 +107,10 @@ TEST(Config, YamlErrorsInKeysStayInvalidArgument) {
 
 TEST(Config, StagingMemory) {
   auto d = parse_config("", "c.yaml");
-  EXPECT_EQ(d.checkpoint.staging_memory, "lift");
+  EXPECT_EQ(d.checkpoint.staging_memory, checkpoint::StagingMode::Lift);
   EXPECT_EQ(d.checkpoint.staging_margin_mib, 256u);
   auto c = parse_config("checkpoint: {staging_memory: refuse, staging_margin_mib: 64, staging_account: /x/a.json}", "c.yaml");
-  EXPECT_EQ(c.checkpoint.staging_memory, "refuse");
+  EXPECT_EQ(c.checkpoint.staging_memory, checkpoint::StagingMode::Refuse);
   EXPECT_EQ(c.checkpoint.staging_margin_mib, 64u);
   EXPECT_EQ(c.checkpoint.staging_account, "/x/a.json");
   try {
