@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "common/error.h"
+#include "common/fs.h"
 
 namespace nvproxy::checkpoint {
 
@@ -58,19 +59,6 @@ const BindMount* mount_of(const std::vector<BindMount>& mounts, const std::strin
     if (under && (!best || m.destination.size() >= best->destination.size())) best = &m;
   }
   return best;
-}
-
-const char* kind_of(std::uint32_t mode) {
-  switch (mode & S_IFMT) {
-    case S_IFREG: return "a regular file";
-    case S_IFDIR: return "a directory";
-    case S_IFLNK: return "a symbolic link";
-    case S_IFIFO: return "a FIFO";
-    case S_IFSOCK: return "a socket";
-    case S_IFCHR: return "a character device";
-    case S_IFBLK: return "a block device";
-    default: return "another kind of file";
-  }
 }
 
 std::string who_held(const HostFile& f) {
@@ -164,8 +152,8 @@ HostFileCheck check_on_this_node(const std::vector<HostFile>& files) {
       continue;
     }
     if (f.mode && (*f.mode & S_IFMT) != (st.st_mode & S_IFMT)) {
-      out.refusals.push_back(who_held(f) + "; it was " + kind_of(*f.mode) + " and is now " + kind_of(st.st_mode) + " (" +
-                             f.host_path + ")");
+      out.refusals.push_back(who_held(f) + "; it was " + std::string(file_kind(*f.mode)) + " and is now " +
+                             std::string(file_kind(st.st_mode)) + " (" + f.host_path + ")");
       continue;
     }
     if (!S_ISREG(st.st_mode)) continue;

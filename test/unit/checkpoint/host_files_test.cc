@@ -145,6 +145,10 @@ TEST(CriuOpenFiles, TruncatedOrHostileImagesAreErrorsNamingTheFile) {
   expect_error("core-7.img");
   std::filesystem::create_directory(d.path() / "core-7.img");
   expect_error("core-7.img");
+  // A link out of the image is not followed, even to a regular file.
+  std::filesystem::remove(d.path() / "core-7.img");
+  std::filesystem::create_symlink(d.path() / "core-1.img", d.path() / "core-7.img");
+  expect_error("core-7.img");
 }
 
 nlohmann::json spec_with(const std::filesystem::path& out, const std::filesystem::path& lib) {
