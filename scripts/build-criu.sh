@@ -1,8 +1,10 @@
 #!/bin/bash
 # Why: Debian 12's CRIU 3.17 fails on recent kernels ("Unexpected rt vDSO area bounds") and newer
 # Debian criu binaries need a newer glibc, so checkpoint e2e tests need a CRIU built here. The
-# version is pinned to 4.2.1, with the project's patch for --skip-zero-pages
-# (scripts/criu-skip-zero-pages.patch: zero pages of private memory stay out of the image). CRIU 4.1.1 (Debian 13's) hangs in every dump on AMD EPYC machines
+# version is pinned to 4.2.1, with the project's patches: --skip-zero-pages
+# (scripts/criu-skip-zero-pages.patch: zero pages of private memory stay out of the image) and
+# --page-writers / --restore-huge-pages (scripts/criu-page-io.patch: each task's pages written by
+# a thread of their own while the next task is dumped; huge pages asked for in restored memory). CRIU 4.1.1 (Debian 13's) hangs in every dump on AMD EPYC machines
 # with AVX-512 (kernel 6.18), with containerd's own runc shim too, while 4.2.1 built the same way
 # checkpoints the same container in half a second. This takes the upstream tarball that Debian
 # unstable's source index names for criu=$CRIU_DEB_VERSION (a deb-src sid line in a PRIVATE apt
@@ -28,7 +30,9 @@ CRIU_VERSION=4.2.1
 CRIU_DEB_VERSION=4.2.1-1
 CRIU_ORIG=criu_4.2.1.orig.tar.xz
 CRIU_ORIG_SHA256=29ec0ee09e296479fe7048c80980e8ef1d0684d0b0204c2b101dfea19f6725b9
-CRIU_PATCH=$HERE/criu-skip-zero-pages.patch
+# The patches, in order. CRIU_PATCHES="criu-skip-zero-pages.patch" with another CRIU_BIN builds the
+# CRIU of before the page I/O patch, for bench/page_io.sh's side-by-side runs.
+read -r -a CRIU_PATCHES <<<"${CRIU_PATCHES:-criu-skip-zero-pages.patch criu-page-io.patch}"
 BUILD_DEPS=(build-essential pkg-config libbsd-dev libcap-dev libgnutls28-dev libnet1-dev
   libnftables-dev libnl-3-dev libprotobuf-c-dev libprotobuf-dev protobuf-c-compiler
   protobuf-compiler python3-protobuf uuid-dev libaio-dev patch)
@@ -39,8 +43,14 @@ installed_version() {
   "$CRIU_BIN" --version 2>/dev/null | awk '/^Version:/ {print $2}'
 }
 
-# The patch's option shows in CRIU's help: a 4.2.1 without it is rebuilt.
-has_patch() { "$CRIU_BIN" --help 2>&1 | grep -q -- '--skip-zero-pages'; }
+# Each patch's options show in CRIU's help: a 4.2.1 without one is rebuilt.
+has_patch() {
+  local help
+  help=$("$CRIU_BIN" --help 2>&1) || true
+  grep -q -- '--skip-zero-pages' <<<"$help" || return 1
+  [[ " ${CRIU_PATCHES[*]} " != *" criu-page-io.patch "* ]] && return 0
+  grep -q -- '--page-writers' <<<"$help" && grep -q -- '--restore-huge-pages' <<<"$help"
+}
 
 is_current() { [[ $(installed_version) == "$CRIU_VERSION" ]] && has_patch; }
 
@@ -67,8 +77,11 @@ build() {
   rm -rf "$src"
   mkdir -p "$src"
   tar -C "$src" --strip-components=1 -xf "$CRIU_WORK/$CRIU_ORIG"
-  echo "build-criu: applying $(basename "$CRIU_PATCH")"
-  patch -s -p1 -d "$src" <"$CRIU_PATCH"
+  local p
+  for p in "${CRIU_PATCHES[@]}"; do
+    echo "build-criu: applying $p"
+    patch -s -p1 -d "$src" <"$HERE/$p"
+  done
   echo "build-criu: make -j$(nproc) criu in $src (log: $CRIU_WORK/build.log)"
   if ! make -C "$src" -j"$(nproc)" criu >"$CRIU_WORK/build.log" 2>&1; then
     tail -n 30 "$CRIU_WORK/build.log" >&2
@@ -78,7 +91,7 @@ build() {
   install -D -m 0755 "$src/criu/criu" "$CRIU_BIN"
   install -D -m 0644 "$src/criu/include/criu-plugin.h" "$CRIU_HEADER"
   is_current || {
-    echo "build-criu: $CRIU_BIN reports '$(installed_version)'$(has_patch || echo ' without --skip-zero-pages'), not the patched $CRIU_VERSION" >&2
+    echo "build-criu: $CRIU_BIN reports '$(installed_version)'$(has_patch || echo ' without the project patches'), not the patched $CRIU_VERSION" >&2
     return 1
   }
 }
@@ -108,7 +121,7 @@ main() {
   is_current && return 0 # built meanwhile by another run
   local t0=$SECONDS old
   old=$(installed_version)
-  [[ -z $old ]] || echo "build-criu: replacing $CRIU_BIN $old$(has_patch || echo ' (no --skip-zero-pages)') with CRIU $CRIU_VERSION and its patch"
+  [[ -z $old ]] || echo "build-criu: replacing $CRIU_BIN $old$(has_patch || echo ' (without the project patches)') with CRIU $CRIU_VERSION and its patches"
   install_missing "${BUILD_DEPS[@]}"
   fetch_orig
   build
