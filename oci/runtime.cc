@@ -42,6 +42,11 @@ bool Runtime::criu_skips_zero_pages() {
   return c && c->skip_zero_pages;
 }
 
+bool Runtime::criu_has_page_io() {
+  auto c = criu();
+  return c && c->page_io;
+}
+
 namespace {
 
 // CRIU's decisive lines of `log` and what to do about them, appended to a runtime's error.
@@ -337,6 +342,7 @@ void Runtime::checkpoint(const std::string& id, const CheckpointFlags& f) {
   const bool skip_zero = f.exclude_zero_pages && kind_ != RuntimeKind::Runsc && criu_skips_zero_pages();
   if (skip_zero) extra.emplace_back("skip-zero-pages");
   if (!f.post_dump_script.empty() && kind_ != RuntimeKind::Runsc) extra.push_back("action-script " + f.post_dump_script);
+  if (cfg_.page_writers > 0 && criu_has_page_io()) extra.push_back("page-writers " + std::to_string(cfg_.page_writers));
   std::vector<std::string> env =
       criu_env(id, "checkpoint", f.work_path, f.release_devices.empty() ? "" : cfg_.criu_plugin_dir, extra);
   if (!f.release_devices.empty()) {
@@ -449,6 +455,7 @@ void Runtime::restore(const std::string& id, const RestoreOptions& o) {
   std::vector<std::string> criu_lines;
   if (leave_stopped) criu_lines.emplace_back("leave-stopped");
   if (auto root = criu_cgroup_root(o.bundle)) criu_lines.push_back(*root);
+  if (cfg_.restore_huge_pages && criu_has_page_io()) criu_lines.emplace_back("restore-huge-pages");
   std::vector<std::string> env = criu_env(id, "restore", o.work_path, plugin_dir, criu_lines);
   hand_over_criu(id, "restore", o.work_path, a, env);
   a.insert(a.end(), {"restore", "--detach", "--bundle", o.bundle.string(), "--image-path", o.image_path.string(), "--pid-file",

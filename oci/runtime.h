@@ -45,6 +45,12 @@ struct RuntimeConfig {
   // that did (one holding nvproxy-criu-released). The shim's config sets it from
   // checkpoint.criu_plugin_dir, else the directory found beside the shim.
   std::string criu_plugin_dir;
+  // Where the CRIU has the project's page I/O patch (CriuInfo::page_io): a checkpoint writes each
+  // process's pages from a thread of their own, up to this many at once (0: one after another, as
+  // CRIU does alone), and a restore asks for huge pages in the memory it fills. The shim's config
+  // sets them from checkpoint.page_writers and checkpoint.restore_huge_pages.
+  unsigned page_writers = 8;
+  bool restore_huge_pages = true;
   // Deadlines: no runtime command may hang the shim. On expiry the runtime's whole process group
   // (runc and the CRIU it started) is killed and the call throws DeadlineError. The shim's config
   // sets the first two from checkpoint.snapshot_timeout_ms and checkpoint.restore_timeout_ms.
@@ -137,6 +143,7 @@ class Runtime {
   // runc/crun whose CRIU takes --skip-zero-pages: with CheckpointFlags::exclude_zero_pages the
   // dump leaves zero pages out itself (no punch pass afterwards).
   bool criu_skips_zero_pages();
+  bool criu_has_page_io();
 
   // Runs `create`; the container's init inherits opts.stdio and stays behind (detached).
   virtual void create(const std::string& id, const CreateOptions& opts);

@@ -65,11 +65,13 @@ std::string checkpoint_unsupported(const RuntimeFeatures& f, const std::string& 
   return who + " says checkpoint is not enabled (org.opencontainers.runc.checkpoint.enabled in `runc features`)";
 }
 
-bool criu_help_lists_skip_zero_pages(const std::string& help) {
+bool criu_help_lists_option(const std::string& help, std::string_view option) {
   // An option's own line, not a word of another's description.
   std::istringstream in(help);
-  for (std::string line; std::getline(in, line);)
-    if (trim(line).rfind("--skip-zero-pages", 0) == 0) return true;
+  for (std::string line; std::getline(in, line);) {
+    std::string t = trim(line);
+    if (t.rfind(option, 0) == 0 && (t.size() == option.size() || t[option.size()] == ' ')) return true;
+  }
   return false;
 }
 

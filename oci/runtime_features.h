@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "common/version.h"
 #include "oci/runtime_flavor.h"
@@ -50,11 +51,18 @@ struct CriuInfo {
   // It takes --skip-zero-pages: the CRIU that scripts/build-criu.sh builds, with the project's
   // patch (scripts/criu-skip-zero-pages.patch), leaves zero pages of private memory out of the image.
   bool skip_zero_pages = false;
+  // It takes --page-writers and --restore-huge-pages (scripts/criu-page-io.patch): each process's
+  // pages written by a thread of their own while the next is dumped, huge pages asked for in the
+  // memory a restore fills.
+  bool page_io = false;
 };
 // From `criu --version` ("Version: 4.2.1\nGitID: ...").
 CriuInfo parse_criu_version(const std::string& out);
-// Whether `criu --help` lists --skip-zero-pages.
-bool criu_help_lists_skip_zero_pages(const std::string& help);
+// Whether `criu --help` lists OPTION ("--skip-zero-pages") as an option of its own.
+bool criu_help_lists_option(const std::string& help, std::string_view option);
+inline bool criu_help_lists_skip_zero_pages(const std::string& help) {
+  return criu_help_lists_option(help, "--skip-zero-pages");
+}
 // The zero pages CRIU left out of an image, summed from its dump log's "Zero pages left out: N (K
 // KiB)" lines (one per process); nullopt when the log has none (an unpatched CRIU, or no log).
 std::optional<std::uint64_t> criu_zero_pages_left_out(const std::filesystem::path& dump_log);

@@ -64,7 +64,9 @@ CriuInfo RuntimeProbe::criu(const std::string& criu_path) {
     }
     if (c.error.empty()) {
       try {
-        c.skip_zero_pages = criu_help_lists_skip_zero_pages(output_of({binary, "--help"}));
+        const std::string help = output_of({binary, "--help"});
+        c.skip_zero_pages = criu_help_lists_skip_zero_pages(help);
+        c.page_io = criu_help_lists_option(help, "--page-writers") && criu_help_lists_option(help, "--restore-huge-pages");
       } catch (const Error& e) {
         log_.warn("CRIU " + binary + ": --help failed (" + e.what() + "); zero pages are punched after its dump");
       }
@@ -73,7 +75,10 @@ CriuInfo RuntimeProbe::criu(const std::string& criu_path) {
   c.binary = binary.empty() ? "criu" : binary;
   if (c.error.empty())
     log_.info("CRIU " + c.binary + ": version " + c.version +
-              (c.skip_zero_pages ? ", leaves zero pages out (--skip-zero-pages)" : ""));
+              (c.skip_zero_pages ? ", leaves zero pages out (--skip-zero-pages)" : "") +
+              (c.page_io ? ", writes each process's pages in a thread of their own (--page-writers), restores into huge "
+                           "pages (--restore-huge-pages)"
+                         : ""));
   else
     log_.warn("CRIU " + c.binary + ": version unknown (" + c.error + ")");
   return criu_[criu_path] = c;

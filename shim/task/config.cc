@@ -76,6 +76,8 @@ ShimConfig parse_config_unchecked(const std::string& text, const std::string& or
                 "snapshot_timeout_ms",
                 "restore_timeout_ms",
                 "criu_options",
+                "page_writers",
+                "restore_huge_pages",
                 "allow_lost_cuda_processes",
                 "check_space",
                 "content_store",
@@ -150,6 +152,11 @@ ShimConfig parse_config_unchecked(const std::string& text, const std::string& or
       throw Error(Code::InvalidArgument, origin + ": checkpoint.image_store: must be an absolute path");
     // CRIU options travel with the runtime (oci::RuntimeConfig); [] passes none.
     get(k, "criu_options", c.runtime.criu_options, origin, "checkpoint");
+    get(k, "page_writers", c.runtime.page_writers, origin, "checkpoint");
+    if (c.runtime.page_writers > 1024)
+      throw Error(Code::InvalidArgument, origin + ": checkpoint.page_writers is " + std::to_string(c.runtime.page_writers) +
+                                             ": at most 1024 (0: CRIU writes each process's pages itself)");
+    get(k, "restore_huge_pages", c.runtime.restore_huge_pages, origin, "checkpoint");
     try {
       oci::criu_config_text(c.runtime.criu_options);
     } catch (const Error& e) {

@@ -120,6 +120,19 @@ TEST(CriuHelp, TellsThePatchedCriu) {
   EXPECT_FALSE(criu_help_lists_skip_zero_pages("  --auto-dedup   like --skip-zero-pages, for parents\n"));
 }
 
+// The page I/O patch (scripts/criu-page-io.patch) adds two options after --skip-zero-pages; the
+// help of the CRIU it builds lists all three, the zero-pages-only build neither of the new ones.
+TEST(CriuHelp, TellsThePageIoPatch) {
+  const std::string page_io = data("criu-4.2.1-page-io.help");
+  EXPECT_TRUE(criu_help_lists_skip_zero_pages(page_io));
+  EXPECT_TRUE(criu_help_lists_option(page_io, "--page-writers"));
+  EXPECT_TRUE(criu_help_lists_option(page_io, "--restore-huge-pages"));
+  EXPECT_FALSE(criu_help_lists_option(data("criu-4.2.1-patched.help"), "--page-writers"));
+  EXPECT_FALSE(criu_help_lists_option(data("criu-4.2.1-patched.help"), "--restore-huge-pages"));
+  // A prefix of a longer option is not the option.
+  EXPECT_FALSE(criu_help_lists_option("  --page-writers-max N   something\n", "--page-writers"));
+}
+
 TEST(CriuDumpLog, ZeroPagesLeftOutAreSummedOverProcesses) {
   auto dir = std::filesystem::path(::testing::TempDir()) / "criu-dump-log";
   std::filesystem::create_directories(dir);

@@ -153,8 +153,12 @@ TEST_F(RuntimeTest, CriuOptionsWithAFlagBecomeTheFlag) {
                         << "echo \"$*\" >> " << (dir_ / "args").string() << "\n";
   ::chmod(script.c_str(), 0755);
   auto work = dir_ / "cw";
-  Runtime rt({.binary = script.string(), .criu_options = {"link-remap", "tcp-established", "--file-locks"}}, runner_, log_,
-             dir_ / "log.json");
+  // Page I/O off: what this test reads must not depend on the CRIU installed here (see PageIoOptions).
+  Runtime rt({.binary = script.string(),
+              .criu_options = {"link-remap", "tcp-established", "--file-locks"},
+              .page_writers = 0,
+              .restore_huge_pages = false},
+             runner_, log_, dir_ / "log.json");
   rt.checkpoint("c1", {.image_path = "/img", .work_path = work.string()});
   rt.restore("c1", {.bundle = dir_, .image_path = "/img", .work_path = work, .pid_file = dir_ / "pid", .leave_stopped = true});
   std::string args = read_file(dir_ / "args");
@@ -168,6 +172,47 @@ TEST_F(RuntimeTest, CriuOptionsWithAFlagBecomeTheFlag) {
   EXPECT_EQ(read_file(work / "nvproxy-criu.conf"), "link-remap\ntcp-established\nfile-locks\nleave-stopped\n");
 }
 
+// A CRIU with the project's page I/O patch (its --help lists both options) gets "page-writers N" at
+// checkpoint and "restore-huge-pages" at restore, each unless turned off; one without it neither.
+TEST_F(RuntimeTest, PageIoOptions) {
+  auto runc = dir_ / "pio-runc";
+  std::ofstream(runc)
+      << "#!/bin/sh\ncase \"$1 $2\" in \"--version \"|\"features \"|\"checkpoint --help\") exit 0;; esac\nexit 0\n";
+  ::chmod(runc.c_str(), 0755);
+  auto fake_criu = [&](const std::string& name, bool page_io) {
+    auto p = dir_ / name;
+    std::ofstream(p) << "#!/bin/sh\ncase $1 in --version) echo 'Version: 4.2.1';; --help) echo '  --skip-zero-pages     x'"
+                     << (page_io ? "; echo '  --page-writers N      x'; echo '  --restore-huge-pages  x'" : "") << ";; esac\n";
+    ::chmod(p.c_str(), 0755);
+    return p.string();
+  };
+  const std::string with = fake_criu("criu-page-io", true), without = fake_criu("criu-zero-pages", false);
+  auto conf = [&](const RuntimeConfig& cfg) {
+    Runtime rt(cfg, runner_, log_, dir_ / "log.json");
+    std::filesystem::remove_all(dir_ / "pw");
+    rt.checkpoint("c1", {.image_path = "/img", .work_path = (dir_ / "pw").string()});
+    std::string ck = read_file(dir_ / "pw" / "nvproxy-criu.conf");
+    std::filesystem::remove_all(dir_ / "pw");
+    rt.restore("c1", {.bundle = dir_, .image_path = "/img", .work_path = dir_ / "pw", .pid_file = dir_ / "pid"});
+    return std::pair{ck, read_file(dir_ / "pw" / "nvproxy-criu.conf")};
+  };
+  auto [ck, rs] = conf({.binary = runc.string(), .criu_path = with, .criu_options = {}});
+  EXPECT_EQ(ck, "page-writers 8\n");
+  EXPECT_EQ(rs, "restore-huge-pages\n");
+  std::tie(ck, rs) = conf({.binary = runc.string(), .criu_path = with, .criu_options = {}, .page_writers = 3});
+  EXPECT_EQ(ck, "page-writers 3\n");
+  std::tie(ck, rs) = conf({.binary = runc.string(),
+                           .criu_path = with,
+                           .criu_options = {"link-remap"},
+                           .page_writers = 0,
+                           .restore_huge_pages = false});
+  EXPECT_EQ(ck, "link-remap\n") << "page_writers: 0";
+  EXPECT_EQ(rs, "link-remap\n") << "restore_huge_pages: false";
+  std::tie(ck, rs) = conf({.binary = runc.string(), .criu_path = without, .criu_options = {"link-remap"}});
+  EXPECT_EQ(ck, "link-remap\n") << "a CRIU without the patch";
+  EXPECT_EQ(rs, "link-remap\n") << "a CRIU without the patch";
+}
+
 // CRIU gets checkpoint.criu_options through $CRIU_CONFIG_FILE (read by `criu swrk` as runc and
 // crun start it), written into the work path, for checkpoint and restore; runsc gets none.
 TEST_F(RuntimeTest, CriuOptionsReachCriuThroughItsConfigFile) {
@@ -176,7 +221,7 @@ TEST_F(RuntimeTest, CriuOptionsReachCriuThroughItsConfigFile) {
                         << "echo \"${CRIU_CONFIG_FILE:-none}\" >> " << (dir_ / "env").string() << "\n";
   ::chmod(script.c_str(), 0755);
   auto work = dir_ / "cw";
-  Runtime rt({.binary = script.string()}, runner_, log_, dir_ / "log.json");
+  Runtime rt({.binary = script.string(), .page_writers = 0, .restore_huge_pages = false}, runner_, log_, dir_ / "log.json");
   rt.checkpoint("c1", {.leave_running = true, .image_path = "/img", .work_path = work.string()});
   EXPECT_EQ(read_file(dir_ / "env"), (work / "nvproxy-criu.conf").string() + "\n");
   EXPECT_EQ(read_file(work / "nvproxy-criu.conf"), "link-remap\nghost-limit 1G\n");
@@ -185,7 +230,8 @@ TEST_F(RuntimeTest, CriuOptionsReachCriuThroughItsConfigFile) {
   EXPECT_EQ(read_file(work / "nvproxy-criu.conf"), "link-remap\nghost-limit 1G\n") << "restore creates the work path";
 
   std::filesystem::remove(dir_ / "env");
-  Runtime none({.binary = script.string(), .criu_options = {}}, runner_, log_, dir_ / "log.json");
+  Runtime none({.binary = script.string(), .criu_options = {}, .page_writers = 0, .restore_huge_pages = false}, runner_, log_,
+               dir_ / "log.json");
   none.checkpoint("c1", {.image_path = "/img", .work_path = (dir_ / "w2").string()});
   EXPECT_EQ(read_file(dir_ / "env"), "none\n") << "checkpoint.criu_options: [] passes none";
   EXPECT_FALSE(std::filesystem::exists(dir_ / "w2" / "nvproxy-criu.conf"));

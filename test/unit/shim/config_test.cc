@@ -28,6 +28,23 @@ TEST(Config, EmptyMeansDefaults) {
   EXPECT_FALSE(c.checkpoint.exit_without_options);
 }
 
+// The page I/O of the project's CRIU: on by default, each can be turned off, the writers bounded.
+TEST(Config, PageIo) {
+  auto d = parse_config("", "c.yaml");
+  EXPECT_EQ(d.runtime.page_writers, 8u);
+  EXPECT_TRUE(d.runtime.restore_huge_pages);
+  auto c = parse_config("checkpoint: {page_writers: 0, restore_huge_pages: false}", "c.yaml");
+  EXPECT_EQ(c.runtime.page_writers, 0u);
+  EXPECT_FALSE(c.runtime.restore_huge_pages);
+  try {
+    parse_config("checkpoint: {page_writers: 5000}", "c.yaml");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("checkpoint.page_writers is 5000: at most 1024"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(parse_config("checkpoint: {page_writers: many}", "c.yaml"), Error);
+}
+
 TEST(Config, ExitWithoutOptions) {
   EXPECT_TRUE(parse_config("checkpoint: {exit_without_options: true}", "c.yaml").checkpoint.exit_without_options);
   EXPECT_THROW(parse_config("checkpoint: {exit_without_options: maybe}", "c.yaml"), Error);
