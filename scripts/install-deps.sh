@@ -11,14 +11,15 @@ set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
 BUILD_PKGS=(build-essential cmake pkg-config libboost-dev libboost-program-options-dev
-  protobuf-compiler libprotobuf-dev nlohmann-json3-dev libyaml-cpp-dev libssl-dev libzstd-dev libgtest-dev libgmock-dev
+  protobuf-compiler libprotobuf-dev nlohmann-json3-dev libyaml-cpp-dev libtomlplusplus-dev libssl-dev libzstd-dev libgtest-dev libgmock-dev
   clang clang-tidy clang-format libclang-rt-14-dev)
 TEST_PKGS=(containerd runc crun busybox-static iptables jq rpm util-linux procps psmisc file man-db gdb
   patchelf  # points Debian 13's runc at Debian 13's libc (scripts/fetch-trixie.sh)
   python3  # the Python multiprocessing checkpoint (e2e python_mp)
   golang-go golang-github-containerd-ttrpc-dev  # the ttrpc interop test against Go's ttrpc
   golang-github-containerd-containerd-dev  # containerd's Go client for test/conformance
-  skopeo docker-registry)  # checkpoints through a registry (e2e cri_registry)
+  skopeo docker-registry  # checkpoints through a registry (e2e cri_registry)
+  python3-toml)  # e2e configure_containerd makes containerd's default config private to the test
 
 # Prints the packages of "$@" that are not installed.
 missing_pkgs() {

@@ -1,5 +1,5 @@
 // containerd-shim-nvproxy-v1: dispatches containerd's actions (start, delete, daemon) and the
-// operator commands (gpu-spec, diagnose, image) and the OCI hook mode.
+// operator commands (gpu-spec, diagnose, image, configure, doctor) and the OCI hook mode.
 #include <malloc.h>
 #include <unistd.h>
 
@@ -15,6 +15,8 @@
 #include "shim/kit/cli.h"
 #include "shim/kit/daemon.h"
 #include "shim/kit/version.h"
+#include "shim/node/configure.h"
+#include "shim/node/doctor.h"
 #include "shim/task/diagnose_cmd.h"
 #include "shim/task/image_cmd.h"
 #include "shim/task/info_cmd.h"
@@ -38,6 +40,8 @@ int main(int argc, char** argv) {
       if (args[0] == "diagnose") return shim::diagnose_cmd(rest, std::cout, std::cerr);
       if (args[0] == "image") return shim::image_cmd(rest, std::cout, std::cerr);
       if (args[0] == "hook") return hooks::hook_main(rest, std::cin, std::cerr);
+      if (args[0] == "configure") return node::configure_main(rest, std::cout, std::cerr);
+      if (args[0] == "doctor") return node::doctor_main(rest, std::cout, std::cerr);
     }
     shim::ShimArgs a = shim::parse_shim_args(args);
     if (a.help) {

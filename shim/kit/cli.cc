@@ -41,7 +41,8 @@ ShimArgs parse_shim_args(const std::vector<std::string>& args) {
     throw Error(Code::InvalidArgument, std::string(e.what()) + " (see --help)");
   }
   if (!a.action.empty() && a.action != "start" && a.action != "delete")
-    throw Error(Code::InvalidArgument, "unknown action \"" + a.action + "\" (start, delete, gpu-spec, diagnose, hook)");
+    throw Error(Code::InvalidArgument,
+                "unknown action \"" + a.action + "\" (start, delete, gpu-spec, diagnose, image, configure, doctor, hook)");
   return a;
 }
 
@@ -51,6 +52,8 @@ std::string shim_usage() {
   os << "Usage: containerd-shim-nvproxy-v1 [flags] start|delete\n"
         "       containerd-shim-nvproxy-v1 gpu-spec --help\n"
         "       containerd-shim-nvproxy-v1 diagnose --help\n"
+        "       containerd-shim-nvproxy-v1 configure containerd|docker|kubernetes --help   (wire this node)\n"
+        "       containerd-shim-nvproxy-v1 doctor [--json]   (can this node checkpoint GPU containers?)\n"
         "       containerd-shim-nvproxy-v1 hook NAME   (OCI hook mode, state JSON on stdin)\n\n"
         "containerd runtime shim (runtime type io.containerd.nvproxy.v1) that injects NVIDIA GPUs into\n"
         "containers and checkpoints CUDA processes with them.\n\n"

@@ -1,0 +1,26 @@
+// The flags of the node commands (configure, doctor): --name VALUE, --name=VALUE, --switch.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace nvproxy::node {
+
+struct Flags {
+  std::map<std::string, std::string> values;  // "--config" -> "FILE"
+  std::set<std::string> switches;             // "--dry-run"
+  [[nodiscard]] bool on(const std::string& s) const { return switches.count(s) != 0; }
+  [[nodiscard]] std::string value(const std::string& name, const std::string& fallback = "") const {
+    auto it = values.find(name);
+    return it == values.end() ? fallback : it->second;
+  }
+};
+
+// Throws Error(InvalidArgument) naming an unknown flag, a switch given a value or a missing value.
+Flags parse_flags(const std::vector<std::string>& args, const std::set<std::string>& with_value,
+                  const std::set<std::string>& switches);
+
+}  // namespace nvproxy::node
