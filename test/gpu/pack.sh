@@ -13,7 +13,7 @@
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 c=$repo/.carry
-cmake --build "$repo/build" --target containerd-shim-nvproxy-v1 nvproxy-cuda-helper nvproxy-sandbox-agent nvproxy_criu_release gpu_hold chunk_reuse -j"$(nproc)" >/dev/null
+cmake --build "$repo/build" --target containerd-shim-nvproxy-v1 nvproxy-cuda-helper nvproxy-sandbox-agent nvproxy_criu_release gpu_hold chunk_reuse page_hold -j"$(nproc)" >/dev/null
 rm -rf "$c/bin" "$c/lib"
 mkdir -p "$c/bin"
 for b in containerd-shim-nvproxy-v1 nvproxy-cuda-helper nvproxy-sandbox-agent; do
@@ -22,6 +22,8 @@ for b in containerd-shim-nvproxy-v1 nvproxy-cuda-helper nvproxy-sandbox-agent; d
 done
 # bench/gpu_hold for run-large-memory.sh; the CRIU release plugin, where the shim looks for it.
 install -m 0755 "$repo/build/bench/gpu_hold" "$c/bin/gpu_hold"
+# bench/page_hold for bench/page_io.sh (CRIU alone, the page I/O patch with and without its options).
+install -m 0755 "$repo/build/bench/page_hold" "$c/bin/page_hold"
 # bench/chunk_reuse (static) for run-travel.sh: what a second push sends per chunk size.
 install -m 0755 "$repo/build/bench/chunk_reuse" "$c/bin/chunk_reuse"
 strip "$c/bin/chunk_reuse"
