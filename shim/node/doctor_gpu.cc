@@ -11,6 +11,7 @@
 #include <string_view>
 
 #include "common/unique_fd.h"
+#include "common/version.h"
 #include "gpu/discovery.h"
 #include "shim/node/doctor.h"
 #include "shim/node/probe.h"
@@ -64,8 +65,10 @@ fs::path find_library(DoctorContext& ctx, const std::string& name) {
   return {};
 }
 
+// "580.159.04" -> 580; 0 when it has no number.
 int driver_branch(const std::string& version) {
-  return std::atoi(version.c_str());
+  const auto v = parse_version(version);
+  return v ? v->major : 0;
 }
 
 }  // namespace
