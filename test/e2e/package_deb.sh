@@ -72,9 +72,11 @@ nv_assert_contains "$(field Suggests)" "criu" "Suggests"
 mkdir -p "$workdir/ctl"
 dpkg-deb -e "$deb" "$workdir/ctl"
 nv_assert_eq "$CONF" "$(cat "$workdir/ctl/conffiles")" "conffiles"
-for s in preinst postinst prerm postrm; do
+for s in preinst prerm postrm; do
   [[ ! -e $workdir/ctl/$s ]] || nv_fail "unexpected maintainer script $s (installing must not touch containerd or docker)"
 done
+# postinst only prints the commands that wire the node (issue 58).
+cmp -s "$workdir/ctl/postinst" "$NV_REPO_DIR/packaging/postinst" || nv_fail "the .deb's postinst is not packaging/postinst"
 contents=$(dpkg-deb -c "$deb" | awk '{print $1, $6}')
 for f in ./usr/bin/containerd-shim-nvproxy-v1 ./usr/libexec/containerd-shim-nvproxy/nvproxy-cuda-helper \
   ./usr/libexec/containerd-shim-nvproxy/nvproxy-sandbox-agent ./etc/containerd-shim-nvproxy/config.yaml \
@@ -98,6 +100,9 @@ if grep -vE '^(d|-)' <<<"$contents" | grep -q .; then nv_fail "links or specials
 # ---------- install ----------
 nv_log "dpkg -i"
 dpkg -i "$deb" >"$workdir/dpkg.log" 2>&1 || { cat "$workdir/dpkg.log" >&2; nv_fail "dpkg -i failed"; }
+for c in "configure containerd" "configure docker" doctor; do
+  grep -q "containerd-shim-nvproxy-v1 $c" "$workdir/dpkg.log" || nv_fail "dpkg -i did not print '$c': $(cat "$workdir/dpkg.log")"
+done
 nv_assert_eq "ii " "$(dpkg-query -W -f='${db:Status-Abbrev}' "$PKG")" "package status after install"
 [[ -x $BIN ]] || nv_fail "$BIN not installed"
 if file -b "$BIN" | grep -q 'not stripped'; then nv_fail "$BIN is not stripped: $(file -b "$BIN")"; fi
