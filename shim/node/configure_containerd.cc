@@ -90,6 +90,10 @@ int configure_containerd(const std::vector<std::string>& args, std::ostream& out
     }
     if (major != 0 && major != 1 && major != 2)
       throw Error(Code::InvalidArgument, "containerd " + version_said + ": this command knows containerd 1.x and 2.x");
+    // The shim refuses a container whose explicit ConfigPath does not exist.
+    if (!entry.shim_config.empty() && !std::filesystem::exists(entry.shim_config))
+      out << "note: --shim-config " << entry.shim_config << " does not exist (yet): containers of " << entry.name
+          << " fail to start until it does\n";
 
     const std::optional<std::string> main_text = read_config_text(config);
     std::vector<Change> changes;
@@ -103,6 +107,9 @@ int configure_containerd(const std::vector<std::string>& args, std::ostream& out
       changes.push_back({config, &dropin.main, main_text.value_or(""), main_text.has_value()});
     } else {
       main_edit = edit_containerd_config(main_text.value_or(""), config.string(), major, entry);
+      if (major == 2 && main_edit.version == 2 && main_edit.changed)
+        out << config.string() << ": a version 2 config, which containerd 2.x migrates each time it starts "
+            << "(`containerd config migrate` prints it in the latest version); edited as version 2\n";
       changes.push_back({config, &main_edit, main_text.value_or(""), main_text.has_value()});
     }
 

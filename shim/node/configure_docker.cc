@@ -52,6 +52,9 @@ int configure_docker(const std::vector<std::string>& args, std::ostream& out, st
   try {
     for (const std::string* p : {&entry.shim_config, &entry.exit_config})
       if (!p->empty() && p->front() != '/') throw Error(Code::InvalidArgument, "\"" + *p + "\" is not an absolute path");
+    if (!entry.shim_config.empty() && !std::filesystem::exists(entry.shim_config))
+      out << "note: --shim-config " << entry.shim_config << " does not exist (yet): containers of " << entry.name
+          << " fail to start until it does\n";
     const auto text = read_config_text(config);
     const JsonEdit edit = edit_docker_config(text.value_or(""), config.string(), entry);
 
