@@ -13,9 +13,13 @@ namespace nvproxy::node {
 
 namespace {
 
-// The CRI runtime names whose runtime_type is ours in a config (containerd's `config dump`).
-std::vector<std::string> our_runtimes(const std::string& toml_text) {
-  std::vector<std::string> names;
+struct CriRuntime {
+  std::string name, config_path;  // config_path: options.ConfigPath, "" when none
+};
+
+// The CRI runtimes whose runtime_type is ours in a config (containerd's `config dump`).
+std::vector<CriRuntime> our_runtimes(const std::string& toml_text) {
+  std::vector<CriRuntime> names;
   try {
     toml::table doc = toml::parse(toml_text);
     for (const char* plugin : {"io.containerd.grpc.v1.cri", "io.containerd.cri.v1.runtime"}) {
@@ -23,7 +27,7 @@ std::vector<std::string> our_runtimes(const std::string& toml_text) {
       if (!rts) continue;
       for (const auto& [name, rt] : *rts)
         if (rt.is_table() && (*rt.as_table())["runtime_type"].value<std::string>() == kRuntimeType)
-          names.emplace_back(name.str());
+          names.push_back({std::string(name.str()), (*rt.as_table())["options"]["ConfigPath"].value_or(std::string())});
     }
   } catch (const toml::parse_error&) {
   }
@@ -59,7 +63,19 @@ void containerd_checks(DoctorContext& ctx, std::vector<Check>& out) {
         ctx.containerd_config.string() + " has no CRI runtime of type " + kRuntimeType + " (ctr, nerdctl and Docker need none)";
     cri.remedy = "containerd-shim-nvproxy-v1 configure containerd, then restart containerd (Kubernetes, crictl)";
   } else {
-    cri.detail = "CRI runtime " + names.front() + " (" + kRuntimeType + ") in " + ctx.containerd_config.string();
+    cri.detail = "CRI runtime";
+    std::string missing;
+    for (std::size_t i = 0; i < names.size(); ++i) {
+      const auto& r = names[i];
+      cri.detail += (i ? ", " : " ") + r.name + (r.config_path.empty() ? "" : " (ConfigPath " + r.config_path + ")");
+      if (!r.config_path.empty() && !std::filesystem::exists(r.config_path)) missing += " " + r.config_path;
+    }
+    cri.detail += " in " + ctx.containerd_config.string();
+    if (!missing.empty()) {
+      cri.status = Status::Fail;
+      cri.detail += "; missing:" + missing;
+      cri.remedy = "create the shim config it names, or drop ConfigPath: the shim refuses containers whose ConfigPath is missing";
+    }
   }
   out.push_back(cri);
 }

@@ -77,6 +77,13 @@ expect "libcuda checkpoint API" ok
 expect "gpus" ok
 nv_assert_contains "$(check gpus detail)" "NVIDIA H200 GPU-11111111-2222-3333-4444-555555555555 512.0 MiB" "the GPU"
 expect "containerd CRI runtime" ok
+# A runtime entry naming a shim config that is not there: failed, with the remedy, but not a check
+# a GPU checkpoint needs (ctr and Docker do not go through CRI): the exit code stays 0.
+"$SHIM" configure containerd --config "$T/containerd-missing.toml" --containerd-version 1.6 \
+  --shim-config "$T/missing.yaml" >/dev/null
+DOCTOR_PATH=$F/bin:$PATH doctor --config "$T/fake.yaml" --containerd-config "$T/containerd-missing.toml"
+nv_assert_eq 0 "$RC" "doctor's exit code with a CRI runtime whose shim config is missing"
+expect "containerd CRI runtime" fail "create the shim config"
 
 nv_log "CRIU missing: runtime.criu_path"
 cfg fake "  criu_path: $T/no/criu
