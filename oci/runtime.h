@@ -46,7 +46,7 @@ struct RuntimeConfig {
   // checkpoint.criu_plugin_dir, else the directory found beside the shim.
   std::string criu_plugin_dir;
   // Where the CRIU has the project's page I/O patch (CriuInfo::page_io): a checkpoint writes each
-  // process's pages from a thread of their own, up to this many at once (0: one after another, as
+  // process's pages from a writer process, up to this many at once (0: one after another, as
   // CRIU does alone), and a restore asks for huge pages in the memory it fills. The shim's config
   // sets them from checkpoint.page_writers and checkpoint.restore_huge_pages.
   unsigned page_writers = 8;

@@ -52,7 +52,7 @@ struct CriuInfo {
   // patch (scripts/criu-skip-zero-pages.patch), leaves zero pages of private memory out of the image.
   bool skip_zero_pages = false;
   // It takes --page-writers and --restore-huge-pages (scripts/criu-page-io.patch): each process's
-  // pages written by a thread of their own while the next is dumped, huge pages asked for in the
+  // pages written by a writer process while the next is dumped, huge pages asked for in the
   // memory a restore fills.
   bool page_io = false;
 };

@@ -76,7 +76,7 @@ CriuInfo RuntimeProbe::criu(const std::string& criu_path) {
   if (c.error.empty())
     log_.info("CRIU " + c.binary + ": version " + c.version +
               (c.skip_zero_pages ? ", leaves zero pages out (--skip-zero-pages)" : "") +
-              (c.page_io ? ", writes each process's pages in a thread of their own (--page-writers), restores into huge "
+              (c.page_io ? ", writes each process's pages from a writer process (--page-writers), restores into huge "
                            "pages (--restore-huge-pages)"
                          : ""));
   else

@@ -4,7 +4,7 @@
 # version is pinned to 4.2.1, with the project's patches: --skip-zero-pages
 # (scripts/criu-skip-zero-pages.patch: zero pages of private memory stay out of the image) and
 # --page-writers / --restore-huge-pages (scripts/criu-page-io.patch: each task's pages written by
-# a thread of their own while the next task is dumped; huge pages asked for in restored memory). CRIU 4.1.1 (Debian 13's) hangs in every dump on AMD EPYC machines
+# a writer process while the next task is dumped; huge pages asked for in restored memory). CRIU 4.1.1 (Debian 13's) hangs in every dump on AMD EPYC machines
 # with AVX-512 (kernel 6.18), with containerd's own runc shim too, while 4.2.1 built the same way
 # checkpoints the same container in half a second. This takes the upstream tarball that Debian
 # unstable's source index names for criu=$CRIU_DEB_VERSION (a deb-src sid line in a PRIVATE apt

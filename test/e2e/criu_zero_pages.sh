@@ -6,7 +6,7 @@
 # --skip-zero-pages, CRIU counts the zero pages it left out, the page files hold no more than the
 # data, and after the restore both processes read every byte of the region as before.
 # Then the same with the page I/O patch's options (scripts/criu-page-io.patch), where CRIU has them:
-# --page-writers on the dump (the parent's pages written by a thread of their own, the child's
+# --page-writers on the dump (the parent's pages written by a writer process, the child's
 # the usual way), --restore-huge-pages on the restore; the same checks, and the dump log names the
 # writer.
 # Usage: criu_zero_pages.sh
@@ -51,7 +51,7 @@ one() {  # MODE: plain | page-io
   # process's present pages), 5 quarters of 4 MiB, plus what else the processes hold.
   ((bytes < 6 * PAGES * 4096 / 4 + 4 * 1048576)) || nv_fail "$1: the page files hold $bytes bytes: zero pages were dumped"
   if [[ $1 == page-io ]]; then
-    grep -q "page writer 1 writes .* of task $parent" "$run/img/dump.log" ||
+    grep -q "page writer [0-9]* writes .* of task $parent" "$run/img/dump.log" ||
       nv_fail "page-io: no writer wrote the parent's pages: $(grep -i 'page writer' "$run/img/dump.log" | head -3)"
     grep -q "page writer(s) done" "$run/img/dump.log" || nv_fail "page-io: the dump did not join its writers"
   fi
