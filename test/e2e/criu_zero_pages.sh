@@ -20,7 +20,7 @@ CRIU=$(command -v criu || true)
 APP=${NVPROXY_FIXTURES_DIR:?}/zero_pages_tree
 W=$(mktemp -d /tmp/nvproxy-criu-zero.XXXXXX)
 nv_defer rm -rf "$W"
-PAGES=4096 # 16 MiB: a quarter is 1024 pages
+PAGES=32768 # 128 MiB, a quarter 32 MiB: the parent's 96 MiB of data are past the 64 MiB under which CRIU copies a task itself
 one() {  # MODE: plain | page-io
   local dump_opt=() restore_opt=() run=$W/$1
   [[ $1 == page-io ]] && dump_opt=(--page-writers 2) restore_opt=(--restore-huge-pages)

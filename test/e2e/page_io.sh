@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# Issue 56: the project's CRIU page I/O (scripts/criu-page-io.patch) through containerd, the shim
+# and the runtime. A container of three processes holding 384 MiB of written memory each and a small
+# one started last (the last process is dumped the usual way: the writers of the three big ones are
+# still writing when CRIU goes on to the container's mounts, which a CRIU with writer threads could
+# not setns() into) is checkpointed with the image store, leaving it running:
+#   - CRIU's dump log shows a writer for each big process and the writers' reports read;
+#   - the container runs on and every process's memory is intact;
+#   - restored from the image, every process's memory is intact again, and (on a host whose
+#     transparent huge pages are left to madvise) the restore asked for huge pages and got them.
+# The same with checkpoint.page_writers: 0: no writer, what CRIU does alone.
+# Usage: page_io.sh [1.6|1.7|2.3]
+set -euo pipefail
+source "$(dirname "$0")/lib/shim-env.sh"
+source "$(dirname "$0")/lib/fake-cuda.sh"
+criu --help 2>&1 | grep -q -- '^ *--page-writers' || nv_skip "this CRIU has no --page-writers (scripts/build-criu.sh builds it)"
+nv_fake_cuda
+STORE=$(mktemp -d /var/tmp/nvproxy-page-io-store.XXXXXX)
+nv_defer rm -rf "$STORE"
+NV_SHIM_EXTRA="$NV_FAKE_CHECKPOINT
+  image_store: $STORE"
+export NV_SHIM_EXTRA
+nv_start_with_shim --containerd "${1:-1.7}"
+MOUNTS=("${NV_FAKE_MOUNTS[@]}")
+MIB=384
+thp_madvise=false
+grep -q '\[madvise\]' /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null && thp_madvise=true
+work() { echo "$NV_STATE_DIR/io.containerd.runtime.v2.task/$NV_NAMESPACE/$1/criu-work"; }
+three_apps() { (($(find "$FAKE/cuda" -maxdepth 1 -name '*.checked' | wc -l) == 3)); }
+# Full rounds of every app's memory check, summed.
+rounds() { cat "$FAKE"/cuda/*.checked 2>/dev/null | awk '{s+=$1} END {print s+0}'; }
+rounds_past() { (($(rounds) > $1)); }
+task_pids() { nv_ctr task ps "$1" | awk 'NR>1 {print $1}'; }
+intact() {  # AFTER: the three apps go on checking their memory, none found a change
+  local r0 f
+  r0=$(rounds)
+  nv_wait_for -t 60 rounds_past $((r0 + 3)) || nv_fail "the apps do not go on checking their memory after $1 (rounds $(rounds))"
+  for f in "$FAKE"/cuda/*.corrupt; do [[ -e $f ]] && nv_fail "after $1: memory changed at $(cat "$f")"; done
+  return 0
+}
+one() {  # NAME WRITERS
+  local name=$1 log w
+  rm -f "$FAKE"/cuda/*
+  [[ $2 == default ]] || echo "  page_writers: $2" >>"$NVPROXY_SHIM_CONFIG"
+  local app="/fake/fake_cuda_app --no-cuda --device /dev/null --dir /fakecuda --hold-mib $MIB"
+  nv_ctr run -d --runtime $NV_RT "${MOUNTS[@]}" "$NV_IMAGE" "$name" \
+    sh -c "$app & $app & $app & sleep 100000 & wait"
+  nv_wait_for -t 60 three_apps || nv_fail "$name: the three apps did not start checking their memory: $(ls "$FAKE/cuda")"
+  intact "the start"
+  nv_ctr c checkpoint --task --rw "$name" "${name}ref" || nv_fail "$name: the checkpoint failed"
+  log=$(work "$name")/dump.log
+  w=$(grep -c 'page writer [0-9]* writes' "$log" || true)
+  if [[ $2 == 0 ]]; then
+    nv_assert_eq 0 "$w" "$name: writers with page_writers: 0"
+  else
+    nv_assert_eq 3 "$w" "$name: writers, one per big process ($(grep 'page writer' "$log" | head -5))"
+    grep -q 'page writer(s) done' "$log" || nv_fail "$name: the dump did not read its writers' reports"
+  fi
+  nv_assert_eq RUNNING "$(nv_task_status "$name")" "$name: the container after its checkpoint"
+  intact "the checkpoint"
+  nv_stop_rm "$name"
+  rm -f "$FAKE"/cuda/*.checked "$FAKE"/cuda/*.corrupt
+  nv_ctr c restore --live --rw "$name" "${name}ref" </dev/null || nv_fail "$name: the restore failed"
+  nv_wait_for -t 60 three_apps || nv_fail "$name: the restored apps do not check their memory"
+  intact "the restore"
+  if $thp_madvise; then
+    grep -q 'Huge pages asked for in' "$(work "$name")/restore.log" ||
+      nv_fail "$name: the restore did not ask for huge pages: $(grep -i huge "$(work "$name")/restore.log" | head -3)"
+    local huge
+    huge=$(for p in $(task_pids "$name"); do awk '/^AnonHugePages/ {print $2}' "/proc/$p/smaps_rollup" 2>/dev/null; done | awk '{s+=$1} END {print s+0}')
+    nv_log "$name: AnonHugePages of the restored processes: $huge KiB"
+    ((huge >= 3 * MIB * 1024 / 2)) || nv_fail "$name: only $huge KiB of huge pages after the restore"
+  fi
+  nv_stop_rm "$name"
+  nv_ctr image rm "${name}ref" >/dev/null 2>&1 || true
+}
+one pio default
+one plain 0
+echo "PASS page_io (containerd $NV_CONTAINERD_VERSION)"
