@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # Issue 56: the project's CRIU page I/O (scripts/criu-page-io.patch) through containerd, the shim
-# and the runtime. A container of three processes holding 384 MiB of written memory each and a small
-# one started last (the last process is dumped the usual way: the writers of the three big ones are
-# still writing when CRIU goes on to the container's mounts, which a CRIU with writer threads could
-# not setns() into) is checkpointed with the image store, leaving it running:
+# and the runtime. A container of three processes, each holding 384 MiB of written memory and a
+# 128 MiB pool of present zero pages (a pool the driver staged and nothing wrote: CRIU leaves it
+# out), their shell (under 64 MiB: CRIU copies it itself) and a small process started last (the
+# last is dumped the usual way: the writers of the three big ones are still writing when CRIU goes
+# on to the container's mounts, which a CRIU with writer threads could not setns() into), is
+# checkpointed with the image store, leaving it running:
 #   - CRIU's dump log shows a writer for each big process and the writers' reports read;
 #   - the container runs on and every process's memory is intact;
 #   - restored from the image, every process's memory is intact again, and (on a host whose
-#     transparent huge pages are left to madvise) the restore asked for huge pages and got them.
+#     transparent huge pages are left to madvise) the restore asked for huge pages and got them,
+#     and the pools, none of whose pages are in the image, ask for them too.
 # The same with checkpoint.page_writers: 0: no writer, what CRIU does alone.
 # Usage: page_io.sh [1.6|1.7|2.3]
 set -euo pipefail
@@ -42,7 +45,7 @@ one() {  # NAME WRITERS
   local name=$1 log w
   rm -f "$FAKE"/cuda/*
   [[ $2 == default ]] || echo "  page_writers: $2" >>"$NVPROXY_SHIM_CONFIG"
-  local app="/fake/fake_cuda_app --no-cuda --device /dev/null --dir /fakecuda --hold-mib $MIB"
+  local app="/fake/fake_cuda_app --no-cuda --device /dev/null --dir /fakecuda --hold-mib $MIB --zero-mib 128"
   nv_ctr run -d --runtime $NV_RT "${MOUNTS[@]}" "$NV_IMAGE" "$name" \
     sh -c "$app & $app & $app & sleep 100000 & wait"
   nv_wait_for -t 60 three_apps || nv_fail "$name: the three apps did not start checking their memory: $(ls "$FAKE/cuda")"
@@ -70,6 +73,10 @@ one() {  # NAME WRITERS
     huge=$(for p in $(task_pids "$name"); do awk '/^AnonHugePages/ {print $2}' "/proc/$p/smaps_rollup" 2>/dev/null; done | awk '{s+=$1} END {print s+0}')
     nv_log "$name: AnonHugePages of the restored processes: $huge KiB"
     ((huge >= 3 * MIB * 1024 / 2)) || nv_fail "$name: only $huge KiB of huge pages after the restore"
+    # Each app's data and its pool ask for huge pages (VmFlags "hg"), the pool from its zero pages.
+    local asking
+    asking=$(for p in $(task_pids "$name"); do grep -c '^VmFlags:.* hg' "/proc/$p/smaps" 2>/dev/null; done | awk '{s+=$1} END {print s+0}')
+    ((asking >= 6)) || nv_fail "$name: $asking mappings ask for huge pages after the restore, not the 3 data regions and 3 pools"
   fi
   nv_stop_rm "$name"
   nv_ctr image rm "${name}ref" >/dev/null 2>&1 || true
