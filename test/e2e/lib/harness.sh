@@ -326,14 +326,20 @@ _nv_task_stopped() {
   ! _nv_ctr_t 5 "$1" tasks ls | awk -v t="$2" '$1 == t && $3 != "STOPPED" {found = 1} END {exit !found}'
 }
 
+# SIGTERM, then SIGKILL after 10 s. No timer subshell: one killed while it still ran shell code ran
+# the test's EXIT trap in the subshell (the whole cleanup, the test's directories removed under it),
+# which made tests that restart containerd mid-run (configure_containerd) fail under load.
 _nv_stop_daemon() {
   [[ -n $NV_CONTAINERD_PID ]] || return 0
   kill -TERM "$NV_CONTAINERD_PID" 2>/dev/null
-  (sleep 10 && kill -KILL "$NV_CONTAINERD_PID" 2>/dev/null) &
-  local killer=$!
+  local i
+  for ((i = 0; i < 100; i++)); do
+    # gone, or a zombie (exited, not yet reaped by the wait below)
+    [[ $(awk '{print $3}' "/proc/$NV_CONTAINERD_PID/stat" 2>/dev/null) =~ ^[^Z]$ ]] || break
+    sleep 0.1
+  done
+  kill -KILL "$NV_CONTAINERD_PID" 2>/dev/null
   wait "$NV_CONTAINERD_PID" 2>/dev/null
-  kill "$killer" 2>/dev/null
-  wait "$killer" 2>/dev/null
   NV_CONTAINERD_PID=""
 }
 
