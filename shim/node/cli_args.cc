@@ -32,4 +32,23 @@ Flags parse_flags(const std::vector<std::string>& args, const std::set<std::stri
   return f;
 }
 
+CommandFlags parse_command(const std::string& command, const std::vector<std::string>& args,
+                           const std::set<std::string>& with_value, std::set<std::string> switches, const std::string& usage,
+                           std::ostream& out, std::ostream& err) {
+  switches.insert({"--help", "-h"});
+  CommandFlags c;
+  try {
+    c.flags = parse_flags(args, with_value, switches);
+  } catch (const Error& e) {
+    err << command << ": " << e.what() << "\n" << usage;
+    c.done = 2;
+    return c;
+  }
+  if (c.flags.on("--help") || c.flags.on("-h")) {
+    out << usage;
+    c.done = 0;
+  }
+  return c;
+}
+
 }  // namespace nvproxy::node

@@ -50,18 +50,10 @@ struct Change {
 }  // namespace
 
 int configure_containerd(const std::vector<std::string>& args, std::ostream& out, std::ostream& err, ProcessRunner& runner) {
-  Flags f;
-  try {
-    f = parse_flags(args, {"--config", "--runtime-name", "--shim-config", "--containerd-version"},
-                    {"--drop-in", "--set-as-default", "--dry-run", "--help", "-h"});
-  } catch (const Error& e) {
-    err << "configure containerd: " << e.what() << "\n" << kUsage;
-    return 2;
-  }
-  if (f.on("--help") || f.on("-h")) {
-    out << kUsage;
-    return 0;
-  }
+  auto [f, done] =
+      parse_command("configure containerd", args, {"--config", "--runtime-name", "--shim-config", "--containerd-version"},
+                    {"--drop-in", "--set-as-default", "--dry-run"}, kUsage, out, err);
+  if (done) return *done;
   const std::filesystem::path config = f.value("--config", "/etc/containerd/config.toml");
   RuntimeEntry entry{.name = f.value("--runtime-name", "nvproxy"),
                      .shim_config = f.value("--shim-config"),

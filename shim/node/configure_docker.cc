@@ -30,18 +30,9 @@ const char* kUsage =
 }  // namespace
 
 int configure_docker(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
-  Flags f;
-  try {
-    f = parse_flags(args, {"--config", "--runtime-name", "--shim-config", "--exit-config"},
-                    {"--no-exit-runtime", "--set-as-default", "--experimental", "--dry-run", "--help", "-h"});
-  } catch (const Error& e) {
-    err << "configure docker: " << e.what() << "\n" << kUsage;
-    return 2;
-  }
-  if (f.on("--help") || f.on("-h")) {
-    out << kUsage;
-    return 0;
-  }
+  auto [f, done] = parse_command("configure docker", args, {"--config", "--runtime-name", "--shim-config", "--exit-config"},
+                                 {"--no-exit-runtime", "--set-as-default", "--experimental", "--dry-run"}, kUsage, out, err);
+  if (done) return *done;
   const std::filesystem::path config = f.value("--config", "/etc/docker/daemon.json");
   DockerEntry entry{.name = f.value("--runtime-name", "nvproxy"),
                     .shim_config = f.value("--shim-config"),

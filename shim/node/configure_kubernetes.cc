@@ -32,18 +32,10 @@ std::string scalar(const std::string& s) {
 }  // namespace
 
 int configure_kubernetes(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
-  Flags f;
-  try {
-    f = parse_flags(args, {"--runtime-name", "--name", "--node-selector", "--overhead-memory", "--overhead-cpu"},
-                    {"--help", "-h"});
-  } catch (const Error& e) {
-    err << "configure kubernetes: " << e.what() << "\n" << kUsage;
-    return 2;
-  }
-  if (f.on("--help") || f.on("-h")) {
-    out << kUsage;
-    return 0;
-  }
+  auto [f, done] =
+      parse_command("configure kubernetes", args,
+                    {"--runtime-name", "--name", "--node-selector", "--overhead-memory", "--overhead-cpu"}, {}, kUsage, out, err);
+  if (done) return *done;
   const std::string handler = f.value("--runtime-name", "nvproxy");
   const std::string name = f.value("--name", handler);
   // A handler must be a DNS label (Kubernetes validates it; containerd's runtime name is the same).

@@ -63,17 +63,8 @@ int doctor_main(const std::vector<std::string>& args, std::ostream& out, std::os
       "  --config FILE             the shim's config (default: $NVPROXY_SHIM_CONFIG, /etc/containerd-shim-nvproxy/config.yaml)\n"
       "  --containerd-config FILE  containerd's (default /etc/containerd/config.toml)\n"
       "  --json                    {\"ok\": bool, \"checks\": [{name, status, needed, detail, remedy}]}\n";
-  Flags f;
-  try {
-    f = parse_flags(args, {"--config", "--containerd-config"}, {"--json", "--help", "-h"});
-  } catch (const Error& e) {
-    err << "doctor: " << e.what() << "\n" << usage;
-    return 2;
-  }
-  if (f.on("--help") || f.on("-h")) {
-    out << usage;
-    return 0;
-  }
+  auto [f, done] = parse_command("doctor", args, {"--config", "--containerd-config"}, {"--json"}, usage, out, err);
+  if (done) return *done;
   DirectWaiter waiter;
   ProcessRunner runner(waiter);
   shim::ShimConfig cfg;
