@@ -61,8 +61,7 @@ void print_checks_json(const std::vector<Check>& checks, std::ostream& out);
 // "doctor [--config FILE] [--containerd-config FILE] [--json]"
 int doctor_main(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 
-// Helpers the checks share (exposed for their unit tests).
-std::string human_bytes(std::uint64_t b);
+// Helpers the checks share (exposed for their unit tests); sizes are checkpoint::format_bytes's.
 // Whether the ELF file at `lib` names each of `symbols` in its dynamic string table; the missing ones.
 std::vector<std::string> missing_symbols(const std::filesystem::path& lib, const std::vector<std::string>& symbols);
 

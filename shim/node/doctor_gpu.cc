@@ -10,6 +10,7 @@
 #include <sstream>
 #include <string_view>
 
+#include "checkpoint/shared/gpu_facts.h"
 #include "common/unique_fd.h"
 #include "common/version.h"
 #include "gpu/discovery.h"
@@ -197,7 +198,7 @@ void gpu_checks(DoctorContext& ctx, const GpuFacts& facts, std::vector<Check>& o
       const auto& g = facts.gpus[i];
       gpus.detail += (i ? "; " : "") + (g.name.empty() ? std::string("GPU") : g.name) + " " + g.uuid;
       if (g.memory_bytes) {
-        gpus.detail += " " + human_bytes(g.memory_bytes);
+        gpus.detail += " " + checkpoint::format_bytes(g.memory_bytes);
       } else {
         unknown = true;
       }

@@ -2,8 +2,8 @@
 #include <sys/statvfs.h>
 
 #include <fstream>
-#include <sstream>
 
+#include "checkpoint/shared/gpu_facts.h"
 #include "shim/node/doctor.h"
 
 namespace nvproxy::node {
@@ -76,11 +76,11 @@ void dirty_check(DoctorContext& ctx, const GpuFacts& gpus, std::vector<Check>& o
   const std::uint64_t ratio = std::strtoull(first_line(ctx.proc / "sys/vm/dirty_ratio").c_str(), nullptr, 10);
   // The kernel's threshold is a share of reclaimable memory; MemAvailable is near it.
   const std::uint64_t threshold = bytes ? bytes : meminfo(ctx.proc, "MemAvailable") / 100 * ratio;
-  c.detail = (bytes ? "vm.dirty_bytes " + human_bytes(bytes)
-                    : "vm.dirty_ratio " + std::to_string(ratio) + " (about " + human_bytes(threshold) + ")");
+  c.detail = (bytes ? "vm.dirty_bytes " + checkpoint::format_bytes(bytes)
+                    : "vm.dirty_ratio " + std::to_string(ratio) + " (about " + checkpoint::format_bytes(threshold) + ")");
   if (const std::uint64_t big = gpus.largest(); big && threshold < big) {
     c.status = Status::Warn;
-    c.detail += ", below the largest GPU's memory (" + human_bytes(big) + "): a full GPU's image waits for the disk";
+    c.detail += ", below the largest GPU's memory (" + checkpoint::format_bytes(big) + "): a full GPU's image waits for the disk";
     c.remedy = "sysctl vm.dirty_bytes=" + std::to_string(big + (big >> 2)) +
                " (the images written at once, with the memory to hold them)";
   }
@@ -90,9 +90,9 @@ void dirty_check(DoctorContext& ctx, const GpuFacts& gpus, std::vector<Check>& o
 void ram_check(DoctorContext& ctx, const GpuFacts& gpus, std::vector<Check>& out) {
   Check c{.name = "host memory", .needed = false};
   const std::uint64_t total = meminfo(ctx.proc, "MemTotal"), avail = meminfo(ctx.proc, "MemAvailable");
-  c.detail = human_bytes(total) + " (" + human_bytes(avail) + " available)";
+  c.detail = checkpoint::format_bytes(total) + " (" + checkpoint::format_bytes(avail) + " available)";
   if (const std::uint64_t gpu = gpus.total(); gpu) {
-    c.detail += " against " + human_bytes(gpu) + " of GPU memory";
+    c.detail += " against " + checkpoint::format_bytes(gpu) + " of GPU memory";
     if (total < gpus.largest()) {
       c.status = Status::Fail;
       c.needed = true;
@@ -123,11 +123,11 @@ void disk_check(const std::string& what, const fs::path& dir, const GpuFacts& gp
   // An image holds the GPU's used memory and the processes' own: the largest GPU, or 1 GiB
   // (a small CUDA process) where the memory is unknown.
   const std::uint64_t need = gpus.largest() ? gpus.largest() : (1ull << 30);
-  c.detail = dir.string() + ": " + human_bytes(free) + " free";
+  c.detail = dir.string() + ": " + checkpoint::format_bytes(free) + " free";
   if (free < need) {
     c.status = Status::Fail;
-    c.detail +=
-        ", less than " + human_bytes(need) + (gpus.largest() ? " (the largest GPU's memory)" : " (a small CUDA process's image)");
+    c.detail += ", less than " + checkpoint::format_bytes(need) +
+                (gpus.largest() ? " (the largest GPU's memory)" : " (a small CUDA process's image)");
     c.remedy = "free space at " + dir.string() + " or point checkpoint.image_store at a larger filesystem";
   }
   out.push_back(c);
@@ -144,20 +144,6 @@ void io_uring_check(DoctorContext& ctx, std::vector<Check>& out) {
 }
 
 }  // namespace
-
-std::string human_bytes(std::uint64_t b) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double v = static_cast<double>(b);
-  int u = 0;
-  while (v >= 1024 && u < 4) {
-    v /= 1024;
-    ++u;
-  }
-  std::ostringstream os;
-  os.precision(u == 0 ? 0 : 1);
-  os << std::fixed << v << " " << units[u];
-  return os.str();
-}
 
 void host_checks(DoctorContext& ctx, const GpuFacts& gpus, std::vector<Check>& out) {
   cgroup_check(ctx, out);

@@ -4,6 +4,7 @@
 
 #include <fstream>
 
+#include "checkpoint/shared/gpu_facts.h"
 #include "common/scratch_dir.h"
 #include "shim/node/doctor.h"
 
@@ -18,10 +19,11 @@ TEST(Doctor, FindsTheCheckpointApiInTheFakeDriver) {
   EXPECT_EQ(missing_symbols("/nonexistent/libcuda.so.1", api).size(), api.size());
 }
 
+// The checks' sizes are the restore preflight's (checkpoint::format_bytes), in the same form.
 TEST(Doctor, HumanBytes) {
-  EXPECT_EQ(human_bytes(512), "512 B");
-  EXPECT_EQ(human_bytes(1536), "1.5 KiB");
-  EXPECT_EQ(human_bytes(141ull << 30), "141.0 GiB");
+  EXPECT_EQ(checkpoint::format_bytes(512), "512 B");
+  EXPECT_EQ(checkpoint::format_bytes(1536), "1.5 KiB");
+  EXPECT_EQ(checkpoint::format_bytes(141ull << 30), "141.0 GiB");
 }
 
 Check find(const std::vector<Check>& cs, const std::string& name) {
