@@ -33,6 +33,13 @@ int main(int argc, char** argv) {
   const size_t n = (size_t)atol(argv[1]) << 20;
   const int kids = argc > 3 ? atoi(argv[3]) : 0;
   signal(SIGUSR1, on_usr1);
+  /* SIGUSR1 only arrives inside sigsuspend: one sent between the flag's test and a pause() would be
+   * lost (a restored process re-enters its wait just as the benchmark signals it). */
+  sigset_t usr1, wait_mask;
+  sigemptyset(&usr1);
+  sigaddset(&usr1, SIGUSR1);
+  sigprocmask(SIG_BLOCK, &usr1, &wait_mask);
+  sigdelset(&wait_mask, SIGUSR1);
   for (int k = 0; k < kids; k++)
     if (fork() == 0) break;
   unsigned char* p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -42,8 +49,7 @@ int main(int argc, char** argv) {
     for (int j = 0; j < 4096; j += 512) p[i + j] = mark(i / 4096, j, salt);
   note(argv[2], "", "ready\n");
   for (;;) {
-    pause();
-    if (!check) continue;
+    while (!check) sigsuspend(&wait_mask);
     check = 0;
     size_t bad = 0;
     for (size_t i = 0; i < n; i += 4096)
