@@ -61,7 +61,7 @@ dump() {
 # restore MODE NPROC: seconds on stdout; checks every process's memory, then kills the tree.
 restore() {
   local opt=() t0 t tree
-  [[ $1 == page-io ]] && opt=(--restore-huge-pages)
+  [[ $1 == page-io ]] && opt=(--restore-huge-pages --page-readers 8)
   t0=$(now)
   "$CRIU" restore -D "$W/img" --shell-job -d -o restore.log "${opt[@]}" >/dev/null 2>&1 ||
     { tail -5 "$W/img/restore.log" >&2; exit 1; }

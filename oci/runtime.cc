@@ -47,6 +47,11 @@ bool Runtime::criu_has_page_io() {
   return c && c->page_io;
 }
 
+bool Runtime::criu_has_page_readers() {
+  auto c = criu();
+  return c && c->page_readers;
+}
+
 namespace {
 
 // CRIU's decisive lines of `log` and what to do about them, appended to a runtime's error.
@@ -456,6 +461,7 @@ void Runtime::restore(const std::string& id, const RestoreOptions& o) {
   if (leave_stopped) criu_lines.emplace_back("leave-stopped");
   if (auto root = criu_cgroup_root(o.bundle)) criu_lines.push_back(*root);
   if (cfg_.restore_huge_pages && criu_has_page_io()) criu_lines.emplace_back("restore-huge-pages");
+  if (cfg_.page_readers > 1 && criu_has_page_readers()) criu_lines.push_back("page-readers " + std::to_string(cfg_.page_readers));
   std::vector<std::string> env = criu_env(id, "restore", o.work_path, plugin_dir, criu_lines);
   hand_over_criu(id, "restore", o.work_path, a, env);
   a.insert(a.end(), {"restore", "--detach", "--bundle", o.bundle.string(), "--image-path", o.image_path.string(), "--pid-file",

@@ -48,9 +48,12 @@ struct RuntimeConfig {
   // Where the CRIU has the project's page I/O patch (CriuInfo::page_io): a checkpoint writes each
   // process's pages from a writer process, up to this many at once (0: one after another, as
   // CRIU does alone), and a restore asks for huge pages in the memory it fills. The shim's config
-  // sets them from checkpoint.page_writers and checkpoint.restore_huge_pages.
+  // sets them from checkpoint.page_writers and checkpoint.restore_huge_pages. Where it also takes
+  // --page-readers (CriuInfo::page_readers), a restore reads each process's pages in with up to
+  // page_readers threads (0 or 1: the process's own alone), from checkpoint.page_readers.
   unsigned page_writers = 8;
   bool restore_huge_pages = true;
+  unsigned page_readers = 8;
   // Deadlines: no runtime command may hang the shim. On expiry the runtime's whole process group
   // (runc and the CRIU it started) is killed and the call throws DeadlineError. The shim's config
   // sets the first two from checkpoint.snapshot_timeout_ms and checkpoint.restore_timeout_ms.
@@ -144,6 +147,7 @@ class Runtime {
   // dump leaves zero pages out itself (no punch pass afterwards).
   bool criu_skips_zero_pages();
   bool criu_has_page_io();
+  bool criu_has_page_readers();
 
   // Runs `create`; the container's init inherits opts.stdio and stays behind (detached).
   virtual void create(const std::string& id, const CreateOptions& opts);

@@ -55,6 +55,9 @@ struct CriuInfo {
   // pages written by a writer process while the next is dumped, huge pages asked for in the
   // memory a restore fills.
   bool page_io = false;
+  // It takes --page-readers as well (the patch as it is now): a restored process's pages read in
+  // by several threads at once.
+  bool page_readers = false;
 };
 // From `criu --version` ("Version: 4.2.1\nGitID: ...").
 CriuInfo parse_criu_version(const std::string& out);

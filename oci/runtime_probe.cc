@@ -67,6 +67,7 @@ CriuInfo RuntimeProbe::criu(const std::string& criu_path) {
         const std::string help = output_of({binary, "--help"});
         c.skip_zero_pages = criu_help_lists_skip_zero_pages(help);
         c.page_io = criu_help_lists_option(help, "--page-writers") && criu_help_lists_option(help, "--restore-huge-pages");
+        c.page_readers = c.page_io && criu_help_lists_option(help, "--page-readers");
       } catch (const Error& e) {
         log_.warn("CRIU " + binary + ": --help failed (" + e.what() + "); zero pages are punched after its dump");
       }
@@ -78,7 +79,8 @@ CriuInfo RuntimeProbe::criu(const std::string& criu_path) {
               (c.skip_zero_pages ? ", leaves zero pages out (--skip-zero-pages)" : "") +
               (c.page_io ? ", writes each process's pages from a writer process (--page-writers), restores into huge "
                            "pages (--restore-huge-pages)"
-                         : ""));
+                         : "") +
+              (c.page_readers ? ", reads them in with several threads (--page-readers)" : ""));
   else
     log_.warn("CRIU " + c.binary + ": version unknown (" + c.error + ")");
   return criu_[criu_path] = c;

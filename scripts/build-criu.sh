@@ -3,8 +3,9 @@
 # Debian criu binaries need a newer glibc, so checkpoint e2e tests need a CRIU built here. The
 # version is pinned to 4.2.1, with the project's patches: --skip-zero-pages
 # (scripts/criu-skip-zero-pages.patch: zero pages of private memory stay out of the image) and
-# --page-writers / --restore-huge-pages (scripts/criu-page-io.patch: each task's pages written by
-# a writer process while the next task is dumped; huge pages asked for in restored memory). CRIU 4.1.1 (Debian 13's) hangs in every dump on AMD EPYC machines
+# --page-writers / --page-readers / --restore-huge-pages (scripts/criu-page-io.patch: each task's
+# pages written by writer processes while the next task is dumped; read in by several threads at
+# restore; huge pages asked for in restored memory). CRIU 4.1.1 (Debian 13's) hangs in every dump on AMD EPYC machines
 # with AVX-512 (kernel 6.18), with containerd's own runc shim too, while 4.2.1 built the same way
 # checkpoints the same container in half a second. This takes the upstream tarball that Debian
 # unstable's source index names for criu=$CRIU_DEB_VERSION (a deb-src sid line in a PRIVATE apt
@@ -49,7 +50,8 @@ has_patch() {
   help=$("$CRIU_BIN" --help 2>&1) || true
   grep -q -- '--skip-zero-pages' <<<"$help" || return 1
   [[ " ${CRIU_PATCHES[*]} " != *" criu-page-io.patch "* ]] && return 0
-  grep -q -- '--page-writers' <<<"$help" && grep -q -- '--restore-huge-pages' <<<"$help"
+  grep -q -- '--page-writers' <<<"$help" && grep -q -- '--page-readers' <<<"$help" &&
+    grep -q -- '--restore-huge-pages' <<<"$help"
 }
 
 is_current() { [[ $(installed_version) == "$CRIU_VERSION" ]] && has_patch; }

@@ -78,6 +78,7 @@ ShimConfig parse_config_unchecked(const std::string& text, const std::string& or
                 "criu_options",
                 "page_writers",
                 "restore_huge_pages",
+                "page_readers",
                 "allow_lost_cuda_processes",
                 "check_space",
                 "content_store",
@@ -157,6 +158,10 @@ ShimConfig parse_config_unchecked(const std::string& text, const std::string& or
       throw Error(Code::InvalidArgument, origin + ": checkpoint.page_writers is " + std::to_string(c.runtime.page_writers) +
                                              ": at most 1024 (0: CRIU writes each process's pages itself)");
     get(k, "restore_huge_pages", c.runtime.restore_huge_pages, origin, "checkpoint");
+    get(k, "page_readers", c.runtime.page_readers, origin, "checkpoint");
+    if (c.runtime.page_readers > 1024)
+      throw Error(Code::InvalidArgument, origin + ": checkpoint.page_readers is " + std::to_string(c.runtime.page_readers) +
+                                             ": at most 1024 (0: each restored process reads its pages in alone)");
     try {
       oci::criu_config_text(c.runtime.criu_options);
     } catch (const Error& e) {

@@ -127,6 +127,7 @@ TEST(CriuHelp, TellsThePageIoPatch) {
   EXPECT_TRUE(criu_help_lists_skip_zero_pages(page_io));
   EXPECT_TRUE(criu_help_lists_option(page_io, "--page-writers"));
   EXPECT_TRUE(criu_help_lists_option(page_io, "--restore-huge-pages"));
+  EXPECT_TRUE(criu_help_lists_option(page_io, "--page-readers"));
   EXPECT_FALSE(criu_help_lists_option(data("criu-4.2.1-patched.help"), "--page-writers"));
   EXPECT_FALSE(criu_help_lists_option(data("criu-4.2.1-patched.help"), "--restore-huge-pages"));
   // A prefix of a longer option is not the option.

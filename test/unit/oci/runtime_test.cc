@@ -157,7 +157,8 @@ TEST_F(RuntimeTest, CriuOptionsWithAFlagBecomeTheFlag) {
   Runtime rt({.binary = script.string(),
               .criu_options = {"link-remap", "tcp-established", "--file-locks"},
               .page_writers = 0,
-              .restore_huge_pages = false},
+              .restore_huge_pages = false,
+              .page_readers = 0},
              runner_, log_, dir_ / "log.json");
   rt.checkpoint("c1", {.image_path = "/img", .work_path = work.string()});
   rt.restore("c1", {.bundle = dir_, .image_path = "/img", .work_path = work, .pid_file = dir_ / "pid", .leave_stopped = true});
@@ -172,21 +173,24 @@ TEST_F(RuntimeTest, CriuOptionsWithAFlagBecomeTheFlag) {
   EXPECT_EQ(read_file(work / "nvproxy-criu.conf"), "link-remap\ntcp-established\nfile-locks\nleave-stopped\n");
 }
 
-// A CRIU with the project's page I/O patch (its --help lists both options) gets "page-writers N" at
-// checkpoint and "restore-huge-pages" at restore, each unless turned off; one without it neither.
+// A CRIU with the project's page I/O patch (its --help lists the options) gets "page-writers N" at
+// checkpoint and "restore-huge-pages" and "page-readers N" at restore, each unless turned off; the
+// patch's first version (no --page-readers) no readers; one without it none.
 TEST_F(RuntimeTest, PageIoOptions) {
   auto runc = dir_ / "pio-runc";
   std::ofstream(runc)
       << "#!/bin/sh\ncase \"$1 $2\" in \"--version \"|\"features \"|\"checkpoint --help\") exit 0;; esac\nexit 0\n";
   ::chmod(runc.c_str(), 0755);
-  auto fake_criu = [&](const std::string& name, bool page_io) {
+  auto fake_criu = [&](const std::string& name, bool page_io, bool readers = true) {
     auto p = dir_ / name;
     std::ofstream(p) << "#!/bin/sh\ncase $1 in --version) echo 'Version: 4.2.1';; --help) echo '  --skip-zero-pages     x'"
-                     << (page_io ? "; echo '  --page-writers N      x'; echo '  --restore-huge-pages  x'" : "") << ";; esac\n";
+                     << (page_io ? "; echo '  --page-writers N      x'; echo '  --restore-huge-pages  x'" : "")
+                     << (page_io && readers ? "; echo '  --page-readers N      x'" : "") << ";; esac\n";
     ::chmod(p.c_str(), 0755);
     return p.string();
   };
-  const std::string with = fake_criu("criu-page-io", true), without = fake_criu("criu-zero-pages", false);
+  const std::string with = fake_criu("criu-page-io", true), without = fake_criu("criu-zero-pages", false),
+                    first = fake_criu("criu-page-io-0.7", true, false);
   auto conf = [&](const RuntimeConfig& cfg) {
     Runtime rt(cfg, runner_, log_, dir_ / "log.json");
     std::filesystem::remove_all(dir_ / "pw");
@@ -198,14 +202,20 @@ TEST_F(RuntimeTest, PageIoOptions) {
   };
   auto [ck, rs] = conf({.binary = runc.string(), .criu_path = with, .criu_options = {}});
   EXPECT_EQ(ck, "page-writers 8\n");
-  EXPECT_EQ(rs, "restore-huge-pages\n");
-  std::tie(ck, rs) = conf({.binary = runc.string(), .criu_path = with, .criu_options = {}, .page_writers = 3});
+  EXPECT_EQ(rs, "restore-huge-pages\npage-readers 8\n");
+  std::tie(ck, rs) = conf({.binary = runc.string(), .criu_path = with, .criu_options = {}, .page_writers = 3, .page_readers = 4});
   EXPECT_EQ(ck, "page-writers 3\n");
+  EXPECT_EQ(rs, "restore-huge-pages\npage-readers 4\n");
+  std::tie(ck, rs) = conf({.binary = runc.string(), .criu_path = with, .criu_options = {}, .page_readers = 1});
+  EXPECT_EQ(rs, "restore-huge-pages\n") << "page_readers: 1";
+  std::tie(ck, rs) = conf({.binary = runc.string(), .criu_path = first, .criu_options = {}});
+  EXPECT_EQ(rs, "restore-huge-pages\n") << "a CRIU of the patch's first version";
   std::tie(ck, rs) = conf({.binary = runc.string(),
                            .criu_path = with,
                            .criu_options = {"link-remap"},
                            .page_writers = 0,
-                           .restore_huge_pages = false});
+                           .restore_huge_pages = false,
+                           .page_readers = 0});
   EXPECT_EQ(ck, "link-remap\n") << "page_writers: 0";
   EXPECT_EQ(rs, "link-remap\n") << "restore_huge_pages: false";
   std::tie(ck, rs) = conf({.binary = runc.string(), .criu_path = without, .criu_options = {"link-remap"}});
@@ -221,7 +231,8 @@ TEST_F(RuntimeTest, CriuOptionsReachCriuThroughItsConfigFile) {
                         << "echo \"${CRIU_CONFIG_FILE:-none}\" >> " << (dir_ / "env").string() << "\n";
   ::chmod(script.c_str(), 0755);
   auto work = dir_ / "cw";
-  Runtime rt({.binary = script.string(), .page_writers = 0, .restore_huge_pages = false}, runner_, log_, dir_ / "log.json");
+  Runtime rt({.binary = script.string(), .page_writers = 0, .restore_huge_pages = false, .page_readers = 0}, runner_, log_,
+             dir_ / "log.json");
   rt.checkpoint("c1", {.leave_running = true, .image_path = "/img", .work_path = work.string()});
   EXPECT_EQ(read_file(dir_ / "env"), (work / "nvproxy-criu.conf").string() + "\n");
   EXPECT_EQ(read_file(work / "nvproxy-criu.conf"), "link-remap\nghost-limit 1G\n");
@@ -230,8 +241,8 @@ TEST_F(RuntimeTest, CriuOptionsReachCriuThroughItsConfigFile) {
   EXPECT_EQ(read_file(work / "nvproxy-criu.conf"), "link-remap\nghost-limit 1G\n") << "restore creates the work path";
 
   std::filesystem::remove(dir_ / "env");
-  Runtime none({.binary = script.string(), .criu_options = {}, .page_writers = 0, .restore_huge_pages = false}, runner_, log_,
-               dir_ / "log.json");
+  Runtime none({.binary = script.string(), .criu_options = {}, .page_writers = 0, .restore_huge_pages = false, .page_readers = 0},
+               runner_, log_, dir_ / "log.json");
   none.checkpoint("c1", {.image_path = "/img", .work_path = (dir_ / "w2").string()});
   EXPECT_EQ(read_file(dir_ / "env"), "none\n") << "checkpoint.criu_options: [] passes none";
   EXPECT_FALSE(std::filesystem::exists(dir_ / "w2" / "nvproxy-criu.conf"));

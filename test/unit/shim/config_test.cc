@@ -43,6 +43,14 @@ TEST(Config, PageIo) {
     EXPECT_NE(std::string(e.what()).find("checkpoint.page_writers is 5000: at most 1024"), std::string::npos) << e.what();
   }
   EXPECT_THROW(parse_config("checkpoint: {page_writers: many}", "c.yaml"), Error);
+  EXPECT_EQ(d.runtime.page_readers, 8u);
+  EXPECT_EQ(parse_config("checkpoint: {page_readers: 0}", "c.yaml").runtime.page_readers, 0u);
+  try {
+    parse_config("checkpoint: {page_readers: 2000}", "c.yaml");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("checkpoint.page_readers is 2000: at most 1024"), std::string::npos) << e.what();
+  }
 }
 
 TEST(Config, ExitWithoutOptions) {
