@@ -1,17 +1,19 @@
 #!/usr/bin/env bash
 # Issue 56: the project's CRIU page I/O (scripts/criu-page-io.patch) through containerd, the shim
-# and the runtime. A container of three processes, each holding 384 MiB of written memory and a
+# and the runtime. A container of three processes, each holding 544 MiB of written memory and a
 # 128 MiB pool of present zero pages (a pool the driver staged and nothing wrote: CRIU leaves it
 # out), their shell (under 64 MiB: CRIU copies it itself) and a small process started last (the
 # last is dumped the usual way: the writers of the three big ones are still writing when CRIU goes
 # on to the container's mounts, which a CRIU with writer threads could not setns() into), is
 # checkpointed with the image store, leaving it running:
-#   - CRIU's dump log shows a writer for each big process and the writers' reports read;
+#   - CRIU's dump log shows writers for each big process (two each where there are two CPUs: one
+#     per 256 MiB, at most the CPUs) and the writers' reports read;
 #   - the container runs on and every process's memory is intact;
 #   - restored from the image, every process's memory is intact again, and (on a host whose
 #     transparent huge pages are left to madvise) the restore asked for huge pages and got them,
-#     and the pools, none of whose pages are in the image, ask for them too.
-# The same with checkpoint.page_writers: 0: no writer, what CRIU does alone.
+#     and the pools, none of whose pages are in the image, ask for them too; each big process's
+#     pages were read in by as many threads as there are CPUs (at most 8).
+# The same with checkpoint.page_writers: 0 and page_readers: 0: what CRIU does alone.
 # Usage: page_io.sh [1.6|1.7|2.3]
 set -euo pipefail
 source "$(dirname "$0")/lib/shim-env.sh"
@@ -25,7 +27,8 @@ NV_SHIM_EXTRA="$NV_FAKE_CHECKPOINT
 export NV_SHIM_EXTRA
 nv_start_with_shim --containerd "${1:-1.7}"
 MOUNTS=("${NV_FAKE_MOUNTS[@]}")
-MIB=384
+MIB=544
+CPUS=$(nproc)
 thp_madvise=false
 grep -q '\[madvise\]' /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null && thp_madvise=true
 work() { echo "$NV_STATE_DIR/io.containerd.runtime.v2.task/$NV_NAMESPACE/$1/criu-work"; }
@@ -44,7 +47,7 @@ intact() {  # AFTER: the three apps go on checking their memory, none found a ch
 one() {  # NAME WRITERS
   local name=$1 log w
   rm -f "$FAKE"/cuda/*
-  [[ $2 == default ]] || echo "  page_writers: $2" >>"$NVPROXY_SHIM_CONFIG"
+  [[ $2 == default ]] || printf '  page_writers: %s\n  page_readers: %s\n' "$2" "$2" >>"$NVPROXY_SHIM_CONFIG"
   local app="/fake/fake_cuda_app --no-cuda --device /dev/null --dir /fakecuda --hold-mib $MIB --zero-mib 128"
   nv_ctr run -d --runtime $NV_RT "${MOUNTS[@]}" "$NV_IMAGE" "$name" \
     sh -c "$app & $app & $app & sleep 100000 & wait"
@@ -56,7 +59,7 @@ one() {  # NAME WRITERS
   if [[ $2 == 0 ]]; then
     nv_assert_eq 0 "$w" "$name: writers with page_writers: 0"
   else
-    nv_assert_eq 3 "$w" "$name: writers, one per big process ($(grep 'page writer' "$log" | head -5))"
+    nv_assert_eq $((3 * (CPUS < 2 ? 1 : 2))) "$w" "$name: writers, two per big process on $CPUS CPUs ($(grep 'page writer' "$log" | head -8))"
     grep -q 'page writer(s) done' "$log" || nv_fail "$name: the dump did not read its writers' reports"
   fi
   nv_assert_eq RUNNING "$(nv_task_status "$name")" "$name: the container after its checkpoint"
@@ -66,6 +69,13 @@ one() {  # NAME WRITERS
   nv_ctr c restore --live --rw "$name" "${name}ref" </dev/null || nv_fail "$name: the restore failed"
   nv_wait_for -t 60 three_apps || nv_fail "$name: the restored apps do not check their memory"
   intact "the restore"
+  local readers
+  readers=$(grep -c "KiB of pages read in by $((CPUS > 8 ? 8 : CPUS)) thread(s)" "$(work "$name")/restore.log" || true)
+  if [[ $2 == 0 ]]; then
+    nv_assert_eq 0 "$(grep -c 'KiB of pages read in by' "$(work "$name")/restore.log" || true)" "$name: readers with page_readers: 0"
+  else
+    nv_assert_eq $((CPUS < 2 ? 0 : 3)) "$readers" "$name: big processes read in by $CPUS threads each ($(grep 'read in by' "$(work "$name")/restore.log" | head -5))"
+  fi
   if $thp_madvise; then
     grep -q 'Huge pages asked for in' "$(work "$name")/restore.log" ||
       nv_fail "$name: the restore did not ask for huge pages: $(grep -i huge "$(work "$name")/restore.log" | head -3)"
