@@ -133,8 +133,13 @@ void tool_checks(DoctorContext& ctx, std::vector<Check>& out) {
       cr.status = Status::Warn;
       cr.detail += ", without --skip-zero-pages: zero pages are written, then punched out of the image";
       cr.remedy = "bash scripts/build-criu.sh builds CRIU with the project's --skip-zero-pages";
+    } else if (!criu.page_io || !criu.page_readers) {
+      // An earlier build of the project's CRIU: checkpoints work, at one CPU's page rate.
+      cr.status = Status::Warn;
+      cr.detail += ", the project's build without its page I/O (--page-writers, --page-readers, --restore-huge-pages)";
+      cr.remedy = "bash scripts/build-criu.sh rebuilds it with the page I/O patch (large processes dump and restore faster)";
     } else {
-      cr.detail += ", the project's build (--skip-zero-pages)";
+      cr.detail += ", the project's build (--skip-zero-pages, page I/O)";
     }
     out.push_back(cr);
     const std::string kernel = checkpoint::kernel_release();

@@ -5,7 +5,8 @@
 #                answering for one GPU): no needed check fails, exit 0, and a containerd config
 #                wired by `configure containerd` is seen
 #   each failable check made to fail once, naming its remedy: CRIU missing (runtime.criu_path, and
-#   PATH without it), iptables-restore missing, too little disk at the image store (a 1 MiB tmpfs)
+#   PATH without it), iptables-restore missing, too little disk at the image store (a 1 MiB tmpfs);
+#   a CRIU of the project's earlier build (without its page I/O) warned about
 # Every run is timed: doctor answers in seconds.
 set -euo pipefail
 source "$(dirname "$0")/lib/harness.sh"
@@ -91,6 +92,17 @@ cfg fake "  criu_path: $T/no/criu
 DOCTOR_PATH=$F/bin:$PATH doctor --config "$T/nocriu.yaml"
 nv_assert_eq 1 "$RC" "exit code without CRIU"
 expect criu fail "build-criu.sh"
+
+nv_log "CRIU of the project's earlier build: its help without the page I/O options, a warning"
+mkdir -p "$T/oldcriu"
+printf '#!/bin/sh\n[ "$1" = --help ] || exec %s "$@"\n%s --help | grep -vE -- "--page-(writers|readers)"\n' \
+  "$(command -v criu)" "$(command -v criu)" >"$T/oldcriu/criu"
+chmod +x "$T/oldcriu/criu"
+cfg fake "  criu_path: $T/oldcriu/criu
+" >"$T/oldcriu.yaml"
+DOCTOR_PATH=$F/bin:$PATH doctor --config "$T/oldcriu.yaml"
+expect criu warn "rebuilds it with the page I/O patch"
+nv_assert_contains "$(check criu detail)" "without its page I/O" "detail of criu"
 
 nv_log "CRIU and iptables-restore missing from PATH"
 mkdir -p "$T/path"
