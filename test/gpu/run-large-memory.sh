@@ -10,7 +10,7 @@
 # the image, peak disk (sampled every 0.2 s) and the restore; after the restore the data is checked.
 # Prints "RESULT ..." lines and a markdown table; containerd-26.log.gz and diagnostics26.json to $OUT.
 # Run: set -o pipefail; SIZES="12 24 40" timeout 590 bash test/gpu/run-large-memory.sh 2>&1 | tee $OUT/run26.log
-# PAGE_IO=off: the kit's CRIU without its page I/O options (checkpoint.page_writers 0,
+# PAGE_IO=off: the kit's CRIU without its page I/O options (checkpoint.page_writers 0, page_readers 0,
 # restore_huge_pages false), which is what main did before them: test/gpu/run-page-io.sh runs both.
 set -uo pipefail
 REPO=$(pwd)
@@ -38,7 +38,7 @@ if [[ ${RUNTIME:-runc} == crun ]]; then
   RUNTIME_BIN=$(crun_install) || exit 1
 fi
 PAGE_IO_LINES=()
-[[ ${PAGE_IO:-on} == off ]] && PAGE_IO_LINES=("page_writers: 0" "restore_huge_pages: false")
+[[ ${PAGE_IO:-on} == off ]] && PAGE_IO_LINES=("page_writers: 0" "page_readers: 0" "restore_huge_pages: false")
 write_cfg() {  # STORE (empty: none) [SKIP_ZERO_PAGES(true|false)] [MORE checkpoint: LINES, indented]
   kit_shim_config "$CFG" "{binary: $RUNTIME_BIN, root: /run/containerd/nvproxy-gpu26, criu_path: /opt/kit/bin/criu}" \
     ${1:+"image_store: $1" "image_store_keep: 1"} "skip_zero_pages: ${2:-true}" "${PAGE_IO_LINES[@]}"

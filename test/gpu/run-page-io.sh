@@ -1,7 +1,7 @@
 #!/bin/bash
 # Issue 56 on the GPU machine, side by side in one call: test/gpu/run-large-memory.sh with the kit's
 # CRIU (scripts/criu-page-io.patch built in) first without its page I/O options (PAGE_IO=off:
-# checkpoint.page_writers 0, restore_huge_pages false, what main did), then with them, on the same
+# checkpoint.page_writers 0, page_readers 0, restore_huge_pages false, what main did), then with them, on the same
 # RUNS and DROP (DROP=no: restores from a warm page cache; yes: cold). With CRIU_ALONE=yes,
 # bench/page_io.sh follows (CRIU alone, no CUDA: BIG MiB and three SMALL MiB processes, both ways).
 # Usage (repo root, after test/gpu/pack.sh):
