@@ -18,8 +18,10 @@
 #include "checkpoint/image/chunk_transfer.h"
 #include "checkpoint/image/image_record.h"
 #include "checkpoint/image/image_registry.h"
+#include "checkpoint/image/pod_record.h"
 #include "checkpoint/session_runtime.h"
 #include "checkpoint/session_tools.h"
+#include "common/error.h"
 #include "common/log.h"
 
 namespace nvproxy::checkpoint {
@@ -41,6 +43,9 @@ struct SessionTarget {
   // checkpoint.staging_memory and its margin, for a restore's staging (restore_staging.h).
   StagingMode staging_mode = StagingMode::Lift;
   std::uint64_t staging_margin = std::uint64_t{256} << 20;
+  // The pod whose sandbox a runsc checkpoint saves whole (image/pod_record.h): written into the
+  // image's record. None: a container of its own.
+  std::optional<PodRecord> pod;
 };
 
 struct SnapshotRequest {
@@ -58,6 +63,12 @@ struct RestoreRequest {
   std::filesystem::path image_store;  // checkpoint.image_store; empty: off
   ImageRegistry* registry = nullptr;  // where a registry reference is pulled from; null: refused
   TransferOptions transfer;           // how it is pulled (streams, chunk size, progress in the log)
+  // A container of a gVisor pod restored whole: runsc resumes the sandbox only once its last
+  // container is restored, so CUDA cannot come back before; resume_cuda() does it then.
+  bool cuda_later = false;
+  // The container's name in the pod restored whole: resume_cuda() brings CUDA back only in the
+  // container of this name the image's record names (the others have no CUDA processes of its).
+  std::string pod_member;
 };
 
 inline constexpr const char* kDiagnosticFile = "checkpoint-diagnostic.json";
@@ -102,6 +113,11 @@ class CheckpointSession {
   // Nothing runs; the restore later finds the same entry. Throws as restore() does.
   void fetch(const RestoreRequest& req);
 
+  // restore()'s last part alone, after it (RestoreRequest::cuda_later): CUDA back in every process
+  // the image records, once the pod's sandbox runs. Throws as restore() does, with the restored
+  // container removed.
+  void resume_cuda(const RestoreRequest& req);
+
  private:
   // checkpoint() into `image`: the client's directory or the store's entry.
   void snapshot_into(const SnapshotRequest& req, const std::filesystem::path& image);
@@ -131,6 +147,9 @@ class CheckpointSession {
   // with every staging in it, what its restore will hold. 0 when it cannot be read (a warning).
   std::uint64_t sandbox_charge(pid_t sentry);
   void resume_cuda(const ImageRecord& rec, const RestorePlan& plan);
+  // After the runtime restored but CUDA failed: the restored container removed, `e` thrown with
+  // what happened to it (and the OOM kill `oom` said first, when there was one).
+  [[noreturn]] void throw_removed(const Error& e, const std::string& oom);
   void check_released(const ImageRecord& rec, const std::vector<pid_t>& cuda, const std::string& who);
   // The host's files the image depends on (image/host_files.h), as the container's spec maps them
   // here: listed into the record at checkpoint, checked before the runtime restores (refused with

@@ -251,6 +251,7 @@ void CheckpointSession::snapshot_into(const SnapshotRequest& sr, const std::file
   rec.sandbox_memory_bytes = sandbox_memory;
   for (const auto& ph : outcome.phases) rec.checkpoint_phases.emplace_back(ph.name, ph.ms);
   rec.stopped_ms = stopped;
+  rec.pod = t_.pod;
   if (tools_.host_view() && !rec.gpu_error.empty())
     log_.warn(who + ": the image records no GPU facts for the restore preflight: " + rec.gpu_error);
   try {

@@ -87,6 +87,7 @@ void CheckpointSession::restore(const RestoreRequest& req) {
   };
   RestorePlan plan;
   const std::filesystem::path image = find_image(req, plan);
+  if (req.cuda_later) plan.leave_stopped = false;  // nothing of the sandbox runs before its last container
   check_host_files(image);
   // Billed before anything is created: the staged device memory comes back through host memory.
   RestoreStaging staging;
@@ -121,8 +122,10 @@ void CheckpointSession::restore(const RestoreRequest& req) {
               (criu_text.empty() ? "" : " (" + criu_text + ")") +
               (cuda_ms > 0 ? ", CUDA back in every process " + ms(cuda_ms) : std::string()));
   };
-  if (!plan.record || !plan.record->has_cuda()) {
+  if (!plan.record || !plan.record->has_cuda() || req.cuda_later) {
     said(0);
+    if (plan.record && plan.record->has_cuda())
+      log_.info("restore of \"" + t_.id + "\": CUDA comes back once the pod's sandbox runs (its last container restored)");
     return;
   }
   try {
@@ -131,21 +134,45 @@ void CheckpointSession::restore(const RestoreRequest& req) {
     staging.end();
     said(ms_since(t_cuda));
   } catch (const Error& e) {
-    // The runtime restored the processes but CUDA did not come back in all of them: the task's
-    // start fails, so nothing of it may keep running behind containerd's back (Delete would not
-    // remove a running container). An OOM kill is read first, while the cgroup is still there, and
-    // said first: it is the cause, whatever failed after it (a sandbox killed answers no exec).
-    const std::string oom = staging.oom_cause_now();
-    std::string aftermath;
-    try {
-      aftermath = "removed the restored container (" + rt_.remove() + ")";
-    } catch (const std::exception& de) {
-      aftermath = "could not remove the restored container: " + std::string(de.what());
-    }
-    if (!oom.empty())
-      throw Error(Code::ResourceExhausted, "restore of \"" + t_.id + "\": " + oom + "; then: " + e.what() + "; " + aftermath);
-    throw Error(e.code(), std::string(e.what()) + "; " + aftermath);
+    throw_removed(e, staging.oom_cause_now());
   }
+}
+
+void CheckpointSession::resume_cuda(const RestoreRequest& req) {
+  RestoreRequest again = req;
+  again.cuda_later = false;
+  RestorePlan plan;
+  find_image(again, plan);
+  plan.leave_stopped = false;
+  if (!plan.record || !plan.record->has_cuda()) return;
+  if (plan.record->pod && !req.pod_member.empty())
+    if (const PodMember* m = plan.record->pod->by_id(plan.record->container); m && m->name != req.pod_member) return;
+  try {
+    const auto t0 = std::chrono::steady_clock::now();
+    resume_cuda(*plan.record, plan);
+    log_.info("restore of \"" + t_.id + "\"" + tools_.label() + ": CUDA back in every process in " +
+              std::to_string(static_cast<long long>(
+                  std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count())) +
+              " ms, the pod's sandbox running");
+  } catch (const Error& e) {
+    throw_removed(e, "");
+  }
+}
+
+void CheckpointSession::throw_removed(const Error& e, const std::string& oom) {
+  // The runtime restored the processes but CUDA did not come back in all of them: the task's
+  // start fails, so nothing of it may keep running behind containerd's back (Delete would not
+  // remove a running container). An OOM kill is read first, while the cgroup is still there, and
+  // said first: it is the cause, whatever failed after it (a sandbox killed answers no exec).
+  std::string aftermath;
+  try {
+    aftermath = "removed the restored container (" + rt_.remove() + ")";
+  } catch (const std::exception& de) {
+    aftermath = "could not remove the restored container: " + std::string(de.what());
+  }
+  if (!oom.empty())
+    throw Error(Code::ResourceExhausted, "restore of \"" + t_.id + "\": " + oom + "; then: " + e.what() + "; " + aftermath);
+  throw Error(e.code(), std::string(e.what()) + "; " + aftermath);
 }
 
 bool CheckpointSession::host_files_of(const std::filesystem::path& image, std::vector<HostFile>& out) {

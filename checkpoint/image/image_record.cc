@@ -52,6 +52,7 @@ json to_json(const ImageRecord& r) {
     j["checkpoint_phases"] = ph;
   }
   if (r.stopped_ms > 0) j["stopped_ms"] = r.stopped_ms;
+  if (r.pod) j["pod"] = to_json(*r.pod);
   if (r.host_files_listed) {
     json a = json::array();
     for (const auto& f : r.host_files) a.push_back(to_json(f));
@@ -96,6 +97,7 @@ ImageRecord image_record_from_json(const json& j) {
         r.checkpoint_phases.emplace_back(ph.at("name").get<std::string>(), ph.at("ms").get<double>());
     }
     r.stopped_ms = j.value("stopped_ms", 0.0);
+    if (j.contains("pod")) r.pod = pod_record_from_json(j.at("pod"));
     if (j.contains("host_files")) {
       if (!j.at("host_files").is_array()) throw Error(Code::InvalidArgument, "\"host_files\" is not a list");
       r.host_files_listed = true;

@@ -15,6 +15,7 @@
 
 #include "checkpoint/image/gpu_record.h"
 #include "checkpoint/image/host_files.h"
+#include "checkpoint/image/pod_record.h"
 
 namespace nvproxy::checkpoint {
 
@@ -75,6 +76,9 @@ struct ImageRecord {
   // workload was stopped (0: not told). Shown by `diagnose --image`.
   std::vector<std::pair<std::string, double>> checkpoint_phases;
   double stopped_ms = 0;
+  // A gVisor pod's image (pod_record.h): every container of the sandbox by its name in the pod.
+  // Absent: one container's image (runc, crun, or a runsc sandbox of its own).
+  std::optional<PodRecord> pod;
 
   [[nodiscard]] bool has_cuda() const { return cuda_processes > 0; }
 };

@@ -21,6 +21,7 @@ class RuntimeVerbs final : public checkpoint::SessionRuntime {
   RuntimeVerbs(const SessionSubject& s, const oci::CheckpointFlags* flags, ProcessRunner& runner, Logger& log)
       : rt_(s.runtime),
         id_(s.id),
+        client_id_(s.client_id.empty() ? s.id : s.client_id),
         bundle_(s.bundle),
         flags_(flags),
         pids_(s.pids),
@@ -37,9 +38,9 @@ class RuntimeVerbs final : public checkpoint::SessionRuntime {
     if (!pids_.empty()) throw Error(Code::NotFound, "pids were given, not a container");
     return static_cast<pid_t>(rt_.state(id_).pid);
   }
-  std::string status() override { return rt_.state(id_).status; }
-  void pause() override { rt_.pause(id_); }
-  void resume() override { rt_.resume(id_); }
+  std::string status() override { return rt_.state(client_id_).status; }
+  void pause() override { rt_.pause(client_id_); }
+  void resume() override { rt_.resume(client_id_); }
   void snapshot(const std::filesystem::path& image, const checkpoint::ReleasePlan& release) override {
     if (!flags_) throw Error(Code::Internal, "container \"" + id_ + "\": no checkpoint was asked for");
     oci::CheckpointFlags f = *flags_;
@@ -105,6 +106,7 @@ class RuntimeVerbs final : public checkpoint::SessionRuntime {
   }
   oci::Runtime& rt_;
   std::string id_;
+  std::string client_id_;  // whose state the client paused (SessionSubject::client_id)
   std::filesystem::path bundle_;
   const oci::CheckpointFlags* flags_;
   std::vector<pid_t> pids_;
@@ -165,6 +167,7 @@ SessionWiring::SessionWiring(const SessionSubject& s, const oci::CheckpointFlags
                               .staging_mode = s.cfg.staging_memory,
                               .staging_margin = std::uint64_t{s.cfg.staging_margin_mib} << 20};
   if (restoring) t.requested_gpus = requested_gpus(s.bundle);
+  t.pod = s.pod;
   session_ = std::make_unique<checkpoint::CheckpointSession>(std::move(t), *rt_, *tools_, log);
 }
 

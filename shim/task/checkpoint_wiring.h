@@ -10,10 +10,12 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "checkpoint/config.h"
+#include "checkpoint/image/pod_record.h"
 #include "checkpoint/session.h"
 #include "checkpoint/session_runtime.h"
 #include "checkpoint/session_tools.h"
@@ -34,6 +36,12 @@ struct SessionSubject {
   std::vector<pid_t> pids;    // `diagnose --pid`: these host pids instead of the runtime's ps
   // The runtime's restore as the task layer runs it (a restore only).
   std::function<void(const std::filesystem::path& image, bool leave_stopped, const std::string& taken_from)> run_restore;
+  // The pod whose sandbox a runsc checkpoint saves whole, recorded in the image (a checkpoint only).
+  std::optional<checkpoint::PodRecord> pod;
+  // The container the client named, when the session runs on another container of its pod (the
+  // pod's GPU container): its state is what the client paused, so pause, resume and status go to
+  // it. Empty: `id`.
+  std::string client_id;
 };
 
 class SessionWiring {

@@ -12,7 +12,7 @@ Container::Container(ContainerSetup setup, std::unique_ptr<oci::Runtime> runtime
       init_(std::make_shared<InitProcess>(*ctx_, execs_)) {}
 
 Container::~Container() {
-  if (pid_t pid = init_->pid(); pid > 0) ctx_->env.exits.forget(pid);
+  if (pid_t pid = init_->pid(); pid > 0 && !ctx_->setup.shares_sandbox_pid) ctx_->env.exits.forget(pid);
 }
 
 std::shared_ptr<Container> Container::create(ContainerSetup setup, std::unique_ptr<oci::Runtime> runtime, ContainerEnv env) {
@@ -36,6 +36,12 @@ bool Container::gpu() const {
 }
 oci::Runtime& Container::runtime() {
   return *ctx_->runtime;
+}
+const ContainerSetup& Container::setup() const {
+  return ctx_->setup;
+}
+std::shared_ptr<Container> Container::held() const {
+  return ctx_->owner.lock();
 }
 pid_t Container::init_pid() const {
   return init_->pid();

@@ -77,6 +77,13 @@ struct ContainerEnv {
   OomWatch* oom = nullptr;  // none under runsc or in tests
 };
 
+// A container of a gVisor pod restored whole (pod_restore_annotation.h).
+struct PodRestoreSetup {
+  std::string sandbox;             // the pod's sandbox id
+  std::string name;                // its name in the pod; "" for the sandbox container itself
+  std::vector<std::string> names;  // every container the pod restores (the sandbox container not among them)
+};
+
 // What Create brings, already decoded.
 struct ContainerSetup {
   std::string id;
@@ -95,6 +102,8 @@ struct ContainerSetup {
   // The init's pid is not this container's alone: a runsc container of a CRI pod reports its
   // pod's sandbox process.
   bool shares_sandbox_pid = false;
+  // Restored with its whole gVisor pod from `restore_reference`; none: a container of its own.
+  std::optional<PodRestoreSetup> pod_restore;
 };
 
 class Container final {
@@ -111,6 +120,9 @@ class Container final {
   [[nodiscard]] const ShimConfig& config() const;
   [[nodiscard]] bool gpu() const;
   [[nodiscard]] oci::Runtime& runtime();
+  [[nodiscard]] const ContainerSetup& setup() const;
+  // This container, held (null once it is being destroyed).
+  [[nodiscard]] std::shared_ptr<Container> held() const;
   [[nodiscard]] pid_t init_pid() const;
   // The init's cgroups, noted when its pid became known (they outlive it until the runtime's
   // delete); nullopt when it was gone by then or has not run yet.

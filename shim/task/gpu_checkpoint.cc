@@ -1,9 +1,11 @@
 #include "shim/task/gpu_checkpoint.h"
 
+#include "checkpoint/image/image_record.h"
 #include "checkpoint/image/kube_restore.h"
 #include "common/error.h"
 #include "oci/spec.h"
 #include "shim/task/checkpoint_wiring.h"
+#include "shim/task/pod_members.h"
 #include "shim/task/registry_client.h"
 #include "shim/task/restore_annotation.h"
 
@@ -21,10 +23,92 @@ SessionSubject subject_of(Container& c) {
           .content_store = c.config().checkpoint.content_store};
 }
 
+// A runsc checkpoint of a CRI pod's container saves the pod's whole sandbox: the image records the
+// pod, and CUDA is toggled in the pod's GPU container whichever container the client named (CRI's
+// CheckpointContainer names one).
+void take_pod(SessionSubject& s, Logger& log) {
+  s.pod = pod_of(s.bundle);
+  if (!s.pod) return;
+  std::vector<const checkpoint::PodMember*> gpus;
+  for (const auto& m : s.pod->containers)
+    if (m.gpus != 0) gpus.push_back(&m);
+  std::string names;
+  for (const auto& m : s.pod->containers)
+    if (!m.sandbox) names += (names.empty() ? "" : ", ") + m.name;
+  const std::string who = "checkpoint of \"" + s.id + "\"";
+  if (gpus.size() > 1) {
+    std::string list;
+    for (const auto* m : gpus) list += (list.empty() ? "" : ", ") + m->name;
+    throw Error(Code::FailedPrecondition,
+                who + ": runsc saves the pod's sandbox whole, and this pod has " + std::to_string(gpus.size()) +
+                    " containers with GPUs (" + list +
+                    "); this shim toggles CUDA in one container's processes per checkpoint, so a pod of several GPU "
+                    "containers cannot be checkpointed yet");
+  }
+  if (gpus.size() == 1 && gpus.front()->id != s.id) {
+    log.info(who + ": runsc saves the pod's sandbox whole (" + names + "); CUDA is toggled in its GPU container \"" +
+             gpus.front()->name + "\" (" + gpus.front()->id + ")");
+    s.client_id = s.id;
+    s.id = gpus.front()->id;
+    s.bundle = s.bundle.parent_path() / s.id;
+    s.gpu = true;
+  } else {
+    log.info(who + ": runsc saves the pod's sandbox whole, its containers " + names + " in one image");
+  }
+}
+
+// The pod's image against the pod restored from it (pod_restore_annotation.h), from the record
+// that travels with the image (the archive's copy): a pod's image of this runtime, and the
+// sandbox's containers the pod's (at the sandbox's create) or this container one of them with as
+// many GPUs (at its create).
+void check_pod_image(Container& c, const PodRestoreSetup& pr, const checkpoint::KubeCheckpoint& image, const std::string& who,
+                     Logger& log) {
+  std::optional<checkpoint::ImageRecord> rec;
+  try {
+    rec = checkpoint::read_image_record(image.checkpoint());
+  } catch (const Error& e) {
+    throw Error(e.code(), who + e.what());
+  }
+  auto refuse = [&](const std::string& why) {
+    log.warn(who + "refused: " + why);
+    throw Error(Code::FailedPrecondition, who + "refused: " + why);
+  };
+  if (!rec || !rec->pod)
+    refuse("the image is a checkpoint of one container (" + (rec ? rec->container : image.container) +
+           "), not of a gVisor pod's sandbox: a pod restored whole under runsc needs its pod's image (a checkpoint "
+           "of a runsc pod, which records every container of the sandbox)");
+  if (!rec->runtime.empty() && rec->runtime != "runsc")
+    refuse("the image was written by " + rec->runtime + ", and a pod is restored whole only under runsc");
+  if (pr.name.empty()) {
+    auto mismatches = checkpoint::pod_name_mismatches(*rec->pod, pr.names);
+    if (!mismatches.empty()) {
+      std::string text;
+      for (const auto& m : mismatches) text += (text.empty() ? "" : "; ") + m;
+      refuse(text);
+    }
+    log.info(who + "the image is pod " + rec->pod->sandbox_name + "'s sandbox (" + std::to_string(pr.names.size()) +
+             " containers), as this pod names them");
+    return;
+  }
+  if (auto why = checkpoint::pod_member_mismatch(*rec->pod, pr.name, gpu_count(c.bundle()))) refuse(*why);
+}
+
+checkpoint::RestoreRequest restore_request(Container& c, const std::filesystem::path& checkpoint,
+                                           checkpoint::ImageRegistry* registry, Logger& log) {
+  const auto& cfg = c.config().checkpoint;
+  return {.checkpoint = checkpoint,
+          .image_store = cfg.image_store,
+          .registry = registry,
+          .transfer = transfer_options(
+              cfg, [&log](const std::string& line, bool) { log.info(line); }, false)};
+}
+
 }  // namespace
 
 void GpuCheckpointHooks::checkpoint(Container& c, const oci::CheckpointFlags& flags, bool paused) {
-  SessionWiring w(subject_of(c), &flags, false, runner_, log_);
+  SessionSubject s = subject_of(c);
+  if (c.runtime().kind() == oci::RuntimeKind::Runsc) take_pod(s, log_);
+  SessionWiring w(s, &flags, false, runner_, log_);
   const auto& cfg = c.config().checkpoint;
   w.session().checkpoint({.leave_running = flags.leave_running,
                           .paused = paused,
@@ -37,13 +121,41 @@ void GpuCheckpointHooks::restore(Container& c, const std::filesystem::path& chec
   SessionSubject s = subject_of(c);
   s.run_restore = run_restore;
   SessionWiring w(s, nullptr, true, runner_, log_);
-  const auto& cfg = c.config().checkpoint;
-  checkpoint::HttpRegistry registry(registry_options(cfg));
-  w.session().restore({.checkpoint = checkpoint,
-                       .image_store = cfg.image_store,
-                       .registry = &registry,
-                       .transfer = transfer_options(
-                           cfg, [this](const std::string& line, bool) { log_.info(line); }, false)});
+  checkpoint::HttpRegistry registry(registry_options(c.config().checkpoint));
+  auto req = restore_request(c, checkpoint, &registry, log_);
+  const auto& pr = c.setup().pod_restore;
+  if (!pr) {
+    w.session().restore(req);
+    return;
+  }
+  req.cuda_later = true;
+  req.pod_member = pr->name;
+  try {
+    w.session().restore(req);
+  } catch (...) {
+    pods_.forget(pr->sandbox);
+    throw;
+  }
+  PodRestoreProgress::Later later;
+  if (c.gpu())
+    later = [this, keep = c.held(), checkpoint, member = pr->name] {
+      if (!keep) return;
+      SessionWiring cuda(subject_of(*keep), nullptr, true, runner_, log_);
+      checkpoint::HttpRegistry reg(registry_options(keep->config().checkpoint));
+      auto again = restore_request(*keep, checkpoint, &reg, log_);
+      again.pod_member = member;
+      cuda.session().resume_cuda(again);
+    };
+  const std::string who = "restore of pod sandbox \"" + pr->sandbox + "\": ";
+  auto now = pods_.restored(pr->sandbox, pr->names, pr->name, std::move(later));
+  if (pr->name.empty() || pods_.count(pr->sandbox) > 0) {
+    log_.info(who + (pr->name.empty() ? "its sandbox container" : "container \"" + pr->name + "\"") +
+              " restored; the sandbox runs once its containers are (" + std::to_string(pr->names.size()) + " in the image)");
+    return;
+  }
+  log_.info(who + "container \"" + pr->name + "\", the last of " + std::to_string(pr->names.size()) +
+            ", restored: the sandbox runs" + (now.empty() ? "" : "; CUDA comes back in its processes"));
+  for (auto& f : now) f();
 }
 
 std::filesystem::path GpuCheckpointHooks::fetch_for_restore(Container& c, const std::string& reference,
@@ -58,14 +170,18 @@ std::filesystem::path GpuCheckpointHooks::fetch_for_restore(Container& c, const 
     throw Error(e.code(), who + e.what());
   }
   log_.info(who + "the checkpoint image of container " + image.container + " is unpacked in " + image.dir.string());
-  // What the image's processes were allowed against what this container grants, before any bulk.
-  auto mismatches = restore_mismatches(image.spec, image.config, oci::Spec::load(c.bundle()).json());
-  if (!mismatches.empty()) {
-    std::string text = who + "refused:";
-    for (const auto& m : mismatches) text += " " + m + ";";
-    text.pop_back();
-    log_.warn(text);
-    throw Error(Code::FailedPrecondition, text);
+  if (const auto& pr = c.setup().pod_restore) {
+    check_pod_image(c, *pr, image, who, log_);
+  } else {
+    // What the image's processes were allowed against what this container grants, before any bulk.
+    auto mismatches = restore_mismatches(image.spec, image.config, oci::Spec::load(c.bundle()).json());
+    if (!mismatches.empty()) {
+      std::string text = who + "refused:";
+      for (const auto& m : mismatches) text += " " + m + ";";
+      text.pop_back();
+      log_.warn(text);
+      throw Error(Code::FailedPrecondition, text);
+    }
   }
   // The record against this host (GPUs, driver, runtime), then the memory into the store.
   SessionWiring w(subject_of(c), nullptr, true, runner_, log_);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "shim/task/container.h"
+#include "shim/task/pod_restore_progress.h"
 
 namespace nvproxy::shim {
 
@@ -17,6 +18,7 @@ class GpuCheckpointHooks final : public CheckpointHooks {
  private:
   Logger& log_;
   ProcessRunner& runner_;
+  PodRestoreProgress pods_;  // the gVisor pods being restored whole (one shim serves a CRI pod)
 };
 
 }  // namespace nvproxy::shim

@@ -24,6 +24,8 @@ namespace {
 // The exit status of a task whose restore failed before anything ran: containerd's for a task
 // whose process it cannot account for (it publishes 255 for the tasks of a shim that died).
 constexpr uint32_t kRestoreFailedStatus = 255;
+// How long a killed container of a runsc pod is watched for its end (watch_sandboxed_exit).
+constexpr std::chrono::seconds kSandboxedExitWait{30};
 
 }  // namespace
 
@@ -61,6 +63,9 @@ void InitProcess::fetch_for_restore() {
   const std::string who = "create of container \"" + s.id + "\" from " + s.restore_reference + ": ";
   try {
     const std::filesystem::path archive = ctx_.env.checkpoints.fetch_for_restore(ctx_.container, s.restore_reference, into);
+    // A gVisor pod's writes live in its sandbox's overlay, which runsc's image holds: the archive's
+    // writable layer (one container's, with runsc's filestore in it) is not put back.
+    if (s.pod_restore) return;
     // The writable layer as it was: CRIU reopens the files the processes had open in it.
     RootfsDiffResult r = apply_rootfs_diff(archive, s.bundle / "rootfs", ctx_.env.runner, who);
     ctx_.env.log.info(who + "the writable layer's changes put back (" + std::to_string(r.entries) + " entries, " +
@@ -257,6 +262,51 @@ bool InitProcess::kill_all_async() {
   return true;
 }
 
+void InitProcess::watch_sandboxed_exit(int signal) {
+  auto keep = ctx_.owner.lock();
+  if (!keep) return;  // the container is going: its delete ends what runs
+  {
+    std::lock_guard lk(ctx_.mu);
+    last_signal_ = signal;
+    if (watching_exit_ || exit()) return;
+    watching_exit_ = true;
+  }
+  std::thread([this, keep = std::move(keep)] {
+    const auto until = std::chrono::steady_clock::now() + kSandboxedExitWait;
+    bool stopped = false;
+    std::string last_error;
+    while (!stopped && std::chrono::steady_clock::now() < until) {
+      try {
+        stopped = ctx_.runtime->state(ctx_.setup.id).status == "stopped";
+      } catch (const Error& e) {
+        stopped = e.code() == Code::NotFound;
+        last_error = e.what();
+      } catch (const std::exception& e) {
+        last_error = e.what();
+      }
+      if (!stopped) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    int signal;
+    {
+      std::lock_guard lk(ctx_.mu);
+      watching_exit_ = false;
+      signal = last_signal_;
+    }
+    if (!stopped) {
+      ctx_.env.log.warn("container \"" + ctx_.setup.id + "\": still running " + std::to_string(kSandboxedExitWait.count()) +
+                        " s after signal " + std::to_string(signal) + (last_error.empty() ? "" : " (" + last_error + ")"));
+      return;
+    }
+    ctx_.env.log.info("container \"" + ctx_.setup.id + "\": stopped after signal " + std::to_string(signal) +
+                      (last_error.empty() ? "" : " (" + last_error + ")"));
+    try {
+      on_exit(signal & 0x7f);  // a wait status: killed by `signal`
+    } catch (const std::exception& e) {
+      ctx_.env.log.warn("container \"" + ctx_.setup.id + "\": its exit: " + e.what());
+    }
+  }).detach();
+}
+
 void InitProcess::watch_oom() {
   pid_t pid = this->pid();
   if (pid > 0) {
@@ -334,7 +384,10 @@ void InitProcess::own_cgroup_of_replica(const std::string& taken_from) {
 void InitProcess::run_kill(int signal, bool all) {
   try {
     ctx_.runtime->kill(ctx_.setup.id, signal, all);
+    if (ctx_.setup.shares_sandbox_pid) watch_sandboxed_exit(signal);
   } catch (const Error& e) {
+    // runsc answers a container whose processes are all gone as not found: it ends all the same.
+    if (ctx_.setup.shares_sandbox_pid) watch_sandboxed_exit(signal);
     // The runtime cannot kill it (its binary gone, its state unreadable): a SIGKILL still ends the
     // container, through its init's pid (under runsc the sandbox process), so that nothing of it
     // outlives its Delete. Not for a pid that other containers share.

@@ -68,6 +68,11 @@ class InitProcess final : public Process, private InitOps {
   // Kills what is left of a container without its own pid namespace on a thread of its own, then
   // reports the held exit; false when the container is already going.
   bool kill_all_async();
+  // A container of a runsc pod shares its sandbox's process, so the reaper never sees it end:
+  // after a kill, its state is asked on a thread of its own (each call under the runtime's
+  // deadline, for at most kSandboxedExitWait) until runsc says it stopped, and the exit is
+  // reported as a death by the last signal sent.
+  void watch_sandboxed_exit(int signal);
   void watch_oom();
   // Under runsc, before its create/restore: takes the runsc filestores a checkpoint's rootfs diff
   // brought along out of the container's own snapshot (shim/task/runsc_filestore.h).
@@ -92,6 +97,8 @@ class InitProcess final : public Process, private InitOps {
   const InitState* state_ = &InitState::created();
   std::optional<ExitInfo> held_exit_;  // held until its running execs' exits are out
   bool killing_all_ = false;           // the kill --all after its exit is in flight
+  bool watching_exit_ = false;         // watch_sandboxed_exit's thread runs
+  int last_signal_ = 0;                // the last signal a kill sent (watch_sandboxed_exit)
   std::optional<oci::CgroupPaths> cgroup_;
 };
 

@@ -96,6 +96,9 @@ void Process::launch(const std::filesystem::path& pid_file, const RuntimeCall& r
     std::lock_guard lk(mu_);
     pid_ = pid;
   }
+  // A runsc container of a CRI pod reports its sandbox's process, which is the pod's sandbox
+  // container's to claim: its own end is watched through runsc (InitProcess::run_kill).
+  if (exec_id_.empty() && ctx_.setup.shares_sandbox_pid) return;
   // The exit is handled only while the container lives (it owns the context); a process that a
   // waiter holds past its container's end hears nothing more.
   std::weak_ptr<Container> owner = ctx_.owner;

@@ -67,6 +67,22 @@ std::string container_name_of(const oci::Spec& spec, const std::string& id) {
   return id;
 }
 
+void check_restore_reference(const std::string& who, const std::string& reference, const checkpoint::CheckpointConfig& cfg) {
+  auto refuse = [&](const std::string& why) { throw Error(Code::FailedPrecondition, who + why); };
+  if (!cfg.annotation_restore)
+    refuse("and this node's shim does not restore by annotation (checkpoint.annotation_restore is off)");
+  if (cfg.image_store.empty())
+    refuse("which needs the shim's image store (checkpoint.image_store), and it is not configured here");
+  if (!reference.empty() && (reference.front() == '/' || reference.front() == '.'))
+    refuse("but an annotation may name a registry's image only, never a host path");
+  if (!pinned_registry_image(reference))
+    refuse("but an annotation may name only a registry's image pinned by digest (host[:port]/repo@sha256:<64 hex>)");
+  const std::string repo = reference.substr(0, reference.find('@'));
+  if (std::none_of(cfg.annotation_registries.begin(), cfg.annotation_registries.end(),
+                   [&](const std::string& p) { return allowed_by(repo, p); }))
+    refuse("but the repository " + repo + " is not in checkpoint.annotation_registries");
+}
+
 std::optional<AnnotationRestore> restore_annotation(const oci::Spec& spec, const std::string& id,
                                                     const checkpoint::CheckpointConfig& cfg) {
   AnnotationRestore r{.name = container_name_of(spec, id), .reference = {}};
@@ -74,21 +90,9 @@ std::optional<AnnotationRestore> restore_annotation(const oci::Spec& spec, const
   auto value = spec.annotation(key);
   if (!value) return std::nullopt;
   r.reference = *value;
-  const std::string who =
-      "create of container \"" + id + "\": its annotation " + key + "=\"" + r.reference + "\" asks for a restore, ";
-  auto refuse = [&](const std::string& why) { throw Error(Code::FailedPrecondition, who + why); };
-  if (!cfg.annotation_restore)
-    refuse("and this node's shim does not restore by annotation (checkpoint.annotation_restore is off)");
-  if (cfg.image_store.empty())
-    refuse("which needs the shim's image store (checkpoint.image_store), and it is not configured here");
-  if (!r.reference.empty() && (r.reference.front() == '/' || r.reference.front() == '.'))
-    refuse("but an annotation may name a registry's image only, never a host path");
-  if (!pinned_registry_image(r.reference))
-    refuse("but an annotation may name only a registry's image pinned by digest (host[:port]/repo@sha256:<64 hex>)");
-  const std::string repo = r.reference.substr(0, r.reference.find('@'));
-  if (std::none_of(cfg.annotation_registries.begin(), cfg.annotation_registries.end(),
-                   [&](const std::string& p) { return allowed_by(repo, p); }))
-    refuse("but the repository " + repo + " is not in checkpoint.annotation_registries");
+  check_restore_reference(
+      "create of container \"" + id + "\": its annotation " + key + "=\"" + r.reference + "\" asks for a restore, ", r.reference,
+      cfg);
   return r;
 }
 

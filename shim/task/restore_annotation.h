@@ -41,6 +41,11 @@ std::string container_name_of(const oci::Spec& spec, const std::string& id);
 std::optional<AnnotationRestore> restore_annotation(const oci::Spec& spec, const std::string& id,
                                                     const checkpoint::CheckpointConfig& cfg);
 
+// Throws Error(FailedPrecondition) starting with `who` when `reference` may not be followed (the
+// reasons restore_annotation() gives). Restore of a whole gVisor pod (pod_restore_annotation.h)
+// follows the same policy.
+void check_restore_reference(const std::string& who, const std::string& reference, const checkpoint::CheckpointConfig& cfg);
+
 // What the checkpointed container (its spec.dump and CRI's config.dump) has that the new one
 // (`spec`) does not grant, each a sentence: capabilities beyond the new spec's, another user
 // namespace or its mappings, a PID namespace the new container joins instead of owning (CRIU

@@ -1,6 +1,9 @@
 #include "shim/task/task_service.h"
 
+#include <signal.h>
 #include <unistd.h>
+
+#include <algorithm>
 
 #include "checkpoint/image/kube_restore.h"
 #include "common/error.h"
@@ -114,6 +117,62 @@ void take_restore_annotation(const oci::Spec& spec, bool runsc, ContainerSetup& 
 
 }  // namespace
 
+void TaskService::take_pod_restore(const oci::Spec& spec, ContainerSetup& s) {
+  const std::string sandbox = runsc_sandbox_of(spec, s.id);
+  const std::filesystem::path archive = checkpoint::kube_archive_in(s.bundle / kRestoreDir) / "checkpoint";
+  if (is_cri_sandbox(spec)) {
+    auto ask = pod_restore_annotation(spec, s.id, s.config.checkpoint);
+    if (!ask) return;
+    s.pod_restore = PodRestoreSetup{.sandbox = sandbox, .name = {}, .names = ask->names};
+    s.restore_reference = ask->reference;
+    s.checkpoint = archive.string();
+    std::string names;
+    for (const auto& n : ask->names) names += (names.empty() ? "" : ", ") + n;
+    deps_.log.info("create of pod sandbox \"" + s.id + "\": the pod (" + names + ") is restored whole from " + ask->reference +
+                   ", as its annotations ask");
+    std::lock_guard lk(mu_);
+    pod_restores_[sandbox] = *ask;
+    return;
+  }
+  std::optional<PodRestoreAsk> ask;
+  {
+    std::lock_guard lk(mu_);
+    if (auto it = pod_restores_.find(sandbox); it != pod_restores_.end()) ask = it->second;
+  }
+  if (!ask) return;
+  const std::string name = container_name_of(spec, s.id);
+  if (std::find(ask->names.begin(), ask->names.end(), name) == ask->names.end()) {
+    std::string names;
+    for (const auto& n : ask->names) names += (names.empty() ? "" : ", ") + n;
+    const std::string why = "create of container \"" + s.id + "\" (" + name + ") in pod sandbox \"" + sandbox +
+                            "\", which is restored whole from " + ask->reference +
+                            ": the pod's annotations name its containers " + names +
+                            ", and a container the image does not hold cannot start fresh inside a restored sandbox";
+    abandon_pod_restore(sandbox, why);
+    throw Error(Code::FailedPrecondition, why);
+  }
+  s.pod_restore = PodRestoreSetup{.sandbox = sandbox, .name = name, .names = ask->names};
+  s.restore_reference = ask->reference;
+  s.checkpoint = archive.string();
+  deps_.log.info("create of container \"" + s.id + "\" (" + name + "): restored with its pod from " + ask->reference);
+}
+
+void TaskService::abandon_pod_restore(const std::string& sandbox, const std::string& why) {
+  std::shared_ptr<Container> root;
+  {
+    std::lock_guard lk(mu_);
+    pod_restores_.erase(sandbox);
+    if (auto it = containers_.find(sandbox); it != containers_.end()) root = it->second;
+  }
+  deps_.log.warn(why + "; the pod's sandbox is ended (nothing of it stays half-restored)");
+  if (!root) return;
+  try {
+    root->kill("", SIGKILL, true);
+  } catch (const std::exception& e) {
+    deps_.log.warn("pod sandbox \"" + sandbox + "\": cannot end it: " + e.what());
+  }
+}
+
 task::CreateTaskResponse TaskService::create(const task::CreateTaskRequest& r) {
   validate_id("container id", r.id());
   std::filesystem::path bundle = r.bundle();
@@ -141,8 +200,9 @@ task::CreateTaskResponse TaskService::create(const task::CreateTaskRequest& r) {
     validate_id("sandbox id", sandbox);
     s.config.runtime = runsc_root_for_sandbox(s.config.runtime, deps_.ns, sandbox);
   }
+  if (s.checkpoint.empty() && runsc) take_pod_restore(spec, s);
   if (s.checkpoint.empty()) take_restore_annotation(spec, runsc, s, deps_.log);
-  if (!s.checkpoint.empty() && runsc) refuse_runsc_container_restore(spec, s.id);
+  if (!s.checkpoint.empty() && runsc && !s.pod_restore) refuse_runsc_container_restore(spec, s.id);
   s.own_pid_ns = spec.own_pid_namespace();
   s.shares_sandbox_pid = runsc && spec.annotation("io.kubernetes.cri.container-type").value_or("") == "container";
   if (runsc) drop_mounts_runsc_cannot_restore(s.id, bundle, spec, deps_.log);
@@ -154,8 +214,19 @@ task::CreateTaskResponse TaskService::create(const task::CreateTaskRequest& r) {
   write_runtime_record(bundle, s.config.runtime);
   std::string binary = s.config.runtime.binary;
   OomWatch* oom = runtime->kind() == oci::RuntimeKind::Runsc ? nullptr : deps_.oom;  // runsc's processes live in the sandbox
-  auto c = Container::create(std::move(s), std::move(runtime),
-                             ContainerEnv{deps_.ns, deps_.log, deps_.runner, deps_.events, exits_, deps_.checkpoints, oom});
+  std::optional<PodRestoreSetup> pod = s.pod_restore;
+  std::shared_ptr<Container> c;
+  try {
+    c = Container::create(std::move(s), std::move(runtime),
+                          ContainerEnv{deps_.ns, deps_.log, deps_.runner, deps_.events, exits_, deps_.checkpoints, oom});
+  } catch (const std::exception& e) {
+    if (pod && !pod->name.empty()) abandon_pod_restore(pod->sandbox, e.what());
+    if (pod && pod->name.empty()) {
+      std::lock_guard lk(mu_);
+      pod_restores_.erase(pod->sandbox);
+    }
+    throw;
+  }
   {
     std::lock_guard lk(mu_);
     containers_.emplace(c->id(), c);
@@ -199,6 +270,7 @@ task::DeleteResponse TaskService::remove(const task::DeleteRequest& r) {
   if (r.exec_id().empty()) {
     std::lock_guard lk(mu_);
     containers_.erase(c->id());
+    pod_restores_.erase(c->id());  // a pod's sandbox container: its restore is over
   }
   task::DeleteResponse resp;
   resp.set_pid(static_cast<uint32_t>(p->pid()));

@@ -19,6 +19,7 @@
 #include "shim/task/config.h"
 #include "shim/task/container.h"
 #include "shim/task/exit_book.h"
+#include "shim/task/pod_restore_annotation.h"
 
 namespace nvproxy::shim {
 
@@ -67,12 +68,20 @@ class TaskService {
 
  private:
   std::shared_ptr<Container> find(const std::string& id);
+  // A gVisor pod restored whole (pod_restore_annotation.h): its sandbox container's create takes
+  // the pod's annotations and notes the pod; each container of it created afterwards is restored
+  // from the same image, one the image does not hold refused (and the pod's sandbox ended).
+  void take_pod_restore(const oci::Spec& spec, ContainerSetup& s);
+  // The pod's restore cannot finish: its sandbox (runsc's root container, waiting for the rest)
+  // is killed so that nothing half-restored stays, and the pod forgotten.
+  void abandon_pod_restore(const std::string& sandbox, const std::string& why);
 
   ServiceDeps deps_;
   ExitBook exits_;
   std::mutex mu_;  // guards containers_ and reserved_
   std::map<std::string, std::shared_ptr<Container>> containers_;
-  std::map<std::string, bool> reserved_;  // ids whose Create is in flight
+  std::map<std::string, bool> reserved_;               // ids whose Create is in flight
+  std::map<std::string, PodRestoreAsk> pod_restores_;  // sandbox id -> the pod's restore (guarded by mu_)
 };
 
 }  // namespace nvproxy::shim

@@ -1,0 +1,228 @@
+#!/usr/bin/env bash
+# shellcheck disable=SC2016 # jq filters read $ENV.X: the shell must not expand them
+# Issue 59: a gVisor pod checkpointed whole on node A and restored as a pod on node B, through CRI
+# (crictl) and the real runsc, containerd configured from docs/install.md's blocks, the fake CUDA
+# driver inside the sandbox.
+#   node A   a runsc pod of two containers: "cuda" (a fake-CUDA parent and child) and "counter" (a
+#            CPU sidecar counting in memory), each having written a file into its writable layer.
+#            `crictl checkpoint` of the SIDECAR: runsc saves the whole sandbox, and the shim toggles
+#            CUDA in the pod's GPU container (every lock before any checkpoint); both keep running.
+#            The image (one store entry, its record naming the pod) goes to a registry on loopback
+#            with `image push --kube`.
+#   node B   a second containerd of the same version, its own root, state and store. Refused at the
+#            pod's create (RunPodSandbox), each with its reason and nothing of the pod left: a
+#            container of the image the pod does not name, a container the image does not hold;
+#            refused at the container's create, the pod's sandbox ended: the CUDA container
+#            asking for no GPU. Then the pod restored: RunPodSandbox, CreateContainer and
+#            StartContainer as for any pod; both processes' CUDA back, every counter past its
+#            checkpointed value, the files of node A there. Then the same image into a second pod
+#            (fan-out), one store entry.
+# Usage: pod_runsc.sh 2.4|2.3
+set -euo pipefail
+export NV_RUNTIME=runsc NV_RUNSC=current
+source "$(dirname "$0")/lib/cri.sh"
+source "$(dirname "$0")/lib/fake-cuda.sh"
+source "$(dirname "$0")/lib/registry.sh"
+VER=${1:?usage: pod_runsc.sh 2.4|2.3}
+NODE=${NV_CRI_NODE:-A}
+
+if [[ $NODE == B ]]; then
+  FAKE=$NV_B_FAKE  # node A's fake driver (the same GPU): its sandbox config again, nothing made anew
+  NV_FAKE_SANDBOX_CONFIG="gpu:
+  mode: cdi
+  cdi_spec_dirs: [$FAKE/cdi]
+  nvproxy: \"off\"
+checkpoint:
+  lock_timeout_ms: 5000
+  device_globs: [\"/dev/nvidia*\", \"/dev/fakegpu*\"]"
+else
+  nv_fake_cuda_sandbox
+fi
+STORE=$(mktemp -d /var/tmp/nvproxy-podstore.XXXXXX)
+nv_defer rm -rf "$STORE"
+export NV_CRI_SHIM_EXTRA="$NV_FAKE_SANDBOX_CONFIG
+  image_store: $STORE
+  registry_tls_verify: false
+  registry_timeout_s: 60"
+if [[ $NODE == B ]]; then
+  NV_REGISTRY=$NV_B_REGISTRY NV_REGISTRY_DIR=$NV_B_REGISTRY_DIR
+  NV_CRI_SHIM_EXTRA+="
+  annotation_restore: true
+  annotation_registries: [\"$NV_REGISTRY/ckpt\"]"
+  export NV_CRI_DOC_BLOCKS=ctd2-annotation-restore
+fi
+nv_cri_start "$VER"
+RUNSC=$(awk '$1=="binary:"{print $2; exit}' "$NV_CRI_SHIM_CONFIG")
+
+# The containers as both nodes create them: the same image, commands, mounts and environment.
+export CUDA_CMD='echo cuda-on-a >/written; exec /fake/fake_cuda_app --dir /fakecuda --device /dev/fakegpu0 --map --children 1'
+export COUNT_CMD='echo counter-on-a >/written; i=0; while :; do i=$((i+1)); echo $i >/tmp/c.new; mv /tmp/c.new /tmp/counter; sleep 0.1; done'
+cuda_ctr() {  # POD_NAME POD_ID [CUDA_STATE_DIR] [JQ]
+  local state=${3:-$FAKE/cuda}
+  CUDA_MOUNTS=$(jq -n --arg f "$FAKE" --arg s "$state" '[{container_path: "/fakecuda", host_path: $s},
+    {container_path: "/fake", host_path: ($f + "/bin"), readonly: true}]')
+  export CUDA_MOUNTS
+  nv_cri_ctr "$1" "$2" cuda '.mounts = ($ENV.CUDA_MOUNTS | fromjson)
+    | .envs = [{key: "NVIDIA_VISIBLE_DEVICES", value: "0"}, {key: "NVPROXY_FAKE_CUDA_DIR", value: "/fakecuda"}]
+    | .command = ["sh", "-c", $ENV.CUDA_CMD] | '"${4:-.}"
+}
+count_ctr() { nv_cri_ctr "$1" "$2" counter '.command = ["sh", "-c", $ENV.COUNT_CMD]'; }
+counter_of() { nv_crictl exec "$1" cat /tmp/counter 2>/dev/null || echo 0; }
+counter_past() { (($(counter_of "$1") > $2)); }
+cuda_ready() { (($(find "$FAKE/cuda" -name '*.ready' | wc -l) >= $1)); }
+# The fake driver's view of sandbox pid $2 in state dir $1.
+counter_in() { cat "$1/$2.counter" 2>/dev/null || echo 0; }
+counted_past_in() { (($(counter_in "$1" "$2") > $3)); }
+pod_removed() { nv_crictl rmp -f "$1" >/dev/null 2>&1; }
+# Whether the pod's sandbox (runsc's root container $1 in the pod's runsc root) is gone.
+sandbox_gone() {
+  local st
+  st=$("$RUNSC" --root "$NV_CRI_RUNTIME_ROOT/$NV_CRI_NS/$1" state "$1" 2>/dev/null | jq -r .status) || return 0
+  [[ $st != running && $st != created ]]
+}
+
+# ---------------------------------------------------------------------------------------------
+node_b() {
+  local before=$NV_B_BEFORE at=$NV_B_COUNT_AT img=$NV_B_IMAGE
+  local -a cp
+  read -ra cp <<<"$NV_B_CUDA_PIDS"
+  nv_log "node B: containerd $NV_CONTAINERD_VERSION on $NV_SOCK, store $STORE, registry $NV_REGISTRY"
+  ann() {  # NAME...: the pod's annotations, every container naming the image
+    local n out='.annotations = {'
+    for n in "$@"; do out+="\"restore.nvproxy.io/$n\": \"$img\","; done
+    echo "${out%,}}"
+  }
+  no_image_in_store() { [[ -z $(find "$STORE" -name '*.img' -not -path '*/.incoming-*/*') ]]; }
+
+  nv_log "node B: pods that are not the image's, refused at RunPodSandbox"
+  refuse_pod() {  # NAME WANT WHICH NAMES...: refused with WANT in the error, naming WHICH
+    local name=$1 want=$2 which=$3 err
+    shift 3
+    if err=$(nv_cri_pod "$name" "$(ann "$@")" 2>&1); then nv_fail "$name: the pod's restore was not refused"; fi
+    nv_assert_contains "$err" "$want" "$name: the refusal's reason"
+    nv_assert_contains "$err" "$which" "$name: what the refusal names"
+    [[ -z $(nv_crictl pods -q --name "^$name\$" --state ready) ]] || nv_fail "$name: a pod is ready"
+    no_image_in_store || nv_fail "$name: B's store holds an image: $(find "$STORE" -name '*.img')"
+    nv_log "refused ($name): ${err##*desc = }"
+  }
+  refuse_pod missing "that this pod does not name: runsc restores a sandbox only with every container it saved" counter cuda
+  refuse_pod extra "that the image does not hold: a container cannot start fresh inside a restored sandbox" metrics \
+    cuda counter metrics
+  local shim_cfg=$NV_CRI_SHIM_CONFIG
+  sed -i 's/^  annotation_restore: true$/  annotation_restore: false/' "$shim_cfg"
+  refuse_pod off "checkpoint.annotation_restore is off" "create of pod sandbox" cuda counter
+  sed -i 's/^  annotation_restore: false$/  annotation_restore: true/' "$shim_cfg"
+
+  nv_log "node B: a container asking for another GPU count, refused at its create; the pod's sandbox ended"
+  local pod id err
+  pod=$(nv_cri_pod gpus "$(ann cuda counter)")
+  if id=$(cuda_ctr gpus "$pod" "" '.envs = [{key: "NVPROXY_FAKE_CUDA_DIR", value: "/fakecuda"}]' 2>&1); then
+    if err=$(nv_crictl start "$id" 2>&1); then nv_fail "gpus: a container without its GPU was restored"; fi
+  else
+    err=$id
+  fi
+  nv_assert_contains "$err" "checkpointed with 1 GPU and asks for no GPU" "gpus: the refusal's reason"
+  nv_wait_for -t 20 sandbox_gone "$pod" || nv_fail "gpus: the pod's sandbox still runs after the refusal"
+  nv_log "refused (gpus): ${err##*desc = }"
+  # CRI learns of the sandbox's end from its exit event: until then it answers the removal with
+  # the sandbox container "deleted: cannot signal it".
+  nv_wait_for -t 30 pod_removed "$pod" || nv_fail "gpus: the pod could not be removed: $(nv_crictl rmp -f "$pod" 2>&1)"
+
+  nv_log "node B: the pod restored whole (RunPodSandbox, CreateContainer, StartContainer)"
+  cp -a "$FAKE/cuda" "$FAKE/cuda-fan"  # the fan-out's own driver state, as the image holds it
+  local log=$FAKE/cuda/calls.log k c
+  : >"$log"
+  pod=$(nv_cri_pod llm "$(ann cuda counter)")
+  k=$(cuda_ctr llm "$pod")
+  c=$(count_ctr llm "$pod")
+  nv_crictl start "$k" >/dev/null
+  nv_crictl start "$c" >/dev/null
+  nv_assert_eq CONTAINER_RUNNING "$(nv_cri_state "$k")" "the restored CUDA container"
+  nv_assert_eq CONTAINER_RUNNING "$(nv_cri_state "$c")" "the restored counter"
+  cat "$log" >&2
+  nv_fake_resumed "pod restore" "${cp[@]}"
+  local after
+  after=$(nv_fake_counter "${cp[0]}")
+  ((after >= before)) || nv_fail "the CUDA work did not go on from the checkpoint: before=$before after=$after"
+  nv_wait_for -t 20 counter_past "$c" "$at" || nv_fail "the counter does not count on from $at: $(counter_of "$c")"
+  nv_assert_eq cuda-on-a "$(nv_crictl exec "$k" cat /written)" "the CUDA container's file from node A"
+  nv_assert_eq counter-on-a "$(nv_crictl exec "$c" cat /written)" "the counter's file from node A"
+  nv_log "restored: CUDA back in ${cp[*]}, the counter at $(counter_of "$c") (checkpointed at $at)"
+
+  nv_log "node B: the same image restored into a second pod (fan-out)"
+  local pod2 k2 c2
+  pod2=$(nv_cri_pod fan "$(ann cuda counter)")
+  k2=$(cuda_ctr fan "$pod2" "$FAKE/cuda-fan")
+  c2=$(count_ctr fan "$pod2")
+  nv_crictl start "$k2" "$c2" >/dev/null
+  nv_wait_for -t 20 counter_past "$c2" "$at" || nv_fail "the fan-out's counter does not count on from $at: $(counter_of "$c2")"
+  for p in "${cp[@]}"; do
+    nv_assert_eq running "$(cat "$FAKE/cuda-fan/$p.state")" "the fan-out's CUDA state of $p"
+    a=$(counter_in "$FAKE/cuda-fan" "$p")
+    nv_wait_for -t 10 counted_past_in "$FAKE/cuda-fan" "$p" "$a" || nv_fail "the fan-out's process $p does not work"
+  done
+  nv_assert_eq counter-on-a "$(nv_crictl exec "$c2" cat /written)" "the fan-out counter's file from node A"
+  nv_assert_eq CONTAINER_RUNNING "$(nv_cri_state "$k")" "the first pod's CUDA container beside the fan-out"
+  nv_assert_eq 1 "$(find "$STORE/registry" -name .complete | wc -l)" "pulled images in B's store (one for both pods)"
+  nv_crictl rmp -f "$pod" "$pod2" >/dev/null
+  echo "PASS node B (containerd $NV_CONTAINERD_VERSION)"
+}
+
+if [[ $NODE == B ]]; then
+  node_b
+  exit 0
+fi
+
+# ---------------------------------------------------------------------------------------------
+nv_log "node A: runsc: $("$RUNSC" --version | head -1); a pod of a fake-CUDA container and a counter"
+POD=$(nv_cri_pod a)
+K=$(cuda_ctr a "$POD")
+C=$(count_ctr a "$POD")
+nv_crictl start "$K" "$C" >/dev/null
+nv_wait_for -t 20 cuda_ready 2 || nv_fail "the fake CUDA app did not start: $(ls "$FAKE/cuda")"
+mapfile -t cp < <(nv_fake_cuda_pids)
+nv_assert_eq 2 "${#cp[@]}" "CUDA processes in the sandbox"
+nv_wait_for -t 30 nv_fake_counted_past "${cp[0]}" 300 || nv_fail "process ${cp[0]} does not count"
+nv_wait_for -t 20 counter_past "$C" 20 || nv_fail "the counter does not count: $(counter_of "$C")"
+
+nv_log "node A: crictl checkpoint of the sidecar saves the pod whole, CUDA toggled in its GPU container"
+nv_crictl checkpoint --export="$NV_CRI_DIR/pod.tar" "$C" >/dev/null
+log=$FAKE/cuda/calls.log
+cat "$log" >&2
+nv_assert_eq 2 "$(awk '$2=="lock" && $5==0' "$log" | wc -l)" "successful locks"
+nv_assert_eq 2 "$(awk '$2=="checkpoint" && $5==0' "$log" | wc -l)" "successful checkpoints"
+last_lock_end=$(awk '$2=="lock"{print $4}' "$log" | sort -n | tail -1)
+first_ckpt_start=$(awk '$2=="checkpoint"{print $3}' "$log" | sort -n | head -1)
+((last_lock_end <= first_ckpt_start)) || nv_fail "a checkpoint started before all locks ended"
+before=$(nv_fake_counter "${cp[0]}")
+at=$(counter_of "$C")
+for p in "${cp[@]}"; do
+  nv_assert_eq running "$(nv_fake_state "$p")" "CUDA state of $p after the checkpoint"
+  nv_fake_advancing "$p" || nv_fail "process $p does not work after the checkpoint"
+done
+nv_wait_for -t 10 counter_past "$C" "$at" || nv_fail "the counter stopped after the checkpoint"
+rec=$(tar -xOf "$NV_CRI_DIR/pod.tar" checkpoint/nvproxy-cuda.json)
+nv_assert_eq "counter,cuda" "$(jq -r '[.pod.containers[] | select(.sandbox | not) | .name] | join(",")' <<<"$rec")" "the pod in the image's record"
+nv_assert_eq 1 "$(jq -r '.pod.containers[] | select(.name == "cuda") | .gpus' <<<"$rec")" "the CUDA container's GPUs in the record"
+nv_assert_eq "$K" "$(jq -r .container <<<"$rec")" "the record's CUDA container"
+nv_assert_eq 1 "$(find "$STORE" -name checkpoint.img | wc -l)" "runsc images in A's store"
+
+nv_registry_start
+SHIM=$NVPROXY_SHIM_DIR/containerd-shim-nvproxy-v1
+printf 'checkpoint:\n  registry_timeout_s: 60\n' >"$NV_DIR/push.yaml"
+t0=$(date +%s%N)
+out=$("$SHIM" image push --kube "$NV_CRI_DIR/pod.tar" "$NV_REGISTRY/ckpt/pod:v1" --tls-verify=false --store "$STORE" \
+  --config "$NV_DIR/push.yaml" 2>&1) || nv_fail "image push --kube: $out"
+nv_log "$out"
+nv_log "pushed in $((($(date +%s%N) - t0) / 1000000)) ms"
+img=$(awk '/^checkpoint image of container /{print $NF}' <<<"$out")
+[[ $img == "$NV_REGISTRY/ckpt/"*"@sha256:"* ]] || nv_fail "no pinned checkpoint image in: $out"
+# The processes' state as the image holds it, for node B's fake driver (the same GPU).
+nv_crictl rmp -f "$POD" >/dev/null
+nv_fake_as_checkpointed "${cp[@]}"
+rm -rf "${STORE:?}"/*
+nv_log "node B: a second containerd $VER restoring the pod from $img"
+env -u NV_DIR -u NV_SOCK -u NV_STATE_DIR -u NV_NAMESPACE NV_CRI_NODE=B NV_B_FAKE="$FAKE" NV_B_CUDA_PIDS="${cp[*]}" \
+  NV_B_BEFORE="$before" NV_B_COUNT_AT="$at" NV_B_REGISTRY="$NV_REGISTRY" NV_B_REGISTRY_DIR="$NV_REGISTRY_DIR" \
+  NV_B_IMAGE="$img" bash "$0" "$VER" || nv_fail "node B failed"
+echo "PASS pod_runsc (containerd $NV_CONTAINERD_VERSION, node A to node B through $NV_REGISTRY)"
