@@ -2,13 +2,14 @@
 # Issue 56: CRIU's page I/O, today's main against the project's page I/O patch
 # (scripts/criu-page-io.patch), side by side in one run, CRIU alone. The same patched CRIU runs
 # both ways: without the patch's options it does what main's CRIU does (every change is behind
-# them); with them, --page-writers 8 on dump and --restore-huge-pages on restore. Shapes (process
+# them); with them, --page-writers 8 on dump, --restore-huge-pages --page-readers 8 on restore. Shapes (process
 # trees of bench/page_hold, every page written and different, none zero):
 #   one   one process of BIG MiB: dump, restore from a warm page cache, restore from a cold one
 #         (caches dropped), against `cat` of its pages image (warm) and `dd` with O_DIRECT (cold)
 #   three three processes of SMALL MiB each, against one of SMALL MiB: the dump
 # Every restore is checked: each process reads its memory back against its pattern.
-# Prints RESULT lines and a markdown table (stdout).
+# Prints RESULT lines per run, a markdown table of the medians, and one RESULT line per goal
+# (restore_warm_speedup, restore_cold_vs_read: against dd O_DIRECT, dump_speedup, dump_three_vs_one).
 # Usage: sudo bench/page_io.sh   BIG=4096 SMALL=1300 RUNS=3 DIR=/var/tmp CRIU=criu HOLD=build/bench/page_hold
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")/.." && pwd)
@@ -113,3 +114,9 @@ for m in main page-io; do
   echo "| $m | $(col $m 2) | $(col $m 3) | $(col $m 4) | $(col $m 5) | $(col $m 6) | $(col $m 7) | $(col $m 8) | $(awk -v a="$(col $m 7)" -v b="$(col $m 8)" 'BEGIN{printf "%.2f", a/b}') |"
 done
 echo "(medians of $RUNS runs; restores checked page by page)"
+# One line per goal of issue 56, from the medians: the change against main, and against a plain read.
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.2f", a/b}'; }
+echo "RESULT restore_warm_speedup=$(ratio "$(col main 3)" "$(col page-io 3)")"
+echo "RESULT restore_cold_vs_read=$(ratio "$(col page-io 4)" "$(col page-io 6)")"
+echo "RESULT dump_speedup=$(ratio "$(col main 2)" "$(col page-io 2)")"
+echo "RESULT dump_three_vs_one=$(ratio "$(col page-io 7)" "$(col page-io 8)")"
