@@ -11,6 +11,7 @@
 #include "common/error.h"
 #include "common/fs.h"
 #include "common/log.h"
+#include "common/page_cache.h"
 #include "oci/cgroup_paths.h"
 #include "oci/replica_cgroup.h"
 #include "oci/spec.h"
@@ -414,6 +415,16 @@ void Runtime::restore(const std::string& id, const RestoreOptions& o) {
     if (sw.open_tcp) a.push_back("--tcp-established");
     if (sw.external_unix_sockets) a.push_back("--ext-unix-sk");
     if (sw.file_locks) a.push_back("--file-locks");
+  }
+  if (kind_ == RuntimeKind::Runsc && cfg_.runsc_direct_restore) {
+    // Measured on 2 CPUs, 2 GiB: 1.47-1.99 s buffered, 1.19-1.24 s with O_DIRECT from a cold cache;
+    // from a warm one O_DIRECT would read the disk again.
+    const auto pages = o.image_path / "pages.img";
+    if (auto share = page_cache_share(pages); share && *share < 0.5) {
+      a.push_back("--direct");
+      log_.info("restore of \"" + id + "\": " + std::to_string(static_cast<int>(*share * 100)) + "% of " + pages.string() +
+                " is in the page cache: runsc reads it with O_DIRECT");
+    }
   }
   if (!o.console_socket.empty()) a.insert(a.end(), {"--console-socket", o.console_socket});
   a.push_back(id);

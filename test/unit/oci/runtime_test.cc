@@ -1,14 +1,17 @@
 // The driver against a scripted stand-in runtime that records its argv and answers like runc.
 #include "oci/runtime.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <fstream>
 
 #include "common/error.h"
 #include "common/fs.h"
 #include "common/log.h"
+#include "common/page_cache.h"
 
 using namespace nvproxy;
 using namespace nvproxy::oci;
@@ -253,6 +256,39 @@ TEST_F(RuntimeTest, CriuOptionsReachCriuThroughItsConfigFile) {
   Runtime gv({.binary = runsc.string()}, runner_, log_, dir_ / "log.json");
   gv.checkpoint("c1", {.image_path = "/img", .work_path = (dir_ / "w3").string()});
   EXPECT_EQ(read_file(dir_ / "env"), "none\n") << "runsc has no CRIU";
+}
+
+// runsc restores with --direct where its pages file is mostly not in the page cache, buffered where
+// it is (just written), and never with runsc_direct_restore: false.
+TEST_F(RuntimeTest, RunscReadsAColdPagesFileDirect) {
+  auto runsc = dir_ / "runsc";
+  std::ofstream(runsc) << "#!/bin/sh\ncase \"$1 $2\" in \"--version \"|\"features \") exit 0;; esac\n"
+                       << "echo \"$*\" >> " << (dir_ / "args").string() << "\n";
+  ::chmod(runsc.c_str(), 0755);
+  // On the disk: a tmpfs keeps its pages in the cache.
+  auto img = std::filesystem::path("/var/tmp") / ("nvproxy-runsc-direct-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(img);
+  std::ofstream(img / "pages.img") << std::string(4 << 20, 'p');
+  if (!page_cache_share(img / "pages.img")) {
+    std::filesystem::remove_all(img);
+    GTEST_SKIP() << "this kernel has no cachestat(2)";
+  }
+  auto restore_args = [&](bool direct) {
+    std::filesystem::remove(dir_ / "args");
+    Runtime rt({.binary = runsc.string(), .runsc_direct_restore = direct}, runner_, log_, dir_ / "log.json");
+    rt.restore("c1", {.bundle = dir_, .image_path = img, .pid_file = dir_ / "pid"});
+    return read_file(dir_ / "args");
+  };
+  EXPECT_EQ(restore_args(true).find("--direct"), std::string::npos) << "a pages file just written";
+  int fd = ::open((img / "pages.img").c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0);
+  ::fdatasync(fd);
+  ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+  ::close(fd);
+  EXPECT_NE(restore_args(true).find("restore --detach"), std::string::npos);
+  EXPECT_NE(restore_args(true).find("--direct"), std::string::npos) << "a pages file out of the cache";
+  EXPECT_EQ(restore_args(false).find("--direct"), std::string::npos) << "runsc_direct_restore: false";
+  std::filesystem::remove_all(img);
 }
 
 TEST(CriuOptions, ConfigTextAndHints) {
