@@ -10,7 +10,9 @@
 #   - containerd 2.x: `ctr task checkpoint --image-path DIR` leaves only the reference in DIR;
 #   - zero pages (issue 36): 64 MiB of present zero pages are left out of the image by CRIU
 #     (--skip-zero-pages, the patched CRIU of scripts/build-criu.sh) or by runsc, or punched out of
-#     the entry's page files (an unpatched CRIU), and the restored process reads every page as it was.
+#     the entry's page files (an unpatched CRIU), and the restored process reads every page as it was;
+#   - runsc (a version writing pages.img): the first restore, its pages file dropped from the page
+#     cache, reads it with O_DIRECT.
 # Usage: image_store.sh [1.6|1.7|2.3]   (NV_RUNTIME=runc|runsc)
 set -euo pipefail
 source "$(dirname "$0")/lib/shim-env.sh"
@@ -25,8 +27,8 @@ SHIM=$NVPROXY_SHIM_DIR/containerd-shim-nvproxy-v1
 
 content_bytes() { du -sb "$NV_DIR/root/io.containerd.content.v1.content" | awk '{print $1}'; }
 entries() { find "$STORE" -mindepth 3 -maxdepth 3 -type d | sort; }
-# The image's memory: CRIU's pages-*.img (runc), runsc's checkpoint.img.
-pages_bytes() { find "$1" \( -name 'pages-*.img' -o -name 'checkpoint.img' \) -printf '%s\n' | awk '{s+=$1} END {print s+0}'; }
+# The image's memory: CRIU's pages-*.img (runc), runsc's checkpoint.img and (current runsc) pages.img.
+pages_bytes() { find "$1" \( -name 'pages-*.img' -o -name 'checkpoint.img' -o -name 'pages.img' \) -printf '%s\n' | awk '{s+=$1} END {print s+0}'; }
 
 # A shell that holds 8 MB of random hex (memory no image format compresses away: runsc's does), and
 # counts (its counter replaced by a rename).
@@ -51,8 +53,20 @@ nv_assert_eq RUNNING "$(nv_ctr task ls | awk '$1=="st"{print $3}')" "container a
 
 nv_log "restore from the reference"
 nv_stop_rm st
+# A runsc that writes its pages apart (pages.img; not 2024's, whose checkpoint.img holds them):
+# out of the page cache (written back, then dropped), runsc reads the pages file with O_DIRECT.
+cold_pages=false
+[[ ${NV_RUNTIME:-runc} == runsc && -f ${es[0]}/pages.img ]] && cold_pages=true
+if $cold_pages; then
+  sync "${es[0]}/pages.img"
+  dd if="${es[0]}/pages.img" iflag=nocache count=0 status=none
+fi
 nv_ctr c restore --live --rw st stref1 </dev/null
 grep -q "the image is the store's ${es[0]}" "$NV_DIR/containerd.log" || nv_fail "the restore did not read the store's entry"
+if $cold_pages; then
+  grep -q "pages.img is in the page cache: runsc reads it with O_DIRECT" "$NV_DIR/containerd.log" ||
+    nv_fail "runsc did not read the cold pages file with O_DIRECT: $(grep -i 'page cache' "$NV_DIR/containerd.log" | tail -2)"
+fi
 nv_wait_for -t 10 nv_counter_above st 0 || nv_fail "cannot read the restored counter"
 after=$(nv_counter st)
 ((after >= before)) || nv_fail "the restored loop did not go on from the checkpoint: before=$before after=$after"
