@@ -142,11 +142,14 @@ void CheckpointSession::resume_cuda(const RestoreRequest& req) {
   RestoreRequest again = req;
   again.cuda_later = false;
   RestorePlan plan;
-  find_image(again, plan);
+  const std::filesystem::path image = find_image(again, plan);
   plan.leave_stopped = false;
-  if (!plan.record || !plan.record->has_cuda()) return;
+  if (!plan.record) return;
+  // A pod's image: the image's own record is one GPU container's, each other one's is beside it.
   if (plan.record->pod && !req.pod_member.empty())
-    if (const PodMember* m = plan.record->pod->by_id(plan.record->container); m && m->name != req.pod_member) return;
+    if (const PodMember* m = plan.record->pod->by_id(plan.record->container); m && m->name != req.pod_member)
+      plan.record = record_of(image / kPodCudaDir / req.pod_member, "restore of \"" + t_.id + "\": ");
+  if (!plan.record || !plan.record->has_cuda()) return;
   try {
     const auto t0 = std::chrono::steady_clock::now();
     resume_cuda(*plan.record, plan);

@@ -25,6 +25,10 @@ struct PodMember {
 
 inline constexpr int kAllGpus = -1;
 
+// IMAGE/<this>/<container name>/nvproxy-cuda.json: the record of each GPU container of the pod but
+// the one whose record is the image's own (a pod of several GPU containers).
+inline constexpr const char* kPodCudaDir = "pod-cuda";
+
 struct PodRecord {
   std::string sandbox_id;             // io.kubernetes.cri.sandbox-id where it was checkpointed
   std::string sandbox_name;           // io.kubernetes.cri.sandbox-name (the pod's name), when CRI said

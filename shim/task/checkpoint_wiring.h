@@ -42,6 +42,9 @@ struct SessionSubject {
   // pod's GPU container): its state is what the client paused, so pause, resume and status go to
   // it. Empty: `id`.
   std::string client_id;
+  // The runtime's snapshot as the caller runs it instead of the runtime's checkpoint (a pod's
+  // GPU containers checkpointed one inside another: gpu_checkpoint.cc). Empty: the runtime's.
+  std::function<void(const std::filesystem::path& image, const checkpoint::ReleasePlan& release)> snapshot;
 };
 
 class SessionWiring {

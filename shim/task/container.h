@@ -64,6 +64,9 @@ class CheckpointHooks {
   // Throws with the reason; `into` is the caller's to remove.
   virtual std::filesystem::path fetch_for_restore(Container& c, const std::string& reference,
                                                   const std::filesystem::path& into) = 0;
+  // Whether the gVisor pod `sandbox` is being restored whole and does not run yet (its sandbox
+  // waits for its last container): nothing may ask the sandbox meanwhile.
+  [[nodiscard]] virtual bool pod_restoring(const std::string& /*sandbox*/) const { return false; }
 };
 
 // What a container needs from the shim around it.

@@ -3,6 +3,7 @@
 // (checkpoint_wiring.h); everything else about a checkpoint lives in checkpoint/.
 #pragma once
 
+#include "checkpoint/image/pod_record.h"
 #include "shim/task/container.h"
 #include "shim/task/pod_restore_progress.h"
 
@@ -14,8 +15,15 @@ class GpuCheckpointHooks final : public CheckpointHooks {
   void checkpoint(Container& c, const oci::CheckpointFlags& flags, bool paused) override;
   void restore(Container& c, const std::filesystem::path& checkpoint, const RuntimeRestore& run_restore) override;
   std::filesystem::path fetch_for_restore(Container& c, const std::string& reference, const std::filesystem::path& into) override;
+  [[nodiscard]] bool pod_restoring(const std::string& sandbox) const override { return pods_.waiting(sandbox); }
 
  private:
+  // The pod's GPU container inner[i] checkpointed inside the session of the one before it: its
+  // CUDA toggled around the next one's, the last one's around runsc's checkpoint of the sandbox
+  // into `image` (the outer session's); its record in IMAGE/pod-cuda/<name>/.
+  void checkpoint_inner(Container& c, const oci::CheckpointFlags& flags, const std::vector<checkpoint::PodMember>& inner,
+                        std::size_t i, const std::filesystem::path& image);
+
   Logger& log_;
   ProcessRunner& runner_;
   PodRestoreProgress pods_;  // the gVisor pods being restored whole (one shim serves a CRI pod)

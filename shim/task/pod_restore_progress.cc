@@ -16,6 +16,16 @@ std::vector<PodRestoreProgress::Later> PodRestoreProgress::restored(const std::s
   return now;
 }
 
+void PodRestoreProgress::begin(const std::string& sandbox) {
+  std::lock_guard lk(mu_);
+  pods_[sandbox];
+}
+
+bool PodRestoreProgress::waiting(const std::string& sandbox) const {
+  std::lock_guard lk(mu_);
+  return pods_.count(sandbox) > 0;
+}
+
 void PodRestoreProgress::forget(const std::string& sandbox) {
   std::lock_guard lk(mu_);
   pods_.erase(sandbox);

@@ -22,8 +22,12 @@ class PodRestoreProgress {
   // container's `later`, when this was the last of `names`, else nothing.
   std::vector<Later> restored(const std::string& sandbox, const std::vector<std::string>& names, const std::string& name,
                               Later later);
+  // The pod's restore begins (its sandbox container's): waiting() from now on.
+  void begin(const std::string& sandbox);
   // The pod is gone or failed: what waited is dropped.
   void forget(const std::string& sandbox);
+  // Between begin() and its last container's restored().
+  bool waiting(const std::string& sandbox) const;
   // How many containers of the pod were restored so far (for the log).
   std::size_t count(const std::string& sandbox) const;
 

@@ -3,10 +3,12 @@
 # Issue 59: a gVisor pod checkpointed whole on node A and restored as a pod on node B, through CRI
 # (crictl) and the real runsc, containerd configured from docs/install.md's blocks, the fake CUDA
 # driver inside the sandbox.
-#   node A   a runsc pod of two containers: "cuda" (a fake-CUDA parent and child) and "counter" (a
-#            CPU sidecar counting in memory), each having written a file into its writable layer.
-#            `crictl checkpoint` of the SIDECAR: runsc saves the whole sandbox, and the shim toggles
-#            CUDA in the pod's GPU container (every lock before any checkpoint); both keep running.
+#   node A   a runsc pod of three containers: "cuda" (a fake-CUDA parent and child), "cuda2" (one
+#            more fake-CUDA process, its driver state apart) and "counter" (a CPU sidecar counting in
+#            memory), each having written a file into its writable layer. `crictl checkpoint` of the
+#            SIDECAR: runsc saves the whole sandbox, and the shim toggles CUDA in both GPU
+#            containers (within each, every lock before any checkpoint; cuda2's around runsc's
+#            checkpoint, cuda's around cuda2's); all keep running.
 #            The image (one store entry, its record naming the pod) goes to a registry on loopback
 #            with `image push --kube`.
 #   node B   a second containerd of the same version, its own root, state and store. Refused at the
@@ -14,10 +16,11 @@
 #            container of the image the pod does not name, a container the image does not hold;
 #            refused at the container's create, the pod's sandbox ended: the CUDA container
 #            asking for no GPU. Then the pod restored: RunPodSandbox, CreateContainer and
-#            StartContainer as for any pod; both processes' CUDA back, every counter past its
+#            StartContainer as for any pod; the three processes' CUDA back, every counter past its
 #            checkpointed value, the files of node A there. Then the same image into a second pod
 #            (fan-out), one store entry.
-# Usage: pod_runsc.sh 2.4|2.3
+# Usage: pod_runsc.sh 2.4|2.3   (NV_RUNSC_DEBUG=1: runsc's debug logs on node B, their errors shown
+# when a restore fails)
 set -euo pipefail
 export NV_RUNTIME=runsc NV_RUNSC=current
 source "$(dirname "$0")/lib/cri.sh"
@@ -53,23 +56,52 @@ if [[ $NODE == B ]]; then
 fi
 nv_cri_start "$VER"
 RUNSC=$(awk '$1=="binary:"{print $2; exit}' "$NV_CRI_SHIM_CONFIG")
+RUNSC_LOGS=$NV_DIR/runsc-logs
+if [[ $NODE == B ]]; then
+  # A sandbox that dies while it restores says why in its panic log (and, asked, its debug logs).
+  mkdir -p "$RUNSC_LOGS"
+  flags="\"--panic-log=$RUNSC_LOGS/panic.log\""
+  [[ -z ${NV_RUNSC_DEBUG:-} ]] || flags+=", \"--debug\", \"--debug-log=$RUNSC_LOGS/\""
+  sed -i "s|^  extra_args: \[\(.*\)\]$|  extra_args: [\1, $flags]|" "$NV_CRI_SHIM_CONFIG"
+fi
+# start ID...: StartContainer; on failure runsc's panic log and the end of its debug log, if any.
+start() {
+  local err
+  err=$(nv_crictl start "$@" 2>&1) && return 0
+  if [[ -s $RUNSC_LOGS/panic.log ]]; then
+    echo "---- runsc's panic log ----" >&2
+    tail -60 "$RUNSC_LOGS/panic.log" | cut -c1-400 >&2
+  fi
+  if [[ -n ${NV_RUNSC_DEBUG:-} ]]; then
+    local boot
+    boot=$(find "$RUNSC_LOGS" -name '*boot*' -printf '%T@ %p\n' | sort -n | tail -1 | cut -d' ' -f2)
+    echo "---- $boot ----" >&2
+    grep -v 'config.go' "$boot" | tail -60 | cut -c1-400 >&2
+  fi
+  nv_fail "StartContainer $*: $err"
+}
 
 # The containers as both nodes create them: the same image, commands, mounts and environment.
 export CUDA_CMD='echo cuda-on-a >/written; exec /fake/fake_cuda_app --dir /fakecuda --device /dev/fakegpu0 --map --children 1'
 export COUNT_CMD='echo counter-on-a >/written; i=0; while :; do i=$((i+1)); echo $i >/tmp/c.new; mv /tmp/c.new /tmp/counter; sleep 0.1; done'
-cuda_ctr() {  # POD_NAME POD_ID [CUDA_STATE_DIR] [JQ]
-  local state=${3:-$FAKE/cuda}
+export CUDA2_CMD='echo cuda2-on-a >/written; exec /fake/fake_cuda_app --dir /fakecuda --device /dev/fakegpu0 --map'
+gpu_ctr() {  # NAME CMD_VAR POD_NAME POD_ID [CUDA_STATE_DIR] [JQ]
+  local state=${5:-$FAKE/$1}
   CUDA_MOUNTS=$(jq -n --arg f "$FAKE" --arg s "$state" '[{container_path: "/fakecuda", host_path: $s},
     {container_path: "/fake", host_path: ($f + "/bin"), readonly: true}]')
   export CUDA_MOUNTS
-  nv_cri_ctr "$1" "$2" cuda '.mounts = ($ENV.CUDA_MOUNTS | fromjson)
+  nv_cri_ctr "$3" "$4" "$1" '.mounts = ($ENV.CUDA_MOUNTS | fromjson)
     | .envs = [{key: "NVIDIA_VISIBLE_DEVICES", value: "0"}, {key: "NVPROXY_FAKE_CUDA_DIR", value: "/fakecuda"}]
-    | .command = ["sh", "-c", $ENV.CUDA_CMD] | '"${4:-.}"
+    | .command = ["sh", "-c", $ENV.'"$2"'] | '"${6:-.}"
 }
+cuda_ctr() { gpu_ctr cuda CUDA_CMD "$@"; }   # POD_NAME POD_ID [CUDA_STATE_DIR] [JQ]
+cuda2_ctr() { gpu_ctr cuda2 CUDA2_CMD "$@"; }
 count_ctr() { nv_cri_ctr "$1" "$2" counter '.command = ["sh", "-c", $ENV.COUNT_CMD]'; }
 counter_of() { nv_crictl exec "$1" cat /tmp/counter 2>/dev/null || echo 0; }
 counter_past() { (($(counter_of "$1") > $2)); }
-cuda_ready() { (($(find "$FAKE/cuda" -name '*.ready' | wc -l) >= $1)); }
+cuda_ready() { (($(find "$FAKE/${2:-cuda}" -name '*.ready' | wc -l) >= $1)); }
+# The one CUDA process of cuda2 (its own driver state dir).
+cuda2_pid() { find "$FAKE/cuda2" -maxdepth 1 -name '*.cuda' -printf '%f\n' | sed 's/\.cuda$//'; }
 # The fake driver's view of sandbox pid $2 in state dir $1.
 counter_in() { cat "$1/$2.counter" 2>/dev/null || echo 0; }
 counted_past_in() { (($(counter_in "$1" "$2") > $3)); }
@@ -83,7 +115,7 @@ sandbox_gone() {
 
 # ---------------------------------------------------------------------------------------------
 node_b() {
-  local before=$NV_B_BEFORE at=$NV_B_COUNT_AT img=$NV_B_IMAGE
+  local before=$NV_B_BEFORE at=$NV_B_COUNT_AT img=$NV_B_IMAGE c2=$NV_B_CUDA2_PID
   local -a cp
   read -ra cp <<<"$NV_B_CUDA_PIDS"
   nv_log "node B: containerd $NV_CONTAINERD_VERSION on $NV_SOCK, store $STORE, registry $NV_REGISTRY"
@@ -105,17 +137,18 @@ node_b() {
     no_image_in_store || nv_fail "$name: B's store holds an image: $(find "$STORE" -name '*.img')"
     nv_log "refused ($name): ${err##*desc = }"
   }
-  refuse_pod missing "that this pod does not name: runsc restores a sandbox only with every container it saved" counter cuda
+  refuse_pod missing "that this pod does not name: runsc restores a sandbox only with every container it saved" \
+    'counter\", \"cuda2' cuda
   refuse_pod extra "that the image does not hold: a container cannot start fresh inside a restored sandbox" metrics \
-    cuda counter metrics
+    cuda cuda2 counter metrics
   local shim_cfg=$NV_CRI_SHIM_CONFIG
   sed -i 's/^  annotation_restore: true$/  annotation_restore: false/' "$shim_cfg"
-  refuse_pod off "checkpoint.annotation_restore is off" "create of pod sandbox" cuda counter
+  refuse_pod off "checkpoint.annotation_restore is off" "create of pod sandbox" cuda cuda2 counter
   sed -i 's/^  annotation_restore: false$/  annotation_restore: true/' "$shim_cfg"
 
   nv_log "node B: a container asking for another GPU count, refused at its create; the pod's sandbox ended"
   local pod id err
-  pod=$(nv_cri_pod gpus "$(ann cuda counter)")
+  pod=$(nv_cri_pod gpus "$(ann cuda cuda2 counter)")
   if id=$(cuda_ctr gpus "$pod" "" '.envs = [{key: "NVPROXY_FAKE_CUDA_DIR", value: "/fakecuda"}]' 2>&1); then
     if err=$(nv_crictl start "$id" 2>&1); then nv_fail "gpus: a container without its GPU was restored"; fi
   else
@@ -130,38 +163,51 @@ node_b() {
 
   nv_log "node B: the pod restored whole (RunPodSandbox, CreateContainer, StartContainer)"
   cp -a "$FAKE/cuda" "$FAKE/cuda-fan"  # the fan-out's own driver state, as the image holds it
-  local log=$FAKE/cuda/calls.log k c
+  cp -a "$FAKE/cuda2" "$FAKE/cuda2-fan"
+  local log=$FAKE/cuda/calls.log k k2 c
   : >"$log"
-  pod=$(nv_cri_pod llm "$(ann cuda counter)")
+  : >"$FAKE/cuda2/calls.log"
+  pod=$(nv_cri_pod llm "$(ann cuda cuda2 counter)")
   k=$(cuda_ctr llm "$pod")
+  k2=$(cuda2_ctr llm "$pod")
   c=$(count_ctr llm "$pod")
-  nv_crictl start "$k" >/dev/null
-  nv_crictl start "$c" >/dev/null
-  nv_assert_eq CONTAINER_RUNNING "$(nv_cri_state "$k")" "the restored CUDA container"
-  nv_assert_eq CONTAINER_RUNNING "$(nv_cri_state "$c")" "the restored counter"
-  cat "$log" >&2
+  start "$k"
+  start "$c"
+  start "$k2"
+  local x
+  for x in "$k" "$k2" "$c"; do nv_assert_eq CONTAINER_RUNNING "$(nv_cri_state "$x")" "the restored container $x"; done
+  cat "$log" "$FAKE/cuda2/calls.log" >&2
   nv_fake_resumed "pod restore" "${cp[@]}"
+  nv_assert_eq 1 "$(awk '$2=="restore" && $5==0' "$FAKE/cuda2/calls.log" | wc -l)" "cuda2's CUDA restores"
+  nv_assert_eq 1 "$(awk '$2=="unlock" && $5==0' "$FAKE/cuda2/calls.log" | wc -l)" "cuda2's CUDA unlocks"
+  nv_assert_eq running "$(cat "$FAKE/cuda2/$c2.state")" "cuda2's CUDA state after the restore"
+  local a2
+  a2=$(counter_in "$FAKE/cuda2" "$c2")
+  nv_wait_for -t 10 counted_past_in "$FAKE/cuda2" "$c2" "$a2" || nv_fail "cuda2's process does not work after the restore"
   local after
   after=$(nv_fake_counter "${cp[0]}")
   ((after >= before)) || nv_fail "the CUDA work did not go on from the checkpoint: before=$before after=$after"
   nv_wait_for -t 20 counter_past "$c" "$at" || nv_fail "the counter does not count on from $at: $(counter_of "$c")"
   nv_assert_eq cuda-on-a "$(nv_crictl exec "$k" cat /written)" "the CUDA container's file from node A"
+  nv_assert_eq cuda2-on-a "$(nv_crictl exec "$k2" cat /written)" "cuda2's file from node A"
   nv_assert_eq counter-on-a "$(nv_crictl exec "$c" cat /written)" "the counter's file from node A"
-  nv_log "restored: CUDA back in ${cp[*]}, the counter at $(counter_of "$c") (checkpointed at $at)"
+  nv_log "restored: CUDA back in ${cp[*]} (cuda) and $c2 (cuda2), the counter at $(counter_of "$c") (checkpointed at $at)"
 
   nv_log "node B: the same image restored into a second pod (fan-out)"
-  local pod2 k2 c2
-  pod2=$(nv_cri_pod fan "$(ann cuda counter)")
-  k2=$(cuda_ctr fan "$pod2" "$FAKE/cuda-fan")
-  c2=$(count_ctr fan "$pod2")
-  nv_crictl start "$k2" "$c2" >/dev/null
-  nv_wait_for -t 20 counter_past "$c2" "$at" || nv_fail "the fan-out's counter does not count on from $at: $(counter_of "$c2")"
+  local pod2 fk fk2 fc
+  pod2=$(nv_cri_pod fan "$(ann cuda cuda2 counter)")
+  fk=$(cuda_ctr fan "$pod2" "$FAKE/cuda-fan")
+  fk2=$(cuda2_ctr fan "$pod2" "$FAKE/cuda2-fan")
+  fc=$(count_ctr fan "$pod2")
+  start "$fk" "$fk2" "$fc"
+  nv_wait_for -t 20 counter_past "$fc" "$at" || nv_fail "the fan-out's counter does not count on from $at: $(counter_of "$fc")"
+  nv_assert_eq running "$(cat "$FAKE/cuda2-fan/$c2.state")" "the fan-out's CUDA state of cuda2's $c2"
   for p in "${cp[@]}"; do
     nv_assert_eq running "$(cat "$FAKE/cuda-fan/$p.state")" "the fan-out's CUDA state of $p"
     a=$(counter_in "$FAKE/cuda-fan" "$p")
     nv_wait_for -t 10 counted_past_in "$FAKE/cuda-fan" "$p" "$a" || nv_fail "the fan-out's process $p does not work"
   done
-  nv_assert_eq counter-on-a "$(nv_crictl exec "$c2" cat /written)" "the fan-out counter's file from node A"
+  nv_assert_eq counter-on-a "$(nv_crictl exec "$fc" cat /written)" "the fan-out counter's file from node A"
   nv_assert_eq CONTAINER_RUNNING "$(nv_cri_state "$k")" "the first pod's CUDA container beside the fan-out"
   nv_assert_eq 1 "$(find "$STORE/registry" -name .complete | wc -l)" "pulled images in B's store (one for both pods)"
   nv_crictl rmp -f "$pod" "$pod2" >/dev/null
@@ -174,18 +220,23 @@ if [[ $NODE == B ]]; then
 fi
 
 # ---------------------------------------------------------------------------------------------
-nv_log "node A: runsc: $("$RUNSC" --version | head -1); a pod of a fake-CUDA container and a counter"
+nv_log "node A: runsc: $("$RUNSC" --version | head -1); a pod of two fake-CUDA containers and a counter"
+mkdir -p "$FAKE/cuda2"
+chmod 777 "$FAKE/cuda2"
 POD=$(nv_cri_pod a)
 K=$(cuda_ctr a "$POD")
+K2=$(cuda2_ctr a "$POD")
 C=$(count_ctr a "$POD")
-nv_crictl start "$K" "$C" >/dev/null
+nv_crictl start "$K" "$K2" "$C" >/dev/null
 nv_wait_for -t 20 cuda_ready 2 || nv_fail "the fake CUDA app did not start: $(ls "$FAKE/cuda")"
+nv_wait_for -t 20 cuda_ready 1 cuda2 || nv_fail "cuda2's fake CUDA app did not start: $(ls "$FAKE/cuda2")"
+c2=$(cuda2_pid)
 mapfile -t cp < <(nv_fake_cuda_pids)
 nv_assert_eq 2 "${#cp[@]}" "CUDA processes in the sandbox"
 nv_wait_for -t 30 nv_fake_counted_past "${cp[0]}" 300 || nv_fail "process ${cp[0]} does not count"
 nv_wait_for -t 20 counter_past "$C" 20 || nv_fail "the counter does not count: $(counter_of "$C")"
 
-nv_log "node A: crictl checkpoint of the sidecar saves the pod whole, CUDA toggled in its GPU container"
+nv_log "node A: crictl checkpoint of the sidecar saves the pod whole, CUDA toggled in its GPU containers"
 nv_crictl checkpoint --export="$NV_CRI_DIR/pod.tar" "$C" >/dev/null
 log=$FAKE/cuda/calls.log
 cat "$log" >&2
@@ -200,12 +251,20 @@ for p in "${cp[@]}"; do
   nv_assert_eq running "$(nv_fake_state "$p")" "CUDA state of $p after the checkpoint"
   nv_fake_advancing "$p" || nv_fail "process $p does not work after the checkpoint"
 done
+log2=$FAKE/cuda2/calls.log
+cat "$log2" >&2
+nv_assert_eq 1 "$(awk '$2=="lock" && $5==0' "$log2" | wc -l)" "cuda2's successful locks"
+nv_assert_eq 1 "$(awk '$2=="checkpoint" && $5==0' "$log2" | wc -l)" "cuda2's successful checkpoints"
+nv_assert_eq running "$(cat "$FAKE/cuda2/$c2.state")" "cuda2's CUDA state after the checkpoint"
+a2=$(counter_in "$FAKE/cuda2" "$c2")
+nv_wait_for -t 10 counted_past_in "$FAKE/cuda2" "$c2" "$a2" || nv_fail "cuda2's process does not work after the checkpoint"
 nv_wait_for -t 10 counter_past "$C" "$at" || nv_fail "the counter stopped after the checkpoint"
 rec=$(tar -xOf "$NV_CRI_DIR/pod.tar" checkpoint/nvproxy-cuda.json)
-nv_assert_eq "counter,cuda" "$(jq -r '[.pod.containers[] | select(.sandbox | not) | .name] | join(",")' <<<"$rec")" "the pod in the image's record"
+nv_assert_eq "counter,cuda,cuda2" "$(jq -r '[.pod.containers[] | select(.sandbox | not) | .name] | join(",")' <<<"$rec")" "the pod in the image's record"
 nv_assert_eq 1 "$(jq -r '.pod.containers[] | select(.name == "cuda") | .gpus' <<<"$rec")" "the CUDA container's GPUs in the record"
 nv_assert_eq "$K" "$(jq -r .container <<<"$rec")" "the record's CUDA container"
 nv_assert_eq 1 "$(find "$STORE" -name checkpoint.img | wc -l)" "runsc images in A's store"
+nv_assert_eq 1 "$(find "$STORE" -path '*/pod-cuda/cuda2/nvproxy-cuda.json' -exec jq .cuda_processes {} \;)" "cuda2's record in the image"
 
 nv_registry_start
 SHIM=$NVPROXY_SHIM_DIR/containerd-shim-nvproxy-v1
@@ -220,9 +279,11 @@ img=$(awk '/^checkpoint image of container /{print $NF}' <<<"$out")
 # The processes' state as the image holds it, for node B's fake driver (the same GPU).
 nv_crictl rmp -f "$POD" >/dev/null
 nv_fake_as_checkpointed "${cp[@]}"
+printf checkpointed >"$FAKE/cuda2/$c2.state"
+touch "$FAKE/cuda2/$c2.closed"
 rm -rf "${STORE:?}"/*
 nv_log "node B: a second containerd $VER restoring the pod from $img"
 env -u NV_DIR -u NV_SOCK -u NV_STATE_DIR -u NV_NAMESPACE NV_CRI_NODE=B NV_B_FAKE="$FAKE" NV_B_CUDA_PIDS="${cp[*]}" \
   NV_B_BEFORE="$before" NV_B_COUNT_AT="$at" NV_B_REGISTRY="$NV_REGISTRY" NV_B_REGISTRY_DIR="$NV_REGISTRY_DIR" \
-  NV_B_IMAGE="$img" bash "$0" "$VER" || nv_fail "node B failed"
+  NV_B_IMAGE="$img" NV_B_CUDA2_PID="$c2" bash "$0" "$VER" || nv_fail "node B failed"
 echo "PASS pod_runsc (containerd $NV_CONTAINERD_VERSION, node A to node B through $NV_REGISTRY)"

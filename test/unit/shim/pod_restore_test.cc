@@ -83,6 +83,9 @@ TEST(PodRestoreProgress, WhatWaitsRunsOnceWithThePodsLastContainer) {
   PodRestoreProgress p;
   const std::vector<std::string> names{"counter", "cuda"};
   int ran = 0;
+  EXPECT_FALSE(p.waiting("sb"));
+  p.begin("sb");
+  EXPECT_TRUE(p.waiting("sb"));
   EXPECT_TRUE(p.restored("sb", names, "", {}).empty());  // the sandbox container first
   EXPECT_TRUE(p.restored("sb", names, "cuda", [&] { ++ran; }).empty());
   EXPECT_EQ(p.count("sb"), 2u);
@@ -91,6 +94,7 @@ TEST(PodRestoreProgress, WhatWaitsRunsOnceWithThePodsLastContainer) {
   now.front()();
   EXPECT_EQ(ran, 1);
   EXPECT_EQ(p.count("sb"), 0u);  // done: forgotten
+  EXPECT_FALSE(p.waiting("sb"));
   // A pod that failed drops what waited; another pod is its own.
   EXPECT_TRUE(p.restored("sb2", names, "cuda", [&] { ++ran; }).empty());
   p.forget("sb2");
