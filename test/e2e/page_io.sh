@@ -13,6 +13,8 @@
 #     transparent huge pages are left to madvise) the restore asked for huge pages and got them,
 #     and the pools, none of whose pages are in the image, ask for them too; each big process's
 #     pages were read in by as many threads as there are CPUs (at most 8).
+# Then restored again from a cold page cache (caches dropped): every process's memory intact, each
+# read in by its own thread (CRIU starts readers only where the image is mostly cached).
 # The same with checkpoint.page_writers: 0 and page_readers: 0: what CRIU does alone.
 # Usage: page_io.sh [1.6|1.7|2.3]
 set -euo pipefail
@@ -87,6 +89,18 @@ one() {  # NAME WRITERS
     local asking
     asking=$(for p in $(task_pids "$name"); do grep -c '^VmFlags:.* hg' "/proc/$p/smaps" 2>/dev/null; done | awk '{s+=$1} END {print s+0}')
     ((asking >= 6)) || nv_fail "$name: $asking mappings ask for huge pages after the restore, not the 3 data regions and 3 pools"
+  fi
+  # Again from a cold cache: the image's page files dropped; each process read in by its own thread.
+  nv_stop_rm "$name"
+  rm -f "$FAKE"/cuda/*.checked "$FAKE"/cuda/*.corrupt
+  sync
+  echo 3 >/proc/sys/vm/drop_caches
+  nv_ctr c restore --live --rw "$name" "${name}ref" </dev/null || nv_fail "$name: the restore from a cold cache failed"
+  nv_wait_for -t 60 three_apps || nv_fail "$name: the apps restored from a cold cache do not check their memory"
+  intact "the restore from a cold cache"
+  if [[ $2 != 0 ]] && ((CPUS > 1)); then
+    grep -q 'mostly not in the page cache: read in by one thread' "$(work "$name")/restore.log" ||
+      nv_fail "$name: the cold restore did not read alone: $(grep -E 'read in by|page cache' "$(work "$name")/restore.log" | head -3)"
   fi
   nv_stop_rm "$name"
   nv_ctr image rm "${name}ref" >/dev/null 2>&1 || true
