@@ -64,6 +64,12 @@ class CheckpointHooks {
   // Throws with the reason; `into` is the caller's to remove.
   virtual std::filesystem::path fetch_for_restore(Container& c, const std::string& reference,
                                                   const std::filesystem::path& into) = 0;
+  // A CRI pod created under runc or crun whose annotations name `reference`: refused (Error
+  // FailedPrecondition starting with `who`) when it is a gVisor pod's image, which restores under
+  // runsc only; `into` is scratch space, removed before the return. Nothing else is checked here:
+  // each container's create checks its own image.
+  virtual void refuse_pod_image_under_runc(const std::string& /*who*/, const std::string& /*reference*/,
+                                           const std::filesystem::path& /*into*/, const ShimConfig& /*cfg*/) {}
   // Whether the gVisor pod `sandbox` is being restored whole and does not run yet (its sandbox
   // waits for its last container): nothing may ask the sandbox meanwhile.
   [[nodiscard]] virtual bool pod_restoring(const std::string& /*sandbox*/) const { return false; }

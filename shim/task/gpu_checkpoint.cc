@@ -187,6 +187,33 @@ void GpuCheckpointHooks::restore(Container& c, const std::filesystem::path& chec
   for (auto& f : now) f();
 }
 
+void GpuCheckpointHooks::refuse_pod_image_under_runc(const std::string& who, const std::string& reference,
+                                                     const std::filesystem::path& into, const ShimConfig& cfg) {
+  struct Scratch {
+    std::filesystem::path dir;
+    ~Scratch() {
+      std::error_code ec;
+      std::filesystem::remove_all(dir, ec);
+    }
+  } scratch{into};
+  checkpoint::HttpRegistry registry(registry_options(cfg.checkpoint));
+  std::optional<checkpoint::ImageRecord> rec;
+  try {
+    rec = checkpoint::read_image_record(checkpoint::fetch_kube_checkpoint(reference, into, registry, runner_).checkpoint());
+  } catch (const std::exception& e) {
+    // Not this check's to refuse: the container's create pulls it again and says why.
+    log_.debug(who + "the image " + reference + " could not be read here: " + e.what());
+    return;
+  }
+  if (!rec || !rec->pod) return;
+  const std::string why = who + "refused: " + reference + " is a gVisor pod's image (its sandbox with " +
+                          std::to_string(rec->pod->names().size()) +
+                          " containers), which restores under runsc only, and this pod runs under " + cfg.runtime.binary +
+                          ": give the pod the runtime class whose shim runs runsc";
+  log_.warn(why);
+  throw Error(Code::FailedPrecondition, why);
+}
+
 std::filesystem::path GpuCheckpointHooks::fetch_for_restore(Container& c, const std::string& reference,
                                                             const std::filesystem::path& into) {
   const std::string who = "create of container \"" + c.id() + "\" from " + reference + ": ";

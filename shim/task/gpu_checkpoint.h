@@ -15,6 +15,8 @@ class GpuCheckpointHooks final : public CheckpointHooks {
   void checkpoint(Container& c, const oci::CheckpointFlags& flags, bool paused) override;
   void restore(Container& c, const std::filesystem::path& checkpoint, const RuntimeRestore& run_restore) override;
   std::filesystem::path fetch_for_restore(Container& c, const std::string& reference, const std::filesystem::path& into) override;
+  void refuse_pod_image_under_runc(const std::string& who, const std::string& reference, const std::filesystem::path& into,
+                                   const ShimConfig& cfg) override;
   [[nodiscard]] bool pod_restoring(const std::string& sandbox) const override { return pods_.waiting(sandbox); }
 
  private:

@@ -157,6 +157,26 @@ void TaskService::take_pod_restore(const oci::Spec& spec, ContainerSetup& s) {
   deps_.log.info("create of container \"" + s.id + "\" (" + name + "): restored with its pod from " + ask->reference);
 }
 
+void TaskService::refuse_pod_images_under_runc(const oci::Spec& spec, const ContainerSetup& s) {
+  const auto& j = spec.json();
+  auto it = j.find("annotations");
+  if (it == j.end() || !it->is_object()) return;
+  std::vector<std::string> seen;
+  for (const auto& [key, value] : it->items()) {
+    if (!key.starts_with(kRestoreAnnotationPrefix) || !value.is_string()) continue;
+    const std::string ref = value.get<std::string>();
+    if (std::find(seen.begin(), seen.end(), ref) != seen.end()) continue;
+    seen.push_back(ref);
+    const std::string who = "create of pod sandbox \"" + s.id + "\": its annotation " + key + ": ";
+    try {
+      check_restore_reference(who, ref, s.config.checkpoint);
+    } catch (const Error&) {
+      continue;  // the container's create refuses it, with the reason
+    }
+    deps_.checkpoints.refuse_pod_image_under_runc(who, ref, s.bundle / kRestoreDir, s.config);
+  }
+}
+
 void TaskService::abandon_pod_restore(const std::string& sandbox, const std::string& why) {
   std::shared_ptr<Container> root;
   {
@@ -201,6 +221,7 @@ task::CreateTaskResponse TaskService::create(const task::CreateTaskRequest& r) {
     s.config.runtime = runsc_root_for_sandbox(s.config.runtime, deps_.ns, sandbox);
   }
   if (s.checkpoint.empty() && runsc) take_pod_restore(spec, s);
+  if (!runsc && is_cri_sandbox(spec)) refuse_pod_images_under_runc(spec, s);
   if (s.checkpoint.empty()) take_restore_annotation(spec, runsc, s, deps_.log);
   if (!s.checkpoint.empty() && runsc && !s.pod_restore) refuse_runsc_container_restore(spec, s.id);
   s.own_pid_ns = spec.own_pid_namespace();

@@ -72,6 +72,9 @@ class TaskService {
   // the pod's annotations and notes the pod; each container of it created afterwards is restored
   // from the same image, one the image does not hold refused (and the pod's sandbox ended).
   void take_pod_restore(const oci::Spec& spec, ContainerSetup& s);
+  // A CRI pod under runc or crun whose annotations name a gVisor pod's image: refused at its
+  // sandbox's create, before any of its containers is created.
+  void refuse_pod_images_under_runc(const oci::Spec& spec, const ContainerSetup& s);
   // The pod's restore cannot finish: its sandbox (runsc's root container, waiting for the rest)
   // is killed so that nothing half-restored stays, and the pod forgotten.
   void abandon_pod_restore(const std::string& sandbox, const std::string& why);

@@ -13,8 +13,8 @@
 #            with `image push --kube`.
 #   node B   a second containerd of the same version, its own root, state and store. Refused at the
 #            pod's create (RunPodSandbox), each with its reason and nothing of the pod left: a
-#            container of the image the pod does not name, a container the image does not hold;
-#            refused at the container's create, the pod's sandbox ended: the CUDA container
+#            container of the image the pod does not name, a container the image does not hold,
+#            restore by annotation off, the pod under runc (another runtime); refused at the container's create, the pod's sandbox ended: the CUDA container
 #            asking for no GPU. Then the pod restored: RunPodSandbox, CreateContainer and
 #            StartContainer as for any pod; the three processes' CUDA back, every counter past its
 #            checkpointed value, the files of node A there. Then the same image into a second pod
@@ -145,6 +145,11 @@ node_b() {
   sed -i 's/^  annotation_restore: true$/  annotation_restore: false/' "$shim_cfg"
   refuse_pod off "checkpoint.annotation_restore is off" "create of pod sandbox" cuda cuda2 counter
   sed -i 's/^  annotation_restore: false$/  annotation_restore: true/' "$shim_cfg"
+  # The same pod under runc (the shim reads its configuration at every create): another runtime.
+  sed -i "s|^  binary: .*|  binary: $NV_CRI_RUNC|" "$shim_cfg"
+  refuse_pod runc "which restores under runsc only, and this pod runs under $NV_CRI_RUNC" "a gVisor pod's image" \
+    cuda cuda2 counter
+  sed -i "s|^  binary: .*|  binary: $RUNSC|" "$shim_cfg"
 
   nv_log "node B: a container asking for another GPU count, refused at its create; the pod's sandbox ended"
   local pod id err
