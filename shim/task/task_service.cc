@@ -108,8 +108,9 @@ void take_restore_annotation(const oci::Spec& spec, bool runsc, ContainerSetup& 
   if (runsc)
     throw Error(Code::FailedPrecondition,
                 "create of container \"" + s.id + "\": restore by annotation (" + kRestoreAnnotationPrefix + a->name +
-                    ") is not possible under runsc: gVisor restores a whole sandbox from its own state file, which a CRI "
-                    "checkpoint image of one container does not hold; restore it under runc or crun");
+                    ") is not possible under runsc for one container: gVisor restores a whole sandbox from its own state "
+                    "file, so a runsc pod is restored whole, from a pod's image that the annotations of every container "
+                    "of the pod name (docs/install.md), or the container under runc or crun");
   s.restore_reference = a->reference;
   s.checkpoint = (checkpoint::kube_archive_in(s.bundle / kRestoreDir) / "checkpoint").string();
   log.info("create of container \"" + s.id + "\" (" + a->name + "): restored from " + a->reference + ", as its annotation asks");

@@ -777,5 +777,55 @@ TEST_F(RestoreByAnnotation, UnderRunscTheCreateIsRefusedWithTheReason) {
   EXPECT_TRUE(hooks_.fetched.empty());
 }
 
+// A gVisor pod restored whole (pod_restore_annotation.h): the sandbox container's create takes the
+// pod's annotations, each container of the pod created afterwards is restored from the same image
+// under its name, one the annotations do not name is refused and the waiting sandbox ended.
+class PodRestoredWhole : public RestoreByAnnotation {
+ protected:
+  void SetUp() override {
+    RestoreByAnnotation::SetUp();
+    config_.runtime.binary = "/usr/local/bin/runsc";
+    annotations_ = {
+        {"io.kubernetes.cri.sandbox-id", "sb"}, {"restore.nvproxy.io/cuda", ref}, {"restore.nvproxy.io/counter", ref}};
+  }
+  void create_in_pod(const std::string& id, const std::string& type, const std::string& name = "") {
+    annotations_["io.kubernetes.cri.container-type"] = type;
+    if (!name.empty()) annotations_["io.kubernetes.cri.container-name"] = name;
+    create(id);
+  }
+};
+
+TEST_F(PodRestoredWhole, TheSandboxAndEachContainerAreRestoredFromThePodsImage) {
+  create_in_pod("sb", "sandbox");
+  EXPECT_EQ(hooks_.fetched_for, "sb");
+  EXPECT_EQ(hooks_.fetched, ref);
+  pid_t pid = start("sb");
+  EXPECT_TRUE(rt_->called("restore " + std::to_string(pid)));
+  create_in_pod("k1", "container", "cuda");
+  EXPECT_EQ(hooks_.fetched_for, "k1");
+  EXPECT_FALSE(rt_->called_any("create"));
+  start("k1");
+  EXPECT_EQ(hooks_.restored_from, (dir_ / "k1" / "restore-by-annotation" / "archive" / "checkpoint").string());
+}
+
+TEST_F(PodRestoredWhole, AContainerTheAnnotationsDoNotNameIsRefusedAndTheSandboxEnded) {
+  create_in_pod("sb", "sandbox");
+  start("sb");
+  std::string msg;
+  EXPECT_EQ(code_of([&] { create_in_pod("m1", "container", "metrics"); }, &msg), Code::FailedPrecondition);
+  EXPECT_NE(msg.find("cannot start fresh inside a restored sandbox"), std::string::npos) << msg;
+  EXPECT_EQ(hooks_.fetched_for, "sb");  // nothing fetched for it
+  EXPECT_TRUE(rt_->called("kill 9 all"));
+  EXPECT_EQ(code_of([&] { state("m1"); }), Code::NotFound);
+}
+
+TEST_F(PodRestoredWhole, AnnotationsNamingTwoImagesAreRefusedAtTheSandboxsCreate) {
+  annotations_["restore.nvproxy.io/counter"] = "reg.example:5000/ckpt/app@sha256:" + std::string(64, 'b');
+  std::string msg;
+  EXPECT_EQ(code_of([&] { create_in_pod("sb", "sandbox"); }, &msg), Code::FailedPrecondition);
+  EXPECT_NE(msg.find("name different images"), std::string::npos) << msg;
+  EXPECT_TRUE(hooks_.fetched.empty());
+}
+
 }  // namespace
 }  // namespace nvproxy::shim
