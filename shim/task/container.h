@@ -73,6 +73,9 @@ class CheckpointHooks {
   // Whether the gVisor pod `sandbox` is being restored whole and does not run yet (its sandbox
   // waits for its last container): nothing may ask the sandbox meanwhile.
   [[nodiscard]] virtual bool pod_restoring(const std::string& /*sandbox*/) const { return false; }
+  // The pod's restore is over without its last container (abandoned, or its sandbox deleted):
+  // what waited for it is dropped.
+  virtual void pod_restore_over(const std::string& /*sandbox*/) {}
 };
 
 // What a container needs from the shim around it.

@@ -18,6 +18,7 @@ class GpuCheckpointHooks final : public CheckpointHooks {
   void refuse_pod_image_under_runc(const std::string& who, const std::string& reference, const std::filesystem::path& into,
                                    const ShimConfig& cfg) override;
   [[nodiscard]] bool pod_restoring(const std::string& sandbox) const override { return pods_.waiting(sandbox); }
+  void pod_restore_over(const std::string& sandbox) override { pods_.forget(sandbox); }
 
  private:
   // The pod's GPU container inner[i] checkpointed inside the session of the one before it: its

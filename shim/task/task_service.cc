@@ -185,6 +185,7 @@ void TaskService::abandon_pod_restore(const std::string& sandbox, const std::str
     pod_restores_.erase(sandbox);
     if (auto it = containers_.find(sandbox); it != containers_.end()) root = it->second;
   }
+  deps_.checkpoints.pod_restore_over(sandbox);
   deps_.log.warn(why + "; the pod's sandbox is ended (nothing of it stays half-restored)");
   if (!root) return;
   try {
@@ -294,6 +295,8 @@ task::DeleteResponse TaskService::remove(const task::DeleteRequest& r) {
     containers_.erase(c->id());
     pod_restores_.erase(c->id());  // a pod's sandbox container: its restore is over
   }
+  if (r.exec_id().empty() && c->setup().pod_restore && c->setup().pod_restore->name.empty())
+    deps_.checkpoints.pod_restore_over(c->setup().pod_restore->sandbox);
   task::DeleteResponse resp;
   resp.set_pid(static_cast<uint32_t>(p->pid()));
   if (auto e = p->exit()) {
