@@ -29,18 +29,7 @@ source "$(dirname "$0")/lib/registry.sh"
 VER=${1:?usage: pod_runsc.sh 2.4|2.3}
 NODE=${NV_CRI_NODE:-A}
 
-if [[ $NODE == B ]]; then
-  FAKE=$NV_B_FAKE  # node A's fake driver (the same GPU): its sandbox config again, nothing made anew
-  NV_FAKE_SANDBOX_CONFIG="gpu:
-  mode: cdi
-  cdi_spec_dirs: [$FAKE/cdi]
-  nvproxy: \"off\"
-checkpoint:
-  lock_timeout_ms: 5000
-  device_globs: [\"/dev/nvidia*\", \"/dev/fakegpu*\"]"
-else
-  nv_fake_cuda_sandbox
-fi
+nv_fake_cuda_sandbox "${NV_B_FAKE:-}"  # node B: node A's fake driver (the same GPU)
 STORE=$(mktemp -d /var/tmp/nvproxy-podstore.XXXXXX)
 nv_defer rm -rf "$STORE"
 export NV_CRI_SHIM_EXTRA="$NV_FAKE_SANDBOX_CONFIG

@@ -37,7 +37,14 @@ nv_fake_cuda() {
 # and the device in, the state dir writable by the sandbox's user. Sets L (where the libraries land
 # in the container) and NV_FAKE_SANDBOX_CONFIG (the shim's gpu and checkpoint keys for it). Nothing
 # is exported: in the sandbox the app and the agent take the state dir from the container's env.
+# nv_fake_cuda_sandbox DIR: the sandbox driver another process of the test made in DIR (a second
+# node on this machine: the same GPU), left for that process to remove; only the config is set.
 nv_fake_cuda_sandbox() {
+  if [[ -n ${1:-} ]]; then
+    FAKE=$1
+    _nv_fake_sandbox_config
+    return 0
+  fi
   nv_fake_cuda
   unset NVPROXY_FAKE_CUDA_DIR
   [[ -x ${NVPROXY_SHIM_DIR:-}/nvproxy-sandbox-agent ]] || nv_fail "nvproxy-sandbox-agent missing beside the shim in ${NVPROXY_SHIM_DIR:-}"
@@ -59,6 +66,10 @@ containerEdits:
     - {hostPath: $FAKE/lib/libcuda.so.1, containerPath: $L/libcuda.so.1, options: [ro, nosuid, nodev, bind]}
     - {hostPath: $FAKE/lib/libnvidia-ml.so.1, containerPath: $L/libnvidia-ml.so.1, options: [ro, nosuid, nodev, bind]}
 YAML
+  _nv_fake_sandbox_config
+}
+
+_nv_fake_sandbox_config() {
   NV_FAKE_SANDBOX_CONFIG="gpu:
   mode: cdi
   cdi_spec_dirs: [$FAKE/cdi]
