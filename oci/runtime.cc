@@ -417,8 +417,7 @@ void Runtime::restore(const std::string& id, const RestoreOptions& o) {
     if (sw.file_locks) a.push_back("--file-locks");
   }
   if (kind_ == RuntimeKind::Runsc && cfg_.runsc_direct_restore) {
-    // Measured on 2 CPUs, 2 GiB: 1.47-1.99 s buffered, 1.19-1.24 s with O_DIRECT from a cold cache;
-    // from a warm one O_DIRECT would read the disk again.
+    // From a warm cache O_DIRECT would read the disk again (bench/runsc_direct.sh).
     const auto pages = o.image_path / "pages.img";
     if (auto share = page_cache_share(pages); share && *share < 0.5) {
       a.push_back("--direct");

@@ -57,8 +57,9 @@ struct RuntimeConfig {
   unsigned page_readers = 8;
   // runsc: a restore whose pages file (pages.img) is mostly not in the page cache reads it with
   // O_DIRECT (runsc restore --direct), the faster read from the disk; from a warm cache it reads
-  // buffered. The shim's config sets it from checkpoint.runsc_direct_restore.
-  bool runsc_direct_restore = true;
+  // buffered. Off by default: on a 2-CPU VM's disk it was no faster (bench/runsc_direct.sh). The
+  // shim's config sets it from checkpoint.runsc_direct_restore.
+  bool runsc_direct_restore = false;
   // Deadlines: no runtime command may hang the shim. On expiry the runtime's whole process group
   // (runc and the CRIU it started) is killed and the call throws DeadlineError. The shim's config
   // sets the first two from checkpoint.snapshot_timeout_ms and checkpoint.restore_timeout_ms.

@@ -20,7 +20,8 @@ STORE=$(mktemp -d /tmp/nvproxy-store.XXXXXX)
 nv_defer rm -rf "$STORE"
 NV_SHIM_EXTRA="checkpoint:
   image_store: $STORE
-  image_store_keep: 2"
+  image_store_keep: 2
+  runsc_direct_restore: true"
 export NV_SHIM_EXTRA
 nv_start_with_shim --containerd "${1:-1.6}"
 SHIM=$NVPROXY_SHIM_DIR/containerd-shim-nvproxy-v1
@@ -54,7 +55,8 @@ nv_assert_eq RUNNING "$(nv_ctr task ls | awk '$1=="st"{print $3}')" "container a
 nv_log "restore from the reference"
 nv_stop_rm st
 # A runsc that writes its pages apart (pages.img; not 2024's, whose checkpoint.img holds them):
-# out of the page cache (written back, then dropped), runsc reads the pages file with O_DIRECT.
+# out of the page cache (written back, then dropped), runsc reads the pages file with O_DIRECT
+# (checkpoint.runsc_direct_restore: true above).
 cold_pages=false
 [[ ${NV_RUNTIME:-runc} == runsc && -f ${es[0]}/pages.img ]] && cold_pages=true
 if $cold_pages; then
