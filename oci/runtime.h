@@ -56,8 +56,8 @@ struct RuntimeConfig {
   bool restore_huge_pages = true;
   unsigned page_readers = 8;
   // runsc: a restore whose pages file (pages.img) is mostly not in the page cache reads it with
-  // O_DIRECT (runsc restore --direct), the faster read from the disk; from a warm cache it reads
-  // buffered. Off by default: on a 2-CPU VM's disk it was no faster (bench/runsc_direct.sh). The
+  // O_DIRECT (runsc restore --direct), for disks that read faster without the cache; from a warm one
+  // it reads buffered. Off by default: on a 2-CPU VM's disk it was no faster (bench/runsc_direct.sh). The
   // shim's config sets it from checkpoint.runsc_direct_restore.
   bool runsc_direct_restore = false;
   // Deadlines: no runtime command may hang the shim. On expiry the runtime's whole process group
