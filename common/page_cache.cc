@@ -9,15 +9,17 @@
 
 #include "common/unique_fd.h"
 
-#ifndef __NR_cachestat
-#define __NR_cachestat 451  // the same on every architecture (the unified syscall table)
-#endif
-
 namespace nvproxy {
 
 namespace {
-// cachestat(2)'s arguments, as <linux/mman.h> of Linux 6.5 declares them (Debian 12's headers
-// predate it).
+// cachestat(2): the same number on every architecture (the unified syscall table); Debian 12's
+// headers predate it.
+#ifdef __NR_cachestat
+constexpr long kCachestat = __NR_cachestat;
+#else
+constexpr long kCachestat = 451;
+#endif
+// Its arguments, as <linux/mman.h> of Linux 6.5 declares them.
 struct CachestatRange {
   std::uint64_t off = 0, len = 0;  // len 0: to the end of the file
 };
@@ -33,7 +35,7 @@ std::optional<double> page_cache_share(const std::filesystem::path& file) {
   if (st.st_size == 0) return 1.0;
   CachestatRange range;
   Cachestat cs;
-  if (::syscall(__NR_cachestat, fd.get(), &range, &cs, 0) != 0) return std::nullopt;
+  if (::syscall(kCachestat, fd.get(), &range, &cs, 0) != 0) return std::nullopt;
   const double page = static_cast<double>(::sysconf(_SC_PAGESIZE));
   const double share = static_cast<double>(cs.nr_cache) * page / static_cast<double>(st.st_size);
   return share > 1.0 ? 1.0 : share;
