@@ -309,11 +309,7 @@ before=$(nv_fake_counter "${cp[0]}")
 nv_crictl checkpoint --export="$ARCHIVE" "$K" >/dev/null
 log=$F/cuda/calls.log
 cat "$log" >&2
-nv_assert_eq 2 "$(awk '$2=="lock" && $5==0' "$log" | wc -l)" "successful locks"
-nv_assert_eq 2 "$(awk '$2=="checkpoint" && $5==0' "$log" | wc -l)" "successful checkpoints"
-last_lock_end=$(awk '$2=="lock"{print $4}' "$log" | sort -n | tail -1)
-first_ckpt_start=$(awk '$2=="checkpoint"{print $3}' "$log" | sort -n | head -1)
-((last_lock_end <= first_ckpt_start)) || nv_fail "a checkpoint started before all locks ended"
+nv_fake_locked_then_checkpointed "$log" 2
 for c in "${cp[@]}"; do
   nv_assert_eq running "$(cat "$F/cuda/$c.state")" "CUDA state of $c after ContainerCheckpoint"
   nv_fake_advancing "$c" || nv_fail "process $c does not work after the checkpoint"

@@ -26,19 +26,7 @@ VER=${1:?usage: cri_annotation.sh 2.4|2.3}
 NODE=${NV_CRI_NODE:-A}
 
 nv_fake_cuda "${NV_B_FAKE:-}"
-STORE=$(mktemp -d /var/tmp/nvproxy-annstore.XXXXXX)
-nv_defer rm -rf "$STORE"
-export NV_CRI_SHIM_EXTRA="$NV_FAKE_CHECKPOINT
-  image_store: $STORE
-  registry_tls_verify: false
-  registry_timeout_s: 60"
-if [[ $NODE == B ]]; then
-  NV_REGISTRY=$NV_B_REGISTRY NV_REGISTRY_DIR=$NV_B_REGISTRY_DIR
-  NV_CRI_SHIM_EXTRA+="
-  annotation_restore: true
-  annotation_registries: [\"$NV_REGISTRY/ckpt\"]"
-  export NV_CRI_DOC_BLOCKS=ctd2-annotation-restore
-fi
+nv_cri_node_config "$NV_FAKE_CHECKPOINT" nvproxy-annstore
 nv_cri_start "$VER"
 
 CUDA_MOUNTS=$(jq -n --arg f "$FAKE" '[

@@ -48,11 +48,7 @@ export ARCHIVE=$NV_CRI_DIR/cuda-checkpoint.tar
 nv_crictl checkpoint --export="$ARCHIVE" "$K" >/dev/null
 log=$FAKE/cuda/calls.log
 cat "$log" >&2
-nv_assert_eq 2 "$(awk '$2=="lock" && $5==0' "$log" | wc -l)" "successful locks"
-nv_assert_eq 2 "$(awk '$2=="checkpoint" && $5==0' "$log" | wc -l)" "successful checkpoints"
-last_lock_end=$(awk '$2=="lock"{print $4}' "$log" | sort -n | tail -1)
-first_ckpt_start=$(awk '$2=="checkpoint"{print $3}' "$log" | sort -n | head -1)
-((last_lock_end <= first_ckpt_start)) || nv_fail "a checkpoint started before all locks ended"
+nv_fake_locked_then_checkpointed "$log" 2
 for c in "${cp[@]}"; do
   grep -q "^$c lock " "$log" || nv_fail "no lock of sandbox pid $c: $(cat "$log")"
   nv_assert_eq running "$(cat "$FAKE/cuda/$c.state")" "CUDA state of $c after ContainerCheckpoint"

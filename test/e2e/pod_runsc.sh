@@ -30,19 +30,7 @@ VER=${1:?usage: pod_runsc.sh 2.4|2.3}
 NODE=${NV_CRI_NODE:-A}
 
 nv_fake_cuda_sandbox "${NV_B_FAKE:-}"  # node B: node A's fake driver (the same GPU)
-STORE=$(mktemp -d /var/tmp/nvproxy-podstore.XXXXXX)
-nv_defer rm -rf "$STORE"
-export NV_CRI_SHIM_EXTRA="$NV_FAKE_SANDBOX_CONFIG
-  image_store: $STORE
-  registry_tls_verify: false
-  registry_timeout_s: 60"
-if [[ $NODE == B ]]; then
-  NV_REGISTRY=$NV_B_REGISTRY NV_REGISTRY_DIR=$NV_B_REGISTRY_DIR
-  NV_CRI_SHIM_EXTRA+="
-  annotation_restore: true
-  annotation_registries: [\"$NV_REGISTRY/ckpt\"]"
-  export NV_CRI_DOC_BLOCKS=ctd2-annotation-restore
-fi
+nv_cri_node_config "$NV_FAKE_SANDBOX_CONFIG" nvproxy-podstore
 nv_cri_start "$VER"
 RUNSC=$(awk '$1=="binary:"{print $2; exit}' "$NV_CRI_SHIM_CONFIG")
 RUNSC_LOGS=$NV_DIR/runsc-logs
@@ -234,11 +222,7 @@ nv_log "node A: crictl checkpoint of the sidecar saves the pod whole, CUDA toggl
 nv_crictl checkpoint --export="$NV_CRI_DIR/pod.tar" "$C" >/dev/null
 log=$FAKE/cuda/calls.log
 cat "$log" >&2
-nv_assert_eq 2 "$(awk '$2=="lock" && $5==0' "$log" | wc -l)" "successful locks"
-nv_assert_eq 2 "$(awk '$2=="checkpoint" && $5==0' "$log" | wc -l)" "successful checkpoints"
-last_lock_end=$(awk '$2=="lock"{print $4}' "$log" | sort -n | tail -1)
-first_ckpt_start=$(awk '$2=="checkpoint"{print $3}' "$log" | sort -n | head -1)
-((last_lock_end <= first_ckpt_start)) || nv_fail "a checkpoint started before all locks ended"
+nv_fake_locked_then_checkpointed "$log" 2
 before=$(nv_fake_counter "${cp[0]}")
 at=$(counter_of "$C")
 for p in "${cp[@]}"; do

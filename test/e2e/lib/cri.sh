@@ -186,6 +186,25 @@ _nv_cri_has_images() {
 
 # nv_cri_pod NAME [JQ]: a pod in the host network (no CNI here), cgroups below /NV_NAMESPACE; JQ
 # edits its config (annotations, ...).
+# nv_cri_node_config FAKE_CONFIG STORE_PREFIX: a node of a two-node test (NODE=A|B): a store of its
+# own, the shim's config (FAKE_CONFIG's lines, the store, the loopback registry without TLS) in
+# NV_CRI_SHIM_EXTRA; node B also restores by annotation from $NV_B_REGISTRY/ckpt. Sets STORE.
+nv_cri_node_config() {
+  STORE=$(mktemp -d "/var/tmp/$2.XXXXXX")
+  nv_defer rm -rf "$STORE"
+  export NV_CRI_SHIM_EXTRA="$1
+  image_store: $STORE
+  registry_tls_verify: false
+  registry_timeout_s: 60"
+  if [[ $NODE == B ]]; then
+    NV_REGISTRY=$NV_B_REGISTRY NV_REGISTRY_DIR=$NV_B_REGISTRY_DIR
+    NV_CRI_SHIM_EXTRA+="
+  annotation_restore: true
+  annotation_registries: [\"$NV_REGISTRY/ckpt\"]"
+    export NV_CRI_DOC_BLOCKS=ctd2-annotation-restore
+  fi
+}
+
 nv_cri_pod() {
   jq -n --arg n "$1" --arg logs "$NV_CRI_DIR/logs/$1" --arg cg "/$NV_NAMESPACE/$1" '{
       metadata: {name: $n, namespace: "default", uid: ("uid-" + $n), attempt: 0},

@@ -106,6 +106,17 @@ nv_fake_resumed() {
     nv_fake_advancing "$c" || nv_fail "$what: process $c does not work after the restore"
   done
 }
+# nv_fake_locked_then_checkpointed LOG N: the fake driver's call log holds N successful locks and N
+# successful checkpoints, and every lock ended before the first checkpoint began (lock all, then
+# checkpoint all).
+nv_fake_locked_then_checkpointed() {
+  local log=$1 n=$2 last_lock_end first_ckpt_start
+  nv_assert_eq "$n" "$(awk '$2=="lock" && $5==0' "$log" | wc -l)" "successful locks"
+  nv_assert_eq "$n" "$(awk '$2=="checkpoint" && $5==0' "$log" | wc -l)" "successful checkpoints"
+  last_lock_end=$(awk '$2=="lock"{print $4}' "$log" | sort -n | tail -1)
+  first_ckpt_start=$(awk '$2=="checkpoint"{print $3}' "$log" | sort -n | head -1)
+  ((last_lock_end <= first_ckpt_start)) || nv_fail "a checkpoint started before all locks ended"
+}
 nv_fake_cuda_pids() { find "$FAKE/cuda" -maxdepth 1 -name '*.cuda' -printf '%f\n' | sed 's/\.cuda$//' | sort -n; }
 # Whether pid $1's work goes on: waits (up to ${2:-5} s) for its counter to pass its value now,
 # rather than sleeping and then looking once.
