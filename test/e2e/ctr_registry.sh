@@ -71,8 +71,10 @@ nv_log "node A: containerd $NV_SOCK, store $STORE_A"
 nv_ctr run -d --runtime $NV_RT "$NV_IMAGE" c1 sh -c 'big=$(head -c 2000000 /dev/urandom | od -An -tx1 | tr -d " \n"); i=0
   while :; do i=$((i+1)); echo $i >/tmp/counter.new; mv /tmp/counter.new /tmp/counter; sleep 0.1; done'
 nv_wait_for -t 30 nv_counter_above c1 9 || nv_fail "the counter does not advance"
-nv_ctr c checkpoint --task --rw c1 ckpt/c1:1
+# Read before the checkpoint: the task runs on after it, so a count read afterwards can be past
+# the image's (the restore then read as going back: "at 12, now 11").
 at=$(nv_counter c1)
+nv_ctr c checkpoint --task --rw c1 ckpt/c1:1
 REF=$NV_REGISTRY/ckpt/c1:v1
 printf 'checkpoint:\n  registry_timeout_s: 60\n' >"$NV_DIR/push.yaml"
 out=$("$SHIM" image push --ctr ckpt/c1:1 "$REF" --address "$NV_SOCK" --namespace "$NV_NAMESPACE" --store "$STORE_A" \
