@@ -6,10 +6,12 @@
 #include <cstdint>
 #include <filesystem>
 #include <iosfwd>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "common/process.h"
+#include "common/version.h"
 #include "shim/task/config.h"
 
 namespace nvproxy::node {
@@ -33,6 +35,9 @@ struct DoctorContext {
   ProcessRunner& runner;
   std::filesystem::path proc = "/proc";
   std::filesystem::path sys = "/sys";
+  // containerd's version, as its check found it (tool_checks run first); the io_uring check says
+  // what containerd's default seccomp profile does about io_uring.
+  std::optional<Version> containerd;
 };
 
 struct GpuInfo {

@@ -140,6 +140,12 @@ void io_uring_check(DoctorContext& ctx, std::vector<Check>& out) {
   // Informational: CRIU has no dumper for io_uring, and the shim refuses a process holding one
   // before any toggle, naming it; nothing to fix on the node.
   if (v.empty() || v == "0") c.detail += ": a process holding an io_uring instance (libuv makes one) is refused at checkpoint";
+  // containerd 2.0 took io_uring_setup/enter/register out of its RuntimeDefault seccomp profile
+  // (Docker 25 out of its default); 1.x allows them.
+  if (ctx.containerd)
+    c.detail += *ctx.containerd >= Version{2, 0, 0}
+                    ? "; containerd's RuntimeDefault seccomp profile denies io_uring, so its containers cannot make one"
+                    : "; containerd 1.x's RuntimeDefault seccomp profile allows io_uring";
   out.push_back(c);
 }
 

@@ -45,7 +45,8 @@ void containerd_checks(DoctorContext& ctx, std::vector<Check>& out) {
     return;
   }
   c.detail = v.out.substr(0, v.out.find('\n'));
-  if (const auto ver = containerd_version(v.out); ver && *ver < Version{1, 6, 0}) {
+  ctx.containerd = containerd_version(v.out);
+  if (const auto& ver = ctx.containerd; ver && *ver < Version{1, 6, 0}) {
     c.status = Status::Fail;
     c.remedy = "containerd 1.6 or later";
   }

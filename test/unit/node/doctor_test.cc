@@ -54,6 +54,7 @@ TEST(Doctor, HostChecksAgainstTheGpusMemory) {
   std::vector<Check> out;
   host_checks(ctx, gpus, out);
   EXPECT_EQ(find(out, "cgroups").status, Status::Ok);
+  EXPECT_EQ(find(out, "io_uring").detail.find("seccomp"), std::string::npos) << "containerd's version unknown";
   EXPECT_EQ(find(out, "transparent huge pages").status, Status::Warn);
   EXPECT_EQ(find(out, "vm.dirty").status, Status::Warn) << find(out, "vm.dirty").detail;
   const Check ram = find(out, "host memory");
@@ -70,6 +71,17 @@ TEST(Doctor, HostChecksAgainstTheGpusMemory) {
   EXPECT_EQ(find(out, "transparent huge pages").status, Status::Ok);
   EXPECT_EQ(find(out, "vm.dirty").status, Status::Ok);
   EXPECT_EQ(find(out, "host memory").status, Status::Ok);
+
+  // What containerd's default seccomp profile does about io_uring, by its version.
+  ctx.containerd = Version{2, 1, 0};
+  out.clear();
+  host_checks(ctx, small, out);
+  EXPECT_NE(find(out, "io_uring").detail.find("seccomp profile denies io_uring"), std::string::npos)
+      << find(out, "io_uring").detail;
+  ctx.containerd = Version{1, 7, 24};
+  out.clear();
+  host_checks(ctx, small, out);
+  EXPECT_NE(find(out, "io_uring").detail.find("1.x's RuntimeDefault seccomp profile allows"), std::string::npos);
 }
 
 TEST(Doctor, ExitCodeCountsOnlyNeededFailures) {
