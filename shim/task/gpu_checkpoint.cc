@@ -3,6 +3,7 @@
 #include "checkpoint/image/image_record.h"
 #include "checkpoint/image/kube_restore.h"
 #include "common/error.h"
+#include "common/scratch_dir.h"
 #include "oci/spec.h"
 #include "shim/task/checkpoint_wiring.h"
 #include "shim/task/pod_members.h"
@@ -189,13 +190,7 @@ void GpuCheckpointHooks::restore(Container& c, const std::filesystem::path& chec
 
 void GpuCheckpointHooks::refuse_pod_image_under_runc(const std::string& who, const std::string& reference,
                                                      const std::filesystem::path& into, const ShimConfig& cfg) {
-  struct Scratch {
-    std::filesystem::path dir;
-    ~Scratch() {
-      std::error_code ec;
-      std::filesystem::remove_all(dir, ec);
-    }
-  } scratch{into};
+  ScratchDir scratch(into);  // the small image is read here and removed: the container's create pulls it
   checkpoint::HttpRegistry registry(registry_options(cfg.checkpoint));
   std::optional<checkpoint::ImageRecord> rec;
   try {
