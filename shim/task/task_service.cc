@@ -116,6 +116,13 @@ void take_restore_annotation(const oci::Spec& spec, bool runsc, ContainerSetup& 
   log.info("create of container \"" + s.id + "\" (" + a->name + "): restored from " + a->reference + ", as its annotation asks");
 }
 
+// The pod's container names as a log line lists them.
+std::string joined_names(const PodRestoreAsk& ask) {
+  std::string names;
+  for (const auto& n : ask.names) names += (names.empty() ? "" : ", ") + n;
+  return names;
+}
+
 }  // namespace
 
 void TaskService::take_pod_restore(const oci::Spec& spec, ContainerSetup& s) {
@@ -127,10 +134,8 @@ void TaskService::take_pod_restore(const oci::Spec& spec, ContainerSetup& s) {
     s.pod_restore = PodRestoreSetup{.sandbox = sandbox, .name = {}, .names = ask->names};
     s.restore_reference = ask->reference;
     s.checkpoint = archive.string();
-    std::string names;
-    for (const auto& n : ask->names) names += (names.empty() ? "" : ", ") + n;
-    deps_.log.info("create of pod sandbox \"" + s.id + "\": the pod (" + names + ") is restored whole from " + ask->reference +
-                   ", as its annotations ask");
+    deps_.log.info("create of pod sandbox \"" + s.id + "\": the pod (" + joined_names(*ask) + ") is restored whole from " +
+                   ask->reference + ", as its annotations ask");
     std::lock_guard lk(mu_);
     pod_restores_[sandbox] = *ask;
     return;
@@ -143,8 +148,7 @@ void TaskService::take_pod_restore(const oci::Spec& spec, ContainerSetup& s) {
   if (!ask) return;
   const std::string name = container_name_of(spec, s.id);
   if (std::find(ask->names.begin(), ask->names.end(), name) == ask->names.end()) {
-    std::string names;
-    for (const auto& n : ask->names) names += (names.empty() ? "" : ", ") + n;
+    const std::string names = joined_names(*ask);
     const std::string why = "create of container \"" + s.id + "\" (" + name + ") in pod sandbox \"" + sandbox +
                             "\", which is restored whole from " + ask->reference +
                             ": the pod's annotations name its containers " + names +
