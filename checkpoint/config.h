@@ -78,6 +78,13 @@ struct CheckpointConfig {
   // pages of CPU-heavy processes over links slower than the CPUs compress (bench/README); device
   // memory does not compress, so "none" by default. Pulls read either.
   std::string registry_compression = "none";
+  // The registry is spoken by nvproxy-image-transfer, not by the shim (its TLS and HTTP parsing stay
+  // out of every container's daemon): empty, beside the shim, then ../libexec (as cuda_helper).
+  std::string image_transfer;
+  // The deadline of each run of it for a restore (the image's record, the pull, a Kubernetes
+  // checkpoint image): on expiry it is killed with its process group and the create or restore
+  // fails; the pull's whole chunks stay for the next try.
+  unsigned image_transfer_timeout_s = 4 * 3600;
   [[nodiscard]] bool known_registry_compression() const {
     return registry_compression == "none" || registry_compression == "zstd";
   }

@@ -96,6 +96,8 @@ ShimConfig parse_config_unchecked(const std::string& text, const std::string& or
                 "registry_streams",
                 "registry_chunk_mib",
                 "registry_compression",
+                "image_transfer",
+                "image_transfer_timeout_s",
                 "annotation_restore",
                 "annotation_registries",
                 "staging_memory",
@@ -131,6 +133,10 @@ ShimConfig parse_config_unchecked(const std::string& text, const std::string& or
     get(k, "registry_streams", c.checkpoint.registry_streams, origin, "checkpoint");
     get(k, "registry_chunk_mib", c.checkpoint.registry_chunk_mib, origin, "checkpoint");
     get(k, "registry_compression", c.checkpoint.registry_compression, origin, "checkpoint");
+    get(k, "image_transfer", c.checkpoint.image_transfer, origin, "checkpoint");
+    get(k, "image_transfer_timeout_s", c.checkpoint.image_transfer_timeout_s, origin, "checkpoint");
+    if (c.checkpoint.image_transfer_timeout_s == 0)
+      throw Error(Code::InvalidArgument, origin + ": checkpoint.image_transfer_timeout_s is 0: a pull needs at least one second");
     if (!c.checkpoint.known_registry_compression())
       throw Error(Code::InvalidArgument,
                   origin + ": checkpoint.registry_compression is \"" + c.checkpoint.registry_compression + "\": none or zstd");
