@@ -22,7 +22,7 @@
 #include <unordered_set>
 #include <vector>
 
-#include "checkpoint/image/chunk_plan.h"
+#include "checkpoint/registry/chunk_plan.h"
 #include "common/error.h"
 #include "common/unique_fd.h"
 

@@ -15,9 +15,8 @@
 #include <vector>
 
 #include "checkpoint/config.h"
-#include "checkpoint/image/chunk_transfer.h"
+#include "checkpoint/image/image_puller.h"
 #include "checkpoint/image/image_record.h"
-#include "checkpoint/image/image_registry.h"
 #include "checkpoint/image/pod_record.h"
 #include "checkpoint/session_runtime.h"
 #include "checkpoint/session_tools.h"
@@ -61,8 +60,7 @@ struct RestoreRequest {
   // a registry's image: image_transfer.h).
   std::filesystem::path checkpoint;
   std::filesystem::path image_store;  // checkpoint.image_store; empty: off
-  ImageRegistry* registry = nullptr;  // where a registry reference is pulled from; null: refused
-  TransferOptions transfer;           // how it is pulled (streams, chunk size, progress in the log)
+  ImagePuller* puller = nullptr;      // how a registry reference is pulled (image_puller.h); null: refused
   // A container of a gVisor pod restored whole: runsc resumes the sandbox only once its last
   // container is restored, so CUDA cannot come back before; resume_cuda() does it then.
   bool cuda_later = false;

@@ -8,7 +8,6 @@
 #include "checkpoint/image/host_files.h"
 #include "checkpoint/image/image_record.h"
 #include "checkpoint/image/image_store.h"
-#include "checkpoint/image/image_transfer.h"
 #include "checkpoint/restore_preflight.h"
 #include "checkpoint/restore_staging.h"
 #include "checkpoint/session.h"
@@ -228,14 +227,13 @@ std::filesystem::path CheckpointSession::find_image(const RestoreRequest& req, R
     throw Error(e.code(), who + e.what());
   }
   if (ref && !ref->registry.empty()) {
-    if (!req.registry)
+    if (!req.puller)
       throw Error(Code::FailedPrecondition, who + "the image is in a registry (" + ref->registry + "), and this shim pulls none");
     log_.info(who + "the image is the registry's " + ref->registry + ": its record is checked before it is pulled");
     std::filesystem::path entry;
     try {
-      entry = pull_image(
-          ref->registry, req.image_store, *req.registry, [&](const std::optional<ImageRecord>& rec) { plan = plan_restore(rec); },
-          req.transfer);
+      entry = req.puller->pull(ref->registry, req.image_store,
+                               [&](const std::optional<ImageRecord>& rec) { plan = plan_restore(rec); });
     } catch (const Error& e) {
       throw Error(e.code(), std::string(e.what()).rfind(who, 0) == 0 ? std::string(e.what()) : who + e.what());
     }

@@ -133,6 +133,14 @@ std::vector<fs::path> ImageStore::retain(const std::string& ns, const std::strin
   return removed;
 }
 
+void refer_to_entry(const fs::path& store, const fs::path& client_dir, const fs::path& entry, const std::string& container) {
+  ImageStore(store, 1).refer(client_dir, entry, container);
+}
+
+std::vector<fs::path> prune_store(const fs::path& store, std::chrono::seconds age) {
+  return ImageStore(store, 1).prune_older_than(age);
+}
+
 std::vector<fs::path> ImageStore::prune_older_than(std::chrono::seconds age) const {
   std::vector<fs::path> removed;
   auto cutoff = fs::file_time_type::clock::now() - age;

@@ -65,6 +65,13 @@ class ImageStore {
   unsigned keep_;
 };
 
+// `image pull REFERENCE OUT`: OUT refers to `entry` of `store` (ImageStore::refer).
+void refer_to_entry(const std::filesystem::path& store, const std::filesystem::path& client_dir,
+                    const std::filesystem::path& entry, const std::string& container);
+// `image prune --older-than`: every entry of `store` older than `age` removed (by age alone: no
+// container's retention is asked); returns them.
+std::vector<std::filesystem::path> prune_store(const std::filesystem::path& store, std::chrono::seconds age);
+
 // Makes `dir` refer to the registry image `pinned` ("host/repo@sha256:...") instead of what it held:
 // every file but the record (nvproxy-cuda.json) is removed. Throws Error naming the file.
 void refer_to_registry(const std::filesystem::path& dir, const std::string& pinned, const std::string& container);

@@ -1,7 +1,6 @@
 #include "shim/task/gpu_checkpoint.h"
 
 #include "checkpoint/image/image_record.h"
-#include "checkpoint/image/kube_restore.h"
 #include "common/error.h"
 #include "common/scratch_dir.h"
 #include "oci/spec.h"
@@ -96,13 +95,12 @@ void check_pod_image(Container& c, const PodRestoreSetup& pr, const checkpoint::
 }
 
 checkpoint::RestoreRequest restore_request(Container& c, const std::filesystem::path& checkpoint,
-                                           checkpoint::ImageRegistry* registry, Logger& log) {
-  const auto& cfg = c.config().checkpoint;
-  return {.checkpoint = checkpoint,
-          .image_store = cfg.image_store,
-          .registry = registry,
-          .transfer = transfer_options(
-              cfg, [&log](const std::string& line, bool) { log.info(line); }, false)};
+                                           checkpoint::ImagePuller* puller) {
+  return {.checkpoint = checkpoint, .image_store = c.config().checkpoint.image_store, .puller = puller};
+}
+
+std::string restore_who(Container& c) {
+  return "restore of \"" + c.id() + "\": ";
 }
 
 }  // namespace
@@ -149,8 +147,8 @@ void GpuCheckpointHooks::restore(Container& c, const std::filesystem::path& chec
   SessionSubject s = subject_of(c);
   s.run_restore = run_restore;
   SessionWiring w(s, nullptr, true, runner_, log_);
-  checkpoint::HttpRegistry registry(registry_options(c.config().checkpoint));
-  auto req = restore_request(c, checkpoint, &registry, log_);
+  TransferProgram puller(c.config().checkpoint, runner_, log_, restore_who(c));
+  auto req = restore_request(c, checkpoint, &puller);
   const auto& pr = c.setup().pod_restore;
   if (!pr) {
     w.session().restore(req);
@@ -171,8 +169,8 @@ void GpuCheckpointHooks::restore(Container& c, const std::filesystem::path& chec
       auto keep = held.lock();
       if (!keep) return;  // deleted meanwhile: nothing of it to bring back
       SessionWiring cuda(subject_of(*keep), nullptr, true, runner_, log_);
-      checkpoint::HttpRegistry reg(registry_options(keep->config().checkpoint));
-      auto again = restore_request(*keep, checkpoint, &reg, log_);
+      TransferProgram puller(keep->config().checkpoint, runner_, log_, restore_who(*keep));
+      auto again = restore_request(*keep, checkpoint, &puller);
       again.pod_member = member;
       cuda.session().resume_cuda(again);
     };
@@ -191,10 +189,10 @@ void GpuCheckpointHooks::restore(Container& c, const std::filesystem::path& chec
 void GpuCheckpointHooks::refuse_pod_image_under_runc(const std::string& who, const std::string& reference,
                                                      const std::filesystem::path& into, const ShimConfig& cfg) {
   ScratchDir scratch(into);  // the small image is read here and removed: the container's create pulls it
-  checkpoint::HttpRegistry registry(registry_options(cfg.checkpoint));
+  TransferProgram puller(cfg.checkpoint, runner_, log_, who);
   std::optional<checkpoint::ImageRecord> rec;
   try {
-    rec = checkpoint::read_image_record(checkpoint::fetch_kube_checkpoint(reference, into, registry, runner_).checkpoint());
+    rec = checkpoint::read_image_record(puller.fetch_kube(reference, into).checkpoint());
   } catch (const std::exception& e) {
     // Not this check's to refuse: the container's create pulls it again and says why.
     log_.debug(who + "the image " + reference + " could not be read here: " + e.what());
@@ -213,10 +211,10 @@ std::filesystem::path GpuCheckpointHooks::fetch_for_restore(Container& c, const 
                                                             const std::filesystem::path& into) {
   const std::string who = "create of container \"" + c.id() + "\" from " + reference + ": ";
   const auto& cfg = c.config().checkpoint;
-  checkpoint::HttpRegistry registry(registry_options(cfg));
+  TransferProgram puller(cfg, runner_, log_, who);
   checkpoint::KubeCheckpoint image;
   try {
-    image = checkpoint::fetch_kube_checkpoint(reference, into, registry, runner_);
+    image = puller.fetch_kube(reference, into);
   } catch (const Error& e) {
     throw Error(e.code(), who + e.what());
   }
@@ -236,7 +234,7 @@ std::filesystem::path GpuCheckpointHooks::fetch_for_restore(Container& c, const 
   }
   // The record against this host (GPUs, driver, runtime), then the memory into the store.
   SessionWiring w(subject_of(c), nullptr, true, runner_, log_);
-  w.session().fetch({.checkpoint = image.checkpoint(), .image_store = cfg.image_store, .registry = &registry});
+  w.session().fetch({.checkpoint = image.checkpoint(), .image_store = cfg.image_store, .puller = &puller});
   return image.dir;
 }
 

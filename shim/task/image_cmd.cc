@@ -5,12 +5,9 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <cstdio>
 
-#include "checkpoint/image/ctr_checkpoint.h"
 #include "checkpoint/image/image_store.h"
-#include "checkpoint/image/image_transfer.h"
-#include "checkpoint/image/kube_checkpoint.h"
+#include "checkpoint/shim_files.h"
 #include "common/process.h"
 #include "shim/task/config.h"
 #include "shim/task/registry_client.h"
@@ -32,24 +29,44 @@ constexpr const char* kUsage =
     "registry options: --tls-verify=true|false --authfile F --streams N --compress none|zstd --store S --config F\n"
     "ctr options: --address SOCKET (/run/containerd/containerd.sock) --namespace NS (default)\n";
 
-// What a push did, in bytes a script can read, then in words.
-std::string pushed(const checkpoint::PushResult& r) {
-  return "pushed " + std::to_string(r.files) + " files in " + std::to_string(r.chunks) + " chunks, " + std::to_string(r.bytes) +
-         " bytes (" + std::to_string(r.sent) + " sent, " + std::to_string(r.skipped) + " already in the registry, " +
-         std::to_string(r.mounted) + " mounted from other repositories): " + r.pinned + "\n" + r.summary + "\n";
-}
-
-// What a pull says about the image before its bulk moves.
-void describe_record(const std::optional<checkpoint::ImageRecord>& rec, std::ostream& out) {
-  if (!rec) {
-    out << "record: none (an image without CUDA processes)\n";
-    return;
+// `image push|pull`: nvproxy-image-transfer with the configuration's registry settings and
+// store, on this command's own terminal (its progress and output are the user's); its exit status.
+int run_transfer(const std::string& verb, const std::vector<std::string>& paths, const po::variables_map& vm,
+                 const std::string& ctr_name, const std::string& kube_archive, const ShimConfig& c, const std::string& store,
+                 std::ostream& out, std::ostream& err) {
+  const std::string program = image_transfer_path(c.checkpoint);
+  if (std::string problem = program_problem(program); !problem.empty()) {
+    err << "image " << verb << ": cannot run " << program << ": it " << problem
+        << " (checkpoint.image_transfer; the package installs nvproxy-image-transfer in " << checkpoint::kPackagedLibexecDir
+        << ")\n";
+    return 1;
   }
-  out << "record: container " << rec->container << ", " << rec->cuda_processes << " CUDA processes";
-  if (!rec->runtime.empty()) out << ", written by " << rec->runtime << " " << rec->runtime_version;
-  if (!rec->criu_version.empty()) out << " with CRIU " << rec->criu_version;
-  if (rec->gpu) out << ", driver " << rec->gpu->driver_version;
-  out << "\n";
+  std::vector<std::string> argv{program, verb};
+  if (!kube_archive.empty()) {
+    argv.insert(argv.end(), {"--kube", paths[0], paths[1]});
+  } else {
+    if (vm.count("ctr")) argv.push_back("--ctr");
+    if (!ctr_name.empty()) argv.push_back(ctr_name);
+    argv.insert(argv.end(), paths.begin(), paths.end());
+  }
+  if (vm["rewrite"].as<bool>()) argv.push_back("--rewrite");
+  for (const char* o : {"address", "namespace"})
+    if (vm.count(o)) argv.insert(argv.end(), {std::string("--") + o, vm[o].as<std::string>()});
+  for (auto& a : registry_args(c.checkpoint, store)) argv.push_back(std::move(a));
+  out.flush();
+  err.flush();
+  DirectWaiter waiter;
+  ProcessRunner runner(waiter);
+  pid_t pid = 0;
+  try {
+    pid = runner.start({.argv = argv, .stdin_fd = STDIN_FILENO, .stdout_fd = STDOUT_FILENO, .stderr_fd = STDERR_FILENO});
+  } catch (const Error& e) {
+    err << "image " << verb << ": cannot start " << program << ": " << e.what() << "\n";
+    return 1;
+  }
+  RunResult r = result_from_status(runner.wait(pid));
+  if (r.term_signal != 0) err << "image " << verb << ": " << program << " " << r.describe() << "\n";
+  return r.exit_code < 0 ? 1 : r.exit_code;
 }
 
 }  // namespace
@@ -96,64 +113,11 @@ int image_cmd(const std::vector<std::string>& args, std::ostream& out, std::ostr
     ShimConfig c = load_config(vm.count("config") ? vm["config"].as<std::string>() : "");
     if (store.empty()) store = c.checkpoint.image_store;
     if (verb == "push" || verb == "pull") {
-      DirectWaiter waiter;
-      ProcessRunner runner(waiter);
       if (vm.count("tls-verify")) c.checkpoint.registry_tls_verify = vm["tls-verify"].as<bool>();
       if (vm.count("authfile")) c.checkpoint.registry_authfile = vm["authfile"].as<std::string>();
       if (vm.count("streams")) c.checkpoint.registry_streams = vm["streams"].as<unsigned>();
       if (vm.count("compress")) c.checkpoint.registry_compression = vm["compress"].as<std::string>();
-      checkpoint::HttpRegistry registry(registry_options(c.checkpoint));
-      // Progress on the terminal (one line, redrawn), else a line every 10 s; the result on `out`.
-      const bool tty = ::isatty(STDERR_FILENO) != 0;
-      const checkpoint::TransferOptions transfer = transfer_options(
-          c.checkpoint,
-          [](const std::string& line, bool redraw) {
-            std::fprintf(stderr, redraw ? "\r\033[K%s" : "%s\n", line.c_str());
-            std::fflush(stderr);
-          },
-          tty);
-      checkpoint::CtrTarget target;
-      if (vm.count("address")) target.address = vm["address"].as<std::string>();
-      if (vm.count("namespace")) target.ns = vm["namespace"].as<std::string>();
-      if (!kube_archive.empty()) {
-        auto r = checkpoint::push_kube_checkpoint(paths[0], paths[1], store, registry, runner, transfer);
-        out << pushed(r.data) << "checkpoint image of container " << r.container << " (for CRI's CreateContainer): " << r.image
-            << "\n";
-        return 0;
-      }
-      if (verb == "push" && ctr) {
-        auto r = checkpoint::push_ctr_checkpoint(ctr_name, paths[0], store, target, registry, runner, transfer);
-        out << pushed(r.data) << "containerd's checkpoint image " << ctr_name << ": " << r.archive << "\n";
-        return 0;
-      }
-      if (verb == "pull" && ctr) {
-        std::string name = checkpoint::pull_ctr_checkpoint(
-            paths[0], store, target, registry, runner,
-            [&](const std::optional<checkpoint::ImageRecord>& rec) { describe_record(rec, out); }, transfer);
-        out << "imported containerd's checkpoint image " << name << " (namespace " << target.ns
-            << "); `ctr containers restore` pulls its data into " << store << "\n";
-        return 0;
-      }
-      if (verb == "push") {
-        auto r = checkpoint::push_image(paths[0], store, paths[1], vm["rewrite"].as<bool>(), registry, transfer);
-        out << pushed(r);
-        if (vm["rewrite"].as<bool>()) out << paths[0] << " now refers to " << r.pinned << "\n";
-        return 0;
-      }
-      checkpoint::ChunkPull report;
-      auto entry = checkpoint::pull_image(
-          paths[0], store, registry, [&](const std::optional<checkpoint::ImageRecord>& rec) { describe_record(rec, out); },
-          transfer, &report);
-      out << "pulled into " << entry.string() << " (" << report.fetched << " fetched, " << report.resumed << " resumed, "
-          << report.reused << " from earlier pulls)\n";
-      if (!report.summary.empty()) out << report.summary << "\n";
-      if (paths.size() == 2) {
-        std::filesystem::create_directories(paths[1]);
-        auto rec = checkpoint::read_image_record(entry);
-        checkpoint::ImageStore(store, 1).refer(paths[1], entry, rec ? rec->container : "");
-        out << paths[1] << " refers to it\n";
-      }
-      return 0;
+      return run_transfer(verb, paths, vm, ctr_name, kube_archive, c, store, out, err);
     }
     if (verb == "pack") {
       std::uintmax_t bytes = checkpoint::pack_image(paths[0], store, paths[1]);
@@ -169,8 +133,7 @@ int image_cmd(const std::vector<std::string>& args, std::ostream& out, std::ostr
       err << "image prune: --older-than must not be negative\n";
       return 2;
     }
-    checkpoint::ImageStore s(store, 1);  // pruning goes by age; the per-container retention is not asked
-    for (const auto& p : s.prune_older_than(std::chrono::seconds(static_cast<long long>(hours * 3600))))
+    for (const auto& p : checkpoint::prune_store(store, std::chrono::seconds(static_cast<long long>(hours * 3600))))
       out << "removed " << p.string() << "\n";
     return 0;
   } catch (const std::exception& e) {

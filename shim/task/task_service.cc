@@ -5,7 +5,7 @@
 
 #include <algorithm>
 
-#include "checkpoint/image/kube_restore.h"
+#include "checkpoint/image/kube_archive.h"
 #include "common/error.h"
 #include "common/validate.h"
 #include "oci/cgroup_metrics.h"

@@ -79,6 +79,7 @@ done
 cmp -s "$workdir/ctl/postinst" "$NV_REPO_DIR/packaging/postinst" || nv_fail "the .deb's postinst is not packaging/postinst"
 contents=$(dpkg-deb -c "$deb" | awk '{print $1, $6}')
 for f in ./usr/bin/containerd-shim-nvproxy-v1 ./usr/libexec/containerd-shim-nvproxy/nvproxy-cuda-helper \
+  ./usr/libexec/containerd-shim-nvproxy/nvproxy-image-transfer \
   ./usr/libexec/containerd-shim-nvproxy/nvproxy-sandbox-agent ./etc/containerd-shim-nvproxy/config.yaml \
   ./usr/libexec/containerd-shim-nvproxy/criu-plugins/nvproxy_criu_release.so \
   ./usr/share/containerd-shim-nvproxy/containerd-config.toml ./usr/share/containerd-shim-nvproxy/docker-daemon.json \
@@ -93,6 +94,8 @@ done
 grep -qE '^-rwxr-xr-x \./usr/bin/containerd-shim-nvproxy-v1$' <<<"$contents" || nv_fail "the binary is not 0755"
 grep -qE '^-rwxr-xr-x \./usr/libexec/containerd-shim-nvproxy/nvproxy-cuda-helper$' <<<"$contents" \
   || nv_fail "the CUDA helper is not 0755"
+grep -qE '^-rwxr-xr-x \./usr/libexec/containerd-shim-nvproxy/nvproxy-image-transfer$' <<<"$contents" \
+  || nv_fail "nvproxy-image-transfer is not 0755"
 grep -qE '^-rwxr-xr-x \./usr/libexec/containerd-shim-nvproxy/nvproxy-sandbox-agent$' <<<"$contents" \
   || nv_fail "the sandbox agent (runsc) is not 0755"
 if grep -vE '^(d|-)' <<<"$contents" | grep -q .; then nv_fail "links or specials in the .deb: $contents"; fi

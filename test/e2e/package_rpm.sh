@@ -57,6 +57,7 @@ expected="/etc/containerd-shim-nvproxy
 /usr/libexec/containerd-shim-nvproxy/criu-plugins
 /usr/libexec/containerd-shim-nvproxy/criu-plugins/nvproxy_criu_release.so
 /usr/libexec/containerd-shim-nvproxy/nvproxy-cuda-helper
+/usr/libexec/containerd-shim-nvproxy/nvproxy-image-transfer
 /usr/libexec/containerd-shim-nvproxy/nvproxy-sandbox-agent
 /usr/share/containerd-shim-nvproxy
 /usr/share/containerd-shim-nvproxy/containerd-config.toml
@@ -128,10 +129,12 @@ verify=$(rpm --root "$root" -V --nodeps --nosignature "$PKG" 2>&1) || fail "rpm 
 bin=$root/usr/bin/containerd-shim-nvproxy-v1
 helper=$root/usr/libexec/containerd-shim-nvproxy/nvproxy-cuda-helper
 agent=$root/usr/libexec/containerd-shim-nvproxy/nvproxy-sandbox-agent
-for b in "$bin" "$helper" "$agent"; do
+transfer=$root/usr/libexec/containerd-shim-nvproxy/nvproxy-image-transfer
+for b in "$bin" "$helper" "$agent" "$transfer"; do
   if file -b "$b" | grep -q 'not stripped'; then fail "the packaged $b is not stripped"; fi
 done
 file -b "$bin" | grep -q 'statically linked' || fail "the shim is not static: $(file -b "$bin")"
+file -b "$transfer" | grep -q 'statically linked' || fail "nvproxy-image-transfer is not static: $(file -b "$transfer")"
 mapfile -t needed < <(readelf -d "$helper" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p')
 ((${#needed[@]} >= 1)) || fail "readelf found no NEEDED entries in the helper"
 for so in "${needed[@]}"; do

@@ -1,7 +1,7 @@
-// The content-defined chunk plan of a checkpoint image (checkpoint/image/chunk_plan.h) on real files:
+// The content-defined chunk plan of a checkpoint image (checkpoint/registry/chunk_plan.h) on real files:
 // chunks tile each file and carry the sha256 of their bytes, cuts follow content (an insertion moves
 // only the chunks around it), zero runs cut only at max, and the thread count changes nothing.
-#include "checkpoint/image/chunk_plan.h"
+#include "checkpoint/registry/chunk_plan.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>

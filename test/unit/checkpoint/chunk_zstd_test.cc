@@ -1,7 +1,7 @@
 // A chunk compressed as it is read from its file and decompressed as it arrives (chunk_zstd.h):
 // the same bytes come back at their places, an upload asked again from 0 starts again, and what
 // is not the chunk's frame (garbage, cut short, too long, bytes after it) is refused.
-#include "checkpoint/image/chunk_zstd.h"
+#include "checkpoint/registry/chunk_zstd.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>

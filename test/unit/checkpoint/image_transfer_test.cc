@@ -2,7 +2,7 @@
 // against MemoryRegistry: push sends chunks straight from the entry's files and only those the
 // registry lacks, pull writes them in place in another store once, resumes where a failed pull
 // stopped, takes chunks an earlier pull brought; refusals and damaged transfers leave no entry.
-#include "checkpoint/image/image_transfer.h"
+#include "checkpoint/registry/image_transfer.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -12,10 +12,10 @@
 #include <random>
 #include <sstream>
 
-#include "checkpoint/image/blob_sources.h"
-#include "checkpoint/image/chunk_plan.h"
 #include "checkpoint/image/image_layout.h"
 #include "checkpoint/image/image_store.h"
+#include "checkpoint/registry/blob_sources.h"
+#include "checkpoint/registry/chunk_plan.h"
 #include "common/error.h"
 #include "common/fs.h"
 #include "common/text.h"

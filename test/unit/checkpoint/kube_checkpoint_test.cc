@@ -1,8 +1,8 @@
 // Kubernetes' checkpoint image (kube_checkpoint.h) from a CRI archive whose checkpoint/ refers to
 // the image store: the memory pushed as the shim's artifact, then an OCI image whose one layer is
 // the archive with a registry reference, annotated as containerd's CRI looks for it.
-#include "checkpoint/image/kube_checkpoint.h"
-#include "checkpoint/image/kube_restore.h"
+#include "checkpoint/registry/kube_checkpoint.h"
+#include "checkpoint/registry/kube_restore.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -10,9 +10,9 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
-#include "checkpoint/image/ctr_checkpoint.h"
 #include "checkpoint/image/image_store.h"
 #include "checkpoint/image/layout_blobs.h"
+#include "checkpoint/registry/ctr_checkpoint.h"
 #include "common/error.h"
 #include "common/fs.h"
 #include "test/unit/checkpoint/memory_registry.h"

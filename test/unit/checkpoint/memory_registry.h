@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint/image/image_registry.h"
-#include "checkpoint/image/image_transfer.h"
 #include "checkpoint/image/sha256.h"
+#include "checkpoint/registry/image_registry.h"
+#include "checkpoint/registry/image_transfer.h"
 #include "common/error.h"
 #include "common/fs.h"
 

@@ -3,10 +3,10 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include "checkpoint/image/http_connection.h"
-#include "checkpoint/image/registry_auth.h"
-#include "checkpoint/image/registry_reference.h"
-#include "checkpoint/image/transfer_progress.h"
+#include "checkpoint/registry/http_connection.h"
+#include "checkpoint/registry/registry_auth.h"
+#include "checkpoint/registry/registry_reference.h"
+#include "checkpoint/registry/transfer_progress.h"
 #include "common/error.h"
 #include "common/fs.h"
 

@@ -1,14 +1,14 @@
-#include "checkpoint/image/kube_checkpoint.h"
+#include "checkpoint/registry/kube_checkpoint.h"
 
 #include <sys/utsname.h>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
-#include "checkpoint/image/ctr_checkpoint.h"
 #include "checkpoint/image/image_layout.h"
 #include "checkpoint/image/layout_blobs.h"
-#include "checkpoint/image/layout_transfer.h"
+#include "checkpoint/registry/ctr_checkpoint.h"
+#include "checkpoint/registry/layout_transfer.h"
 #include "common/error.h"
 #include "common/fs.h"
 #include "common/scratch_dir.h"

@@ -1,4 +1,4 @@
-#include "checkpoint/image/registry_auth.h"
+#include "checkpoint/registry/registry_auth.h"
 
 #include <openssl/evp.h>
 

@@ -1,10 +1,10 @@
-#include "checkpoint/image/blob_sources.h"
+#include "checkpoint/registry/blob_sources.h"
 
 #include <cctype>
 #include <nlohmann/json.hpp>
 
-#include "checkpoint/image/chunk_transfer.h"
-#include "checkpoint/image/registry_reference.h"
+#include "checkpoint/registry/chunk_transfer.h"
+#include "checkpoint/registry/registry_reference.h"
 #include "common/fs.h"
 #include "common/text.h"
 

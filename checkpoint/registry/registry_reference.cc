@@ -1,4 +1,4 @@
-#include "checkpoint/image/registry_reference.h"
+#include "checkpoint/registry/registry_reference.h"
 
 #include <algorithm>
 

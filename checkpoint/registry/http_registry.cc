@@ -1,10 +1,10 @@
-#include "checkpoint/image/http_registry.h"
+#include "checkpoint/registry/http_registry.h"
 
 #include <nlohmann/json.hpp>
 
-#include "checkpoint/image/registry_auth.h"
-#include "checkpoint/image/registry_reference.h"
 #include "checkpoint/image/sha256.h"
+#include "checkpoint/registry/registry_auth.h"
+#include "checkpoint/registry/registry_reference.h"
 #include "common/error.h"
 
 namespace nvproxy::checkpoint {

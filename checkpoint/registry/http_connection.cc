@@ -1,4 +1,4 @@
-#include "checkpoint/image/http_connection.h"
+#include "checkpoint/registry/http_connection.h"
 
 #include <openssl/ssl.h>
 

@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-#include "checkpoint/image/image_registry.h"
+#include "checkpoint/registry/image_registry.h"
 
 namespace nvproxy::checkpoint {
 

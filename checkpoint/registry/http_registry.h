@@ -17,8 +17,8 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint/image/http_connection.h"
-#include "checkpoint/image/image_registry.h"
+#include "checkpoint/registry/http_connection.h"
+#include "checkpoint/registry/image_registry.h"
 
 namespace nvproxy::checkpoint {
 

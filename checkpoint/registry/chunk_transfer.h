@@ -21,10 +21,10 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint/image/blob_sources.h"
 #include "checkpoint/image/image_layout.h"
-#include "checkpoint/image/image_registry.h"
-#include "checkpoint/image/transfer_progress.h"
+#include "checkpoint/registry/blob_sources.h"
+#include "checkpoint/registry/image_registry.h"
+#include "checkpoint/registry/transfer_progress.h"
 
 namespace nvproxy::checkpoint {
 

@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <string>
 
-#include "checkpoint/image/image_registry.h"
+#include "checkpoint/registry/image_registry.h"
 
 namespace nvproxy::checkpoint {
 

@@ -1,4 +1,4 @@
-#include "checkpoint/image/chunk_plan.h"
+#include "checkpoint/registry/chunk_plan.h"
 
 #include <fcntl.h>
 #include <unistd.h>

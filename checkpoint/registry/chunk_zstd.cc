@@ -1,4 +1,4 @@
-#include "checkpoint/image/chunk_zstd.h"
+#include "checkpoint/registry/chunk_zstd.h"
 
 #include <zstd.h>
 

@@ -20,9 +20,10 @@
 #include <optional>
 #include <string>
 
-#include "checkpoint/image/chunk_transfer.h"
+#include "checkpoint/image/image_puller.h"
 #include "checkpoint/image/image_record.h"
-#include "checkpoint/image/image_registry.h"
+#include "checkpoint/registry/chunk_transfer.h"
+#include "checkpoint/registry/image_registry.h"
 #include "common/process.h"
 
 namespace nvproxy::checkpoint {
@@ -42,8 +43,6 @@ struct PushResult {
 PushResult push_image(const std::filesystem::path& dir, const std::filesystem::path& store, const std::string& reference,
                       bool rewrite, ImageRegistry& registry, const TransferOptions& opts = {});
 
-using RecordCheck = std::function<void(const std::optional<ImageRecord>&)>;
-
 // The store entry holding `reference` (pulled now, or by an earlier pull). `check` runs on the
 // manifest's record before the bulk and refuses by throwing. Error(FailedPrecondition) without a
 // store or without room for the image; Error(DataLoss) when what arrived is not what the manifest
@@ -51,6 +50,12 @@ using RecordCheck = std::function<void(const std::optional<ImageRecord>&)>;
 // `.complete` names the boot it was written in, and an entry of another boot (the host went down,
 // maybe before its pages reached the disk) is verified chunk by chunk before it is used, and
 // pulled again where it is not whole.
+// What pull_image's `check` is given, alone: the record of the manifest at `reference`, after the
+// same refusals before it (no store, a pinned reference answering other bytes, not an image of
+// this form). What nvproxy-image-transfer answers the shim before it pulls.
+std::optional<ImageRecord> remote_record(const std::string& reference, const std::filesystem::path& store,
+                                         ImageRegistry& registry);
+
 std::filesystem::path pull_image(const std::string& reference, const std::filesystem::path& store, ImageRegistry& registry,
                                  const RecordCheck& check, const TransferOptions& opts = {}, ChunkPull* report = nullptr);
 

@@ -11,8 +11,8 @@
 #include <filesystem>
 #include <string>
 
-#include "checkpoint/image/image_registry.h"
-#include "checkpoint/image/image_transfer.h"
+#include "checkpoint/registry/image_registry.h"
+#include "checkpoint/registry/image_transfer.h"
 #include "common/process.h"
 
 namespace nvproxy::checkpoint {

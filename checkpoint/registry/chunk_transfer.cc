@@ -1,4 +1,4 @@
-#include "checkpoint/image/chunk_transfer.h"
+#include "checkpoint/registry/chunk_transfer.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -17,11 +17,11 @@
 #include <set>
 #include <thread>
 
-#include "checkpoint/image/chunk_plan.h"
-#include "checkpoint/image/chunk_zstd.h"
 #include "checkpoint/image/image_record.h"
-#include "checkpoint/image/image_transfer.h"
 #include "checkpoint/image/sha256.h"
+#include "checkpoint/registry/chunk_plan.h"
+#include "checkpoint/registry/chunk_zstd.h"
+#include "checkpoint/registry/image_transfer.h"
 #include "common/error.h"
 #include "common/fs.h"
 #include "common/unique_fd.h"

@@ -1,12 +1,12 @@
-#include "checkpoint/image/layout_transfer.h"
+#include "checkpoint/registry/layout_transfer.h"
 
 #include <fcntl.h>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
-#include "checkpoint/image/image_transfer.h"
 #include "checkpoint/image/layout_blobs.h"
+#include "checkpoint/registry/image_transfer.h"
 #include "common/error.h"
 #include "common/fs.h"
 #include "common/unique_fd.h"

@@ -1,4 +1,4 @@
-#include "checkpoint/image/image_transfer.h"
+#include "checkpoint/registry/image_transfer.h"
 
 #include <fcntl.h>
 #include <sys/file.h>
@@ -8,9 +8,9 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
-#include "checkpoint/image/blob_sources.h"
 #include "checkpoint/image/image_layout.h"
 #include "checkpoint/image/image_store.h"
+#include "checkpoint/registry/blob_sources.h"
 #include "common/error.h"
 #include "common/fs.h"
 #include "common/text.h"
@@ -115,22 +115,42 @@ PushResult push_image(const fs::path& dir, const fs::path& store, const std::str
   return out;
 }
 
-fs::path pull_image(const std::string& reference, const fs::path& store, ImageRegistry& registry, const RecordCheck& check,
-                    const TransferOptions& opts, ChunkPull* report) {
+namespace {
+
+struct Remote {
+  ImageRegistry::Manifest manifest;
+  ArtifactManifest artifact;
+};
+
+Remote remote_manifest(const std::string& reference, const fs::path& store, ImageRegistry& registry) {
   const std::string what = "the registry image " + reference;
   if (store.empty())
     throw Error(Code::FailedPrecondition, what + " needs an image store on this node to land in (checkpoint.image_store)");
-  const ImageRegistry::Manifest remote = registry.manifest(reference);
-  if (auto at = reference.find('@'); at != std::string::npos && reference.substr(at + 1) != remote.digest)
-    throw Error(Code::DataLoss, what + ": the registry answered a manifest of digest " + remote.digest);
-  json parsed = json::parse(remote.text, nullptr, false);
-  ArtifactManifest m;
+  Remote r{.manifest = registry.manifest(reference), .artifact = {}};
+  if (auto at = reference.find('@'); at != std::string::npos && reference.substr(at + 1) != r.manifest.digest)
+    throw Error(Code::DataLoss, what + ": the registry answered a manifest of digest " + r.manifest.digest);
+  json parsed = json::parse(r.manifest.text, nullptr, false);
   try {
-    m = parse_artifact_manifest(parsed);
+    r.artifact = parse_artifact_manifest(parsed);
   } catch (const Error& e) {
     throw Error(e.code(), what + " is " + e.what());
   }
-  check(m.record);  // refused here, before the bulk moves
+  return r;
+}
+
+}  // namespace
+
+std::optional<ImageRecord> remote_record(const std::string& reference, const fs::path& store, ImageRegistry& registry) {
+  return remote_manifest(reference, store, registry).artifact.record;
+}
+
+fs::path pull_image(const std::string& reference, const fs::path& store, ImageRegistry& registry, const RecordCheck& check,
+                    const TransferOptions& opts, ChunkPull* report) {
+  const std::string what = "the registry image " + reference;
+  const Remote r = remote_manifest(reference, store, registry);
+  const ImageRegistry::Manifest& remote = r.manifest;
+  const ArtifactManifest& m = r.artifact;
+  if (check) check(m.record);  // refused here, before the bulk moves
 
   const std::string repo = repository_of(reference);
   const fs::path repo_dir = registry_repo_dir(store, repo);

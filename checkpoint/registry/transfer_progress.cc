@@ -1,4 +1,4 @@
-#include "checkpoint/image/transfer_progress.h"
+#include "checkpoint/registry/transfer_progress.h"
 
 #include <cmath>
 #include <cstdio>

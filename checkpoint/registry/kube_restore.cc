@@ -1,9 +1,9 @@
-#include "checkpoint/image/kube_restore.h"
+#include "checkpoint/registry/kube_restore.h"
 
 #include "checkpoint/image/image_layout.h"
-#include "checkpoint/image/kube_checkpoint.h"
 #include "checkpoint/image/layout_blobs.h"
-#include "checkpoint/image/layout_transfer.h"
+#include "checkpoint/registry/kube_checkpoint.h"
+#include "checkpoint/registry/layout_transfer.h"
 #include "common/error.h"
 #include "common/fs.h"
 #include "common/scratch_dir.h"
@@ -34,27 +34,22 @@ KubeCheckpoint fetch_kube_checkpoint(const std::string& reference, const fs::pat
     throw Error(Code::InvalidArgument, what + ": the pulled layout does not hold one manifest");
   const json manifest = read_json(blob_path(layout.path(), index["manifests"][0].value("digest", "")), what);
   const json annotations = manifest.value("annotations", json::object());
-  KubeCheckpoint out;
-  if (annotations.is_object()) out.container = annotations.value(kCheckpointNameAnnotation, "");
-  if (out.container.empty())
+  std::string container;
+  if (annotations.is_object()) container = annotations.value(kCheckpointNameAnnotation, "");
+  if (container.empty())
     throw Error(Code::InvalidArgument, what + " is not a checkpoint image: its manifest has no " +
                                            std::string(kCheckpointNameAnnotation) + " annotation");
   const json layers = manifest.value("layers", json::array());
   if (!layers.is_array() || layers.size() != 1)
     throw Error(Code::InvalidArgument,
                 what + ": a checkpoint image has one layer, this one has " + std::to_string(layers.size()));
-  out.dir = kube_archive_in(into);
-  fs::create_directories(out.dir);
+  const fs::path dir = kube_archive_in(into);
+  fs::create_directories(dir);
   // GNU tar finds a compressed layer's compression itself, drops leading "/" and refuses ".." in
   // member names: nothing lands outside the directory.
-  run_tar({"-xf", blob_path(layout.path(), layers[0].value("digest", "")).string(), "-C", out.dir.string(), "--no-same-owner"},
+  run_tar({"-xf", blob_path(layout.path(), layers[0].value("digest", "")).string(), "-C", dir.string(), "--no-same-owner"},
           runner, "unpacking the layer of " + reference);
-  for (const char* f : {"spec.dump", "config.dump"})
-    if (!fs::is_regular_file(out.dir / f)) throw Error(Code::InvalidArgument, what + ": its layer has no " + std::string(f));
-  if (!fs::is_directory(out.checkpoint())) throw Error(Code::InvalidArgument, what + ": its layer has no checkpoint/ directory");
-  out.spec = read_json(out.dir / "spec.dump", what);
-  out.config = read_json(out.dir / "config.dump", what);
-  return out;
+  return read_kube_archive(dir, std::move(container), what);
 }
 
 }  // namespace nvproxy::checkpoint

@@ -1,4 +1,4 @@
-#include "checkpoint/image/ctr_checkpoint.h"
+#include "checkpoint/registry/ctr_checkpoint.h"
 
 #include <fcntl.h>
 #include <unistd.h>

@@ -1,0 +1,33 @@
+#include "checkpoint/image/transfer_wire.h"
+
+namespace nvproxy::checkpoint {
+
+using json = nlohmann::json;
+
+std::string transfer_answer(const json& value) {
+  return json{{"ok", value}}.dump() + "\n";
+}
+
+std::string transfer_failure(Code code, const std::string& message) {
+  return json{{"error", {{"code", static_cast<int>(code)}, {"message", message}}}}.dump() + "\n";
+}
+
+std::optional<json> read_transfer_answer(const std::string& out) {
+  // The answer is the last line: anything the program's own children wrote comes before it.
+  std::string line = out;
+  while (!line.empty() && line.back() == '\n') line.pop_back();
+  if (auto nl = line.rfind('\n'); nl != std::string::npos) line.erase(0, nl + 1);
+  const json j = json::parse(line, nullptr, false);
+  if (j.is_object() && j.contains("ok")) return j["ok"];
+  if (j.is_object() && j.contains("error") && j["error"].is_object()) {
+    const json& e = j["error"];
+    const int code = e.contains("code") && e["code"].is_number_integer() ? e["code"].get<int>() : 0;
+    const bool known = code > 0 && code <= static_cast<int>(Code::Unauthenticated);
+    const bool said = e.contains("message") && e["message"].is_string();
+    throw Error(known ? static_cast<Code>(code) : Code::Unknown,
+                said ? e["message"].get<std::string>() : std::string(kImageTransferProgram) + " failed saying nothing");
+  }
+  return std::nullopt;
+}
+
+}  // namespace nvproxy::checkpoint
