@@ -24,7 +24,8 @@ kit=$repo/.carry/kit/kit.tar.xz
 [[ -s $kit ]] || { echo "pack-pod-runsc: $kit missing: run test/gpu/pack.sh first (its kit's CRIU)" >&2; exit 1; }
 progs=(containerd-shim-nvproxy-v1 nvproxy-cuda-helper nvproxy-sandbox-agent)
 # nvproxy-image-transfer (the registry client as a program of its own, issue 57) where the build has it.
-if cmake --build "$build" --target help 2>/dev/null | grep -q 'nvproxy-image-transfer'; then progs+=(nvproxy-image-transfer); fi
+targets=$(cmake --build "$build" --target help 2>/dev/null || true)
+if grep -q 'nvproxy-image-transfer' <<<"$targets"; then progs+=(nvproxy-image-transfer); fi
 [[ ${1:-} == --no-build ]] || cmake --build "$build" --target "${progs[@]}" -j"$(nproc)" >/dev/null
 
 rm -rf "$c" && mkdir -p "$c/kit"
@@ -34,6 +35,10 @@ mkdir -p "$w/bin"
 for b in "${progs[@]}"; do
   f=$build/shim/$b
   [[ -x $f ]] || f=$(find "$build" -name "$b" -type f -perm -u+x -not -path '*/CMakeFiles/*' | head -1)
+  if [[ -z $f && $b == nvproxy-image-transfer && ${1:-} == --no-build ]]; then
+    echo "pack-pod-runsc: $b is not built in $build: left out (a shim built before it needs none)" >&2
+    continue
+  fi
   [[ -n $f ]] || { echo "pack-pod-runsc: $b is not built in $build" >&2; exit 1; }
   install -m 0755 "$f" "$w/bin/$b"
   strip "$w/bin/$b"
