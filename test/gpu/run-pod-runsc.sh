@@ -172,6 +172,8 @@ teardown() {
   [[ -n $NODE ]] && stop_node "$NODE"
   kill "$REGPID" 2>/dev/null
   unmount_under "$W"
+  # The device tool brings back files of 16 MiB at most: the last 2 MB of each debug log.
+  find "$W/runsc-logs" -type f -size +2M -exec sh -c 'tail -c 2000000 "$1" >"$1.t" && mv "$1.t" "$1"' _ {} \; 2>/dev/null
   tar -C "$W" -czf "$OUTD/runsc-logs.tgz" runsc-logs 2>/dev/null
   [[ $DRY == 1 ]] && { set +e; nv_run_deferred; }
   printf '%s\n' "${RESULTS[@]}"
