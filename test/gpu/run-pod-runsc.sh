@@ -28,8 +28,8 @@
 # container, which asks for no GPU, and runsc sets nvproxy up for the sandbox at its boot only),
 # CKPT_OF=llm|client (the container crictl checkpoint names), RUNSC_DEBUG=0|1 (runsc's debug logs),
 # SHM_COPY=0|1|both (default: 1 on the GPU, both in the dry run: without, then with where that
-# failed; both costs about a minute more on the GPU): the pod's /dev/shm files copied by this script from A's pod to B's before B's containers
-# are restored. Under runsc the shim binds CRI's sandbox shm directory at /dev/shm as it is (through
+# failed; both costs about a minute more on the GPU): the pod's /dev/shm files copied by this script
+# from A's pod to B's before B's containers are restored. Under runsc the shim binds CRI's sandbox shm directory at /dev/shm as it is (through
 # runsc's gofer): multiprocessing's semaphores (sem.mp-*) stay on node A's host and are in no image,
 # and B's restore fails in runsc ("failed to walk "sem.mp-..." in mount "llm:/dev/shm""). The copy,
 # taken after the checkpoint while A runs on, stands in for the shim until it carries them itself.

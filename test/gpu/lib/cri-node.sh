@@ -33,7 +33,7 @@ _cri_images() { (($(CRI images -q 2>/dev/null | wc -l) >= $1)); }
 _cri_gone() { ! kill -0 "$1" 2>/dev/null; }
 
 cri_node() {
-  local d=$W/$1 cfg=$2 t
+  local name=$1 d=$W/$1 cfg=$2 t
   shift 2
   mkdir -p "$d"
   SOCK=$d/containerd.sock
@@ -61,12 +61,12 @@ disabled_plugins = ["io.containerd.nri.v1.nri"]
 EOT
   PATH=$NODE_PATH:$CTD24:$PATH setsid "$CTD24/containerd" --config "$d/config.toml" </dev/null >"$d/containerd.log" 2>&1 &
   CTDPID=$!
-  nv_wait_for -t 30 _cri_up || { log "node $1: CRI does not answer: $(tail -3 "$d/containerd.log")"; return 1; }
+  nv_wait_for -t 30 _cri_up || { log "node $name: CRI does not answer: $(tail -3 "$d/containerd.log")"; return 1; }
   for t in "$@"; do
     timeout 120 "$CTD24/ctr" -a "$SOCK" -n k8s.io images import --local --snapshotter native "$t" >/dev/null || return 1
   done
-  nv_wait_for -t 30 _cri_images "$#" || { log "node $1: CRI lists $(CRI images -q | wc -l) of $# images"; return 1; }
-  log "node $1: containerd $("$CTD24/containerd" --version | awk '{print $3}') with CRI on $SOCK"
+  nv_wait_for -t 30 _cri_images "$#" || { log "node $name: CRI lists $(CRI images -q | wc -l) of $# images"; return 1; }
+  log "node $name: containerd $("$CTD24/containerd" --version | awk '{print $3}') with CRI on $SOCK"
 }
 
 cri_stop_node() {
