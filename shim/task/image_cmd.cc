@@ -4,7 +4,10 @@
 
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstdio>
+#include <cstring>
 
 #include "checkpoint/image/image_store.h"
 #include "checkpoint/shim_files.h"
@@ -30,10 +33,10 @@ constexpr const char* kUsage =
     "ctr options: --address SOCKET (/run/containerd/containerd.sock) --namespace NS (default)\n";
 
 // `image push|pull`: nvproxy-image-transfer with the configuration's registry settings and
-// store, on this command's own terminal (its progress and output are the user's); its exit status.
-int run_transfer(const std::string& verb, const std::vector<std::string>& paths, const po::variables_map& vm,
-                 const std::string& ctr_name, const std::string& kube_archive, const ShimConfig& c, const std::string& store,
-                 std::ostream& out, std::ostream& err) {
+// store, in place of this process (execv): its progress, output and exit status are the command's.
+int exec_transfer(const std::string& verb, const std::vector<std::string>& paths, const po::variables_map& vm,
+                  const std::string& ctr_name, const std::string& kube_archive, const ShimConfig& c, const std::string& store,
+                  std::ostream& out, std::ostream& err) {
   const std::string program = image_transfer_path(c.checkpoint);
   if (std::string problem = program_problem(program); !problem.empty()) {
     err << "image " << verb << ": cannot run " << program << ": it " << problem
@@ -55,18 +58,15 @@ int run_transfer(const std::string& verb, const std::vector<std::string>& paths,
   for (auto& a : registry_args(c.checkpoint, store)) argv.push_back(std::move(a));
   out.flush();
   err.flush();
-  DirectWaiter waiter;
-  ProcessRunner runner(waiter);
-  pid_t pid = 0;
-  try {
-    pid = runner.start({.argv = argv, .stdin_fd = STDIN_FILENO, .stdout_fd = STDOUT_FILENO, .stderr_fd = STDERR_FILENO});
-  } catch (const Error& e) {
-    err << "image " << verb << ": cannot start " << program << ": " << e.what() << "\n";
-    return 1;
-  }
-  RunResult r = result_from_status(runner.wait(pid));
-  if (r.term_signal != 0) err << "image " << verb << ": " << program << " " << r.describe() << "\n";
-  return r.exit_code < 0 ? 1 : r.exit_code;
+  std::fflush(nullptr);
+  // This process becomes the program (its pid, its signals, its exit status): a `kill` of the
+  // command stops the transfer itself, as it did when the shim spoke to the registry.
+  std::vector<char*> raw;
+  for (auto& a : argv) raw.push_back(a.data());
+  raw.push_back(nullptr);
+  ::execv(program.c_str(), raw.data());
+  err << "image " << verb << ": cannot run " << program << ": " << std::strerror(errno) << "\n";
+  return 1;
 }
 
 }  // namespace
@@ -117,7 +117,7 @@ int image_cmd(const std::vector<std::string>& args, std::ostream& out, std::ostr
       if (vm.count("authfile")) c.checkpoint.registry_authfile = vm["authfile"].as<std::string>();
       if (vm.count("streams")) c.checkpoint.registry_streams = vm["streams"].as<unsigned>();
       if (vm.count("compress")) c.checkpoint.registry_compression = vm["compress"].as<std::string>();
-      return run_transfer(verb, paths, vm, ctr_name, kube_archive, c, store, out, err);
+      return exec_transfer(verb, paths, vm, ctr_name, kube_archive, c, store, out, err);
     }
     if (verb == "pack") {
       std::uintmax_t bytes = checkpoint::pack_image(paths[0], store, paths[1]);

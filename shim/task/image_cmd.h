@@ -11,7 +11,7 @@
 //   image pull REFERENCE [OUT]                    pulls it into the store (its record printed
 //                                                 first); OUT gets a reference to the entry
 //   registry options: --tls-verify=true|false, --authfile F (else checkpoint.registry_* of the config)
-//   push and pull run nvproxy-image-transfer (checkpoint/registry/transfer_cmd.h) on this terminal,
+//   push and pull exec nvproxy-image-transfer (checkpoint/registry/transfer_cmd.h) in this process,
 //   with the configuration's registry settings and store as its options: the shim links no
 //   registry client.
 //
