@@ -122,9 +122,7 @@ std::variant<CheckpointOutcome, Orchestrator::Again> Orchestrator::Attempt::run(
     throw rollback({}, Code::Internal, "failed", e.what());
   }
   if (again) return undo(std::move(*again));
-  out_.toggled = c_->cuda;
-  std::sort(out_.toggled.begin(), out_.toggled.end());
-  resume();
+  if (!resumed_early_) resume();
   staging_.end();
   done();
   return out_;

@@ -12,6 +12,7 @@
 // any way out brings CUDA back first, then lets the container go, then puts the memory limits back.
 #pragma once
 
+#include <exception>
 #include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -98,6 +99,10 @@ class Orchestrator::Attempt {
   std::optional<Classified> c_;  // none: no device holders (or CUDA toggling is off)
   Decision d_;
   std::set<pid_t> held_;  // held still by the container hold
+  // CUDA resumed while the runtime still wrote the image (ReleasePlan::on_resumed), and how that
+  // resume failed, rethrown once the runtime is done.
+  bool resumed_early_ = false;
+  std::exception_ptr early_error_;
 
   // Declared in this order, destroyed in the reverse: CUDA brought back, then the container let go,
   // then the lifted limits put back and the host's reservation let go.

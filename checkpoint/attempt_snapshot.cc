@@ -18,7 +18,7 @@ std::optional<Orchestrator::Again> Orchestrator::Attempt::take_snapshot(const Re
   // Whatever the snapshot did, the processes are held again before anything of them runs: a
   // rollback or the resume lets the driver in, and nothing else.
   auto take_back = [&] {
-    if (!hold_.on()) return;
+    if (!hold_.on() || resumed_early_) return;
     try {
       hold_.take_back(o_.lister_.list());
     } catch (const std::exception& e) {
@@ -28,8 +28,24 @@ std::optional<Orchestrator::Again> Orchestrator::Attempt::take_snapshot(const Re
       o_.log_.error("checkpoint " + id_ + ": " + out_.warnings.back());
     }
   };
+  ReleasePlan plan = c_->release;
+  std::optional<Phase> writing;  // from CRIU's early resume to the image's end
+  if (req_.keep_running)
+    plan.on_resumed = [&] {
+      // The runtime's thread waits for runc meanwhile; nothing else of the attempt runs.
+      try {
+        ph.done("until the processes ran again; the image is written after");
+        take_back();
+        resumed_early_ = true;
+        resume();
+      } catch (...) {
+        early_error_ = std::current_exception();
+      }
+      writing.emplace(out_.phases, o_.log_, id_, "write_after_resume");
+    };
   try {
-    snapshot(c_->release);
+    snapshot(plan);
+    if (writing) writing->done();
     if (req_.keep_running)
       take_back();
     else
@@ -59,6 +75,7 @@ std::optional<Orchestrator::Again> Orchestrator::Attempt::take_snapshot(const Re
     ph.done("failed");
     throw rollback({}, Code::Internal, "failed", std::string("the runtime's checkpoint failed: ") + e.what());
   }
+  if (early_error_) std::rethrow_exception(early_error_);
   return std::nullopt;
 }
 

@@ -52,6 +52,8 @@ std::optional<Orchestrator::Again> Orchestrator::Attempt::checkpoint_all() {
 }
 
 void Orchestrator::Attempt::resume() {
+  out_.toggled = c_->cuda;
+  std::sort(out_.toggled.begin(), out_.toggled.end());
   toggled_.release();  // from here, a process that does not come back is reported, not rolled back
   if (!req_.keep_running) return;
   Phase ph = phase("resume");

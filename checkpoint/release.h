@@ -14,6 +14,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,10 @@ enum class ReleaseWay { CriuPlugin, InPlace };
 struct ReleasePlan {
   std::vector<ReleasedProcess> processes;
   std::vector<std::uint64_t> devices;  // st_rdev of every device they hold, sorted, unique
+  // Leave-running: called (on another thread) where the runtime runs the processes again before it
+  // has written the image (runc/crun with the project's CRIU: oci::CheckpointFlags::on_resumed),
+  // so that CUDA is resumed while the pages are still being written. Empty: not asked.
+  std::function<void()> on_resumed;
 
   [[nodiscard]] bool empty() const { return processes.empty(); }
   // "195:0,195:255,508:1": the plugin's $NVPROXY_CRIU_RELEASE.

@@ -13,6 +13,7 @@
 #include "common/log.h"
 #include "common/page_cache.h"
 #include "oci/cgroup_paths.h"
+#include "oci/criu_resumed_watch.h"
 #include "oci/replica_cgroup.h"
 #include "oci/spec.h"
 
@@ -51,6 +52,11 @@ bool Runtime::criu_has_page_io() {
 bool Runtime::criu_has_page_readers() {
   auto c = criu();
   return c && c->page_readers;
+}
+
+bool Runtime::criu_has_resumed_fifo() {
+  auto c = criu();
+  return c && c->resumed_fifo;
 }
 
 namespace {
@@ -318,6 +324,17 @@ void Runtime::checkpoint(const std::string& id, const CheckpointFlags& f) {
   if (skip_zero) extra.emplace_back("skip-zero-pages");
   if (!f.post_dump_script.empty() && kind_ != RuntimeKind::Runsc) extra.push_back("action-script " + f.post_dump_script);
   if (cfg_.page_writers > 0 && criu_has_page_io()) extra.push_back("page-writers " + std::to_string(cfg_.page_writers));
+  // The shim resumes CUDA as soon as CRIU runs the processes again, while CRIU still writes pages.
+  std::optional<CriuResumedWatch> resumed;
+  if (f.leave_running && f.on_resumed && kind_ != RuntimeKind::Runsc && !f.work_path.empty() && cfg_.page_writers > 0 &&
+      criu_has_page_io() && criu_has_resumed_fifo()) {
+    std::filesystem::create_directories(f.work_path);
+    resumed.emplace(std::filesystem::path(f.work_path) / "nvproxy-resumed.fifo", [&] {
+      log_.info("checkpoint of \"" + id + "\": CRIU runs the processes again; their pages are still being written");
+      f.on_resumed();
+    });
+    extra.push_back("resumed-fifo " + resumed->path().string());
+  }
   std::vector<std::string> env =
       criu_env(id, "checkpoint", f.work_path, f.release_devices.empty() ? "" : cfg_.criu_plugin_dir, extra);
   if (!f.release_devices.empty()) {

@@ -141,6 +141,7 @@ class Runtime {
   bool criu_skips_zero_pages();
   bool criu_has_page_io();
   bool criu_has_page_readers();
+  bool criu_has_resumed_fifo();
 
   // Runs `create`; the container's init inherits opts.stdio and stays behind (detached).
   virtual void create(const std::string& id, const CreateOptions& opts);

@@ -58,6 +58,9 @@ struct CriuInfo {
   // It takes --page-readers as well (the patch as it is now): a restored process's pages read in
   // by several threads at once.
   bool page_readers = false;
+  // It takes --resumed-fifo: a leave-running dump runs the processes again once the page writers
+  // hold their pages, before they are written, and tells a FIFO (oci/criu_resumed_watch.h).
+  bool resumed_fifo = false;
 };
 // From `criu --version` ("Version: 4.2.1\nGitID: ...").
 CriuInfo parse_criu_version(const std::string& out);

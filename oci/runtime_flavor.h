@@ -2,6 +2,7 @@
 // driver itself has one code path.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,10 @@ struct CheckpointFlags {
   // --skip-zero-pages where the CRIU has it (the project's patch; Runtime::criu_skips_zero_pages),
   // else the shim punches them out of the page files afterwards (checkpoint/image/zero_pages.h).
   bool exclude_zero_pages = false;
+  // runc/crun with leave_running, whose CRIU takes --resumed-fifo and has page writers: called
+  // once, on another thread, when CRIU runs the processes again while it still writes their pages
+  // (oci/criu_resumed_watch.h). Not called otherwise: they run again when checkpoint() returns.
+  std::function<void()> on_resumed;
 };
 
 // Translates containerd's checkpoint options into this runtime's `checkpoint` arguments.

@@ -68,6 +68,7 @@ CriuInfo RuntimeProbe::criu(const std::string& criu_path) {
         c.skip_zero_pages = criu_help_lists_skip_zero_pages(help);
         c.page_io = criu_help_lists_option(help, "--page-writers") && criu_help_lists_option(help, "--restore-huge-pages");
         c.page_readers = c.page_io && criu_help_lists_option(help, "--page-readers");
+        c.resumed_fifo = c.page_io && criu_help_lists_option(help, "--resumed-fifo");
       } catch (const Error& e) {
         log_.warn("CRIU " + binary + ": --help failed (" + e.what() + "); zero pages are punched after its dump");
       }
@@ -80,7 +81,8 @@ CriuInfo RuntimeProbe::criu(const std::string& criu_path) {
               (c.page_io ? ", writes each process's pages from a writer process (--page-writers), restores into huge "
                            "pages (--restore-huge-pages)"
                          : "") +
-              (c.page_readers ? ", reads them in with several threads (--page-readers)" : ""));
+              (c.page_readers ? ", reads them in with several threads (--page-readers)" : "") +
+              (c.resumed_fifo ? ", resumes a leave-running dump before its pages are written (--resumed-fifo)" : ""));
   else
     log_.warn("CRIU " + c.binary + ": version unknown (" + c.error + ")");
   return criu_[criu_path] = c;

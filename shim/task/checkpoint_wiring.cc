@@ -48,6 +48,7 @@ class RuntimeVerbs final : public checkpoint::SessionRuntime {
     oci::CheckpointFlags f = *flags_;
     f.image_path = image.string();
     f.release_devices = release.devices_text();
+    f.on_resumed = release.on_resumed;
     const auto shm = pod_shm();
     if (const std::string tar = find_program("tar"); shm && !tar.empty()) {
       // CRIU's own post-dump action saves it while its link_remap files are there.

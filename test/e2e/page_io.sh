@@ -13,6 +13,10 @@
 #     transparent huge pages are left to madvise) the restore asked for huge pages and got them,
 #     and the pools, none of whose pages are in the image, ask for them too; each big process's
 #     pages were read in by as many threads as there are CPUs (at most 8).
+# With page writers the three are CUDA processes of the fake driver and the checkpoint leaves them
+# running early (CRIU's --resumed-fifo): CRIU resumes them once its writers hold their pages, and the
+# shim resumes CUDA then, while the pages are still being written (the log's resume phase comes
+# before write_after_resume, and every CUDA process was restored by the driver before the image's end).
 # Then restored again from a cold page cache (caches dropped): every process's memory intact, each
 # read in by its own thread (CRIU starts readers only where the image is mostly cached).
 # The same with checkpoint.page_writers: 0 and page_readers: 0: what CRIU does alone.
@@ -51,6 +55,7 @@ one() {  # NAME WRITERS
   rm -f "$FAKE"/cuda/*
   [[ $2 == default ]] || printf '  page_writers: %s\n  page_readers: %s\n' "$2" "$2" >>"$NVPROXY_SHIM_CONFIG"
   local app="/fake/fake_cuda_app --no-cuda --device /dev/null --dir /fakecuda --hold-mib $MIB --zero-mib 128"
+  [[ $2 == 0 ]] || app="/fake/fake_cuda_app --device /dev/fakegpu0 --map --dir /fakecuda --hold-mib $MIB --zero-mib 128"
   nv_ctr run -d --runtime $NV_RT "${MOUNTS[@]}" "$NV_IMAGE" "$name" \
     sh -c "sleep 100000 & $app & $app & $app & wait"
   nv_wait_for -t 60 three_apps || nv_fail "$name: the three apps did not start checking their memory: $(ls "$FAKE/cuda")"
@@ -63,11 +68,22 @@ one() {  # NAME WRITERS
   else
     nv_assert_eq $((CPUS < 2 ? 2 : 4)) "$w" "$name: writers, one each for two big processes, two for the last on $CPUS CPUs ($(grep 'page writer' "$log" | head -8))"
     grep -q 'page writer(s) done' "$log" || nv_fail "$name: the dump did not read its writers' reports"
+    nv_assert_eq "$w" "$(grep -c 'held in memory first' "$log" || true)" "$name: writers holding their pages before the resume"
+    grep -q 'Tasks resumed before their pages are written' "$log" || nv_fail "$name: CRIU did not resume the tasks early"
+    local order
+    order=$(grep -F "checkpoint $name:" "$NV_DIR/containerd.log" | grep -oE ": (snapshot|resume|write_after_resume) [0-9.]+ ms" |
+      awk '{print $2}' | tr '\n' ' ')
+    nv_assert_eq "snapshot resume write_after_resume " "$order" "$name: CUDA resumed while CRIU wrote the pages (the phases in the shim's log)"
+    nv_fake_locked_then_checkpointed "$FAKE/cuda/calls.log" 3
   fi
   nv_assert_eq RUNNING "$(nv_task_status "$name")" "$name: the container after its checkpoint"
   intact "the checkpoint"
+  local cuda=()
+  [[ $2 == 0 ]] || mapfile -t cuda < <(nv_fake_cuda_pids)
   nv_stop_rm "$name"
   rm -f "$FAKE"/cuda/*.checked "$FAKE"/cuda/*.corrupt
+  # The image holds them checkpointed; the fake driver's state files are outside it (checkpoint_gpu_fake.sh).
+  ((${#cuda[@]} == 0)) || nv_fake_as_checkpointed "${cuda[@]}"
   nv_ctr c restore --live --rw "$name" "${name}ref" </dev/null || nv_fail "$name: the restore failed"
   nv_wait_for -t 60 three_apps || nv_fail "$name: the restored apps do not check their memory"
   intact "the restore"
@@ -93,6 +109,7 @@ one() {  # NAME WRITERS
   # Again from a cold cache: the image's page files dropped; each process read in by its own thread.
   nv_stop_rm "$name"
   rm -f "$FAKE"/cuda/*.checked "$FAKE"/cuda/*.corrupt
+  ((${#cuda[@]} == 0)) || nv_fake_as_checkpointed "${cuda[@]}"
   sync
   echo 3 >/proc/sys/vm/drop_caches
   nv_ctr c restore --live --rw "$name" "${name}ref" </dev/null || nv_fail "$name: the restore from a cold cache failed"

@@ -68,6 +68,9 @@ class OrchestratorTest : public ::testing::Test {
   }
   // Runs a checkpoint expected to fail; returns its Error.
   Error checkpoint_error(const SnapshotFn& snap, bool keep_running = true) {
+    return checkpoint_error(ReleasingSnapshotFn([&](const ReleasePlan&) { snap(); }), keep_running);
+  }
+  Error checkpoint_error(const ReleasingSnapshotFn& snap, bool keep_running = true) {
     auto o = make();
     try {
       o.checkpoint_around(req(keep_running), snap);
@@ -1772,4 +1775,46 @@ TEST_F(OrchestratorTest, ASandboxThatDiesMidCheckpointFailsTheCheckpointAndNothi
     EXPECT_TRUE(has(e.what(), "STUCK") || has(e.what(), "could NOT")) << e.what();
   }
   EXPECT_EQ(snapshots, 0);
+}
+
+// The project's CRIU runs a leave-running dump's processes again before it has written their pages
+// (--resumed-fifo): the snapshot's plan carries the call, and CUDA is resumed inside it, once.
+TEST_F(OrchestratorTest, EarlyResumeBringsCudaBackWhileTheRuntimeStillWrites) {
+  pids = {gpu.start_app(), gpu.start_app()};
+  auto o = make();
+  auto out = o.checkpoint_around(req(), ReleasingSnapshotFn([&](const ReleasePlan& plan) {
+                                   ++snapshots;
+                                   ASSERT_TRUE(plan.on_resumed);
+                                   for (pid_t p : pids) EXPECT_EQ(gpu.state(p), "checkpointed") << p;
+                                   plan.on_resumed();  // CRIU's byte: the processes run again
+                                   for (pid_t p : pids) EXPECT_EQ(gpu.state(p), "running") << p;
+                                 }));
+  EXPECT_EQ(snapshots, 1);
+  EXPECT_EQ(gpu.calls("restore").size(), 2u);
+  EXPECT_EQ(gpu.calls("unlock").size(), 2u);
+  EXPECT_EQ(out.toggled.size(), 2u);
+  std::vector<std::string> names;
+  for (const auto& ph : out.phases) names.push_back(ph.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"scan", "classify", "preflight", "lock", "checkpoint", "verify", "snapshot",
+                                             "resume", "write_after_resume"}));
+  EXPECT_EQ(diag_json()["verdict"], "done");
+}
+
+TEST_F(OrchestratorTest, RuntimeFailureAfterAnEarlyResumeLeavesCudaRunning) {
+  pids = {gpu.start_app(), gpu.start_app()};
+  Error e = checkpoint_error(ReleasingSnapshotFn([&](const ReleasePlan& plan) {
+    plan.on_resumed();
+    throw Error(Code::Unavailable, "runc checkpoint: criu failed: page writer: No space left on device");
+  }));
+  EXPECT_EQ(e.code(), Code::Unavailable);
+  EXPECT_TRUE(has(e.what(), "No space left on device")) << e.what();
+  for (pid_t p : pids) EXPECT_EQ(gpu.state(p), "running");
+  EXPECT_EQ(gpu.calls("restore").size(), 2u) << "CUDA resumed once, not rolled back again";
+  EXPECT_EQ(holders().size(), 2u);
+}
+
+TEST_F(OrchestratorTest, NoEarlyResumeWhenTheTaskExits) {
+  pids = {gpu.start_app()};
+  auto o = make();
+  o.checkpoint_around(req(false), ReleasingSnapshotFn([&](const ReleasePlan& plan) { EXPECT_FALSE(plan.on_resumed); }));
 }

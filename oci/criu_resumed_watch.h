@@ -1,0 +1,41 @@
+// Told when CRIU runs a leave-running checkpoint's processes again before it has written their
+// pages (the project's CRIU: --resumed-fifo).
+//
+// The shim stops more of a GPU container than CRIU freezes: CUDA stays checkpointed until the shim
+// resumes it. With --resumed-fifo, CRIU's page writers first hold the processes' pages in their own
+// memory, CRIU resumes the processes and writes one byte into a FIFO, and only then writes the
+// pages out (the disk, and the host's dirty-page limit, no longer stop the workload). This watch
+// owns that FIFO for one runtime call: it calls `resumed` (once, on its own thread) when the byte
+// comes, and the destructor stops it and joins, whether the byte came or not.
+#pragma once
+
+#include <filesystem>
+#include <functional>
+#include <thread>
+
+#include "common/unique_fd.h"
+
+namespace nvproxy::oci {
+
+class CriuResumedWatch {
+ public:
+  // Makes the FIFO at `fifo` (replacing what is there) and starts watching it. Throws Error on a
+  // FIFO that cannot be made or opened.
+  CriuResumedWatch(std::filesystem::path fifo, std::function<void()> resumed);
+  CriuResumedWatch(const CriuResumedWatch&) = delete;
+  CriuResumedWatch& operator=(const CriuResumedWatch&) = delete;
+  ~CriuResumedWatch();
+
+  [[nodiscard]] const std::filesystem::path& path() const { return fifo_; }
+
+ private:
+  void watch();
+
+  std::filesystem::path fifo_;
+  std::function<void()> resumed_;
+  UniqueFd read_;  // the FIFO, read end
+  UniqueFd stop_;  // eventfd: the destructor's word
+  std::thread thread_;
+};
+
+}  // namespace nvproxy::oci
