@@ -2,9 +2,11 @@
 
 #include <boost/program_options.hpp>
 
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 
 #include "checkpoint/image/image_store.h"
@@ -85,6 +87,8 @@ void describe_record(const std::optional<ImageRecord>& rec, std::ostream& out) {
 // The shim's verbs: one JSON answer on `out`, progress lines on stderr.
 int answer_shim(const std::string& verb, const std::vector<std::string>& paths, const po::variables_map& vm,
                 const std::string& store, std::ostream& out) {
+  // Run by a shim's daemon for a restore: gone with it, nobody would use what it fetches.
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   try {
     Settings s = settings_of(
         vm,
