@@ -220,7 +220,10 @@ int image_transfer_cmd(const std::vector<std::string>& args, std::ostream& out, 
     }
     return 0;
   } catch (const std::exception& e) {
-    err << "image " << verb << ": " << e.what() << "\n";
+    // The image is named where the cause below does not name it ("connecting to ...: refused").
+    const std::string& reference = verb == "push" ? paths.back() : paths.front();
+    const std::string cause = e.what();
+    err << "image " << verb << (cause.find(reference) == std::string::npos ? " " + reference : "") << ": " << cause << "\n";
     return 1;
   }
 }
