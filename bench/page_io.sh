@@ -10,6 +10,7 @@
 # Every restore is checked: each process reads its memory back against its pattern.
 # Prints RESULT lines per run, a markdown table of the medians, and one RESULT line per goal
 # (restore_warm_speedup, restore_cold_vs_read: against dd O_DIRECT, dump_speedup, dump_three_vs_one).
+#   stop  a leave-running dump of BIG MiB: how long the process stayed frozen (page-io: --resumed-fifo)
 # Usage: sudo bench/page_io.sh   BIG=4096 SMALL=1300 RUNS=3 DIR=/var/tmp CRIU=criu HOLD=build/bench/page_hold
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")/.." && pwd)
@@ -79,6 +80,39 @@ restore() {
   gone $tree
   echo "$t"
 }
+# stop MODE: seconds the tree stayed frozen in a leave-running dump (--leave-running, as the shim's
+# checkpoint that leaves a container running): main resumes it at the dump's end; page-io, with
+# --resumed-fifo, once the writers hold its pages (the FIFO's byte), before they are written.
+stop() {
+  local opt=() t0 t1 root tree
+  tree=$(pids)
+  root=$(sort -n <<<"$tree" | head -n1)
+  rm -f "$W/resumed" "$W/resumed.at"
+  if [[ $1 == page-io ]]; then
+    mkfifo "$W/resumed"
+    opt=(--page-writers 8 --resumed-fifo "$W/resumed")
+    (read -r -n1 _ <"$W/resumed" && now >"$W/resumed.at") &
+  fi
+  t0=$(now)
+  "$CRIU" dump -t "$root" -D "$W/img" --shell-job -o dump.log --skip-zero-pages --leave-running "${opt[@]}" >/dev/null 2>&1 ||
+    { tail -5 "$W/img/dump.log" >&2; exit 1; }
+  t1=$(now)
+  if [[ $1 == page-io ]]; then
+    for _ in $(seq 100); do [[ -s $W/resumed.at ]] && break; sleep 0.02; done
+    if [[ ! -s $W/resumed.at ]]; then
+      echo x 1<>"$W/resumed"  # read-write: never blocks; lets the reader go
+      wait
+      echo "CRIU did not tell the FIFO that the tree ran again: $(tail -3 "$W/img/dump.log")" >&2
+      exit 1
+    fi
+  fi
+  wait
+  [[ -s $W/resumed.at ]] && t1=$(cat "$W/resumed.at")
+  dt "$t0" "$t1"
+  pkill -KILL -f "^$HOLD "
+  # shellcheck disable=SC2086
+  gone $tree
+}
 drop() { sync; echo 3 >/proc/sys/vm/drop_caches; }
 warm() { cat "$W"/img/pages-*.img >/dev/null; }
 
@@ -100,18 +134,20 @@ for run in $(seq "$RUNS"); do
     r3=$(restore "$mode" 3)
     start "$SMALL" 0
     d1=$(dump "$mode")
-    rows+=("$mode $d $rw $rc $cat_s $dd_s $d3 $d1 $hw")
-    echo "RESULT run=$run mode=$mode big_mib=$BIG dump_s=$d restore_warm_s=$rw restore_cold_s=$rc cat_warm_s=$cat_s dd_direct_s=$dd_s three_small_dump_s=$d3 one_small_dump_s=$d1 three_small_restore_s=$r3 huge_mib_after_warm_restore=$hw"
+    start "$BIG" 0
+    st=$(stop "$mode")
+    rows+=("$mode $d $rw $rc $cat_s $dd_s $d3 $d1 $hw $st")
+    echo "RESULT run=$run mode=$mode big_mib=$BIG dump_s=$d restore_warm_s=$rw restore_cold_s=$rc cat_warm_s=$cat_s dd_direct_s=$dd_s three_small_dump_s=$d3 one_small_dump_s=$d1 three_small_restore_s=$r3 huge_mib_after_warm_restore=$hw leave_running_stop_s=$st"
   done
 done
 
 median() { sort -n | awk '{v[NR]=$1} END{print v[int((NR+1)/2)]}'; }
 col() { printf '%s\n' "${rows[@]}" | awk -v m="$1" -v c="$2" '$1==m {print $c}' | median; }
 echo
-echo "| CRIU | dump ${BIG} MiB s | restore warm s | restore cold s | cat warm s | dd O_DIRECT s | dump 3 x ${SMALL} MiB s | dump 1 x ${SMALL} MiB s | 3 x / 1 x |"
-echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+echo "| CRIU | dump ${BIG} MiB s | restore warm s | restore cold s | cat warm s | dd O_DIRECT s | dump 3 x ${SMALL} MiB s | dump 1 x ${SMALL} MiB s | 3 x / 1 x | leave-running stop ${BIG} MiB s |"
+echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
 for m in main page-io; do
-  echo "| $m | $(col $m 2) | $(col $m 3) | $(col $m 4) | $(col $m 5) | $(col $m 6) | $(col $m 7) | $(col $m 8) | $(awk -v a="$(col $m 7)" -v b="$(col $m 8)" 'BEGIN{printf "%.2f", a/b}') |"
+  echo "| $m | $(col $m 2) | $(col $m 3) | $(col $m 4) | $(col $m 5) | $(col $m 6) | $(col $m 7) | $(col $m 8) | $(awk -v a="$(col $m 7)" -v b="$(col $m 8)" 'BEGIN{printf "%.2f", a/b}') | $(col $m 10) |"
 done
 echo "(medians of $RUNS runs; restores checked page by page)"
 # One line per goal of issue 56, from the medians: the change against main, and against a plain read.
@@ -120,3 +156,4 @@ echo "RESULT restore_warm_speedup=$(ratio "$(col main 3)" "$(col page-io 3)")"
 echo "RESULT restore_cold_vs_read=$(ratio "$(col page-io 4)" "$(col page-io 6)")"
 echo "RESULT dump_speedup=$(ratio "$(col main 2)" "$(col page-io 2)")"
 echo "RESULT dump_three_vs_one=$(ratio "$(col page-io 7)" "$(col page-io 8)")"
+echo "RESULT leave_running_stop_vs_main=$(ratio "$(col page-io 10)" "$(col main 10)")"
