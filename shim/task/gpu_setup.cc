@@ -38,7 +38,13 @@ GpuSetup prepare_gpu(const std::string& id, const std::filesystem::path& bundle,
   auto res = gpu::apply_device_layer(spec.json(), cfg, log);
   for (const auto& w : res.warnings) log.warn("container \"" + id + "\": " + w);
   GpuSetup out;
-  if (!res.gpu_requested) return out;
+  if (!res.gpu_requested) {
+    // gpu.nvproxy: on is every container's, a pod's sandbox container (CRI's pause, which asks for
+    // no GPU) first: runsc sets nvproxy up only when it boots the sandbox, from the root
+    // container's flags, so a GPU container of a pod whose sandbox booted without it has no GPU.
+    if (runsc && config.gpu.nvproxy == "on") out.runtime_global = gpu::runsc_flags(spec.json(), config.gpu);
+    return out;
+  }
   if (runsc) add_sandbox_tools(id, bundle, spec, log);
   spec.save(bundle);
   std::string devs;

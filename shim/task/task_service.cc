@@ -3,8 +3,6 @@
 #include <signal.h>
 #include <unistd.h>
 
-#include <algorithm>
-
 #include "checkpoint/image/kube_archive.h"
 #include "common/error.h"
 #include "common/validate.h"
@@ -16,6 +14,7 @@
 #include "shim/kit/version.h"
 #include "shim/task/gpu_setup.h"
 #include "shim/task/restore_annotation.h"
+#include "shim/task/runsc_pod_shm.h"
 #include "shim/task/runsc_root.h"
 #include "shim/task/runtime_locator.h"
 #include "shim/task/task_options.h"
@@ -100,6 +99,15 @@ void drop_mounts_runsc_cannot_restore(const std::string& id, const std::filesyst
   spec.save(bundle);
 }
 
+// A CRI pod's /dev/shm as a tmpfs inside its gVisor sandbox (runsc_pod_shm.h), so that the pod's
+// checkpoint holds it.
+void keep_pod_shm_in_sandbox(const std::string& id, const std::filesystem::path& bundle, oci::Spec& spec, Logger& log) {
+  auto done = share_pod_shm_in_sandbox(spec.json());
+  if (!done) return;
+  spec.save(bundle);
+  log.info("container \"" + id + "\": runsc: " + *done);
+}
+
 // A restore asked for by annotation (restore_annotation.h) becomes the create's checkpoint: the
 // image is fetched into the bundle when the container is created (InitProcess::create).
 void take_restore_annotation(const oci::Spec& spec, bool runsc, ContainerSetup& s, Logger& log) {
@@ -116,88 +124,7 @@ void take_restore_annotation(const oci::Spec& spec, bool runsc, ContainerSetup& 
   log.info("create of container \"" + s.id + "\" (" + a->name + "): restored from " + a->reference + ", as its annotation asks");
 }
 
-// The pod's container names as a log line lists them.
-std::string joined_names(const PodRestoreAsk& ask) {
-  std::string names;
-  for (const auto& n : ask.names) names += (names.empty() ? "" : ", ") + n;
-  return names;
-}
-
 }  // namespace
-
-void TaskService::take_pod_restore(const oci::Spec& spec, ContainerSetup& s) {
-  const std::string sandbox = runsc_sandbox_of(spec, s.id);
-  const std::filesystem::path archive = checkpoint::kube_archive_in(s.bundle / kRestoreDir) / "checkpoint";
-  if (is_cri_sandbox(spec)) {
-    auto ask = pod_restore_annotation(spec, s.id, s.config.checkpoint);
-    if (!ask) return;
-    s.pod_restore = PodRestoreSetup{.sandbox = sandbox, .name = {}, .names = ask->names};
-    s.restore_reference = ask->reference;
-    s.checkpoint = archive.string();
-    deps_.log.info("create of pod sandbox \"" + s.id + "\": the pod (" + joined_names(*ask) + ") is restored whole from " +
-                   ask->reference + ", as its annotations ask");
-    std::lock_guard lk(mu_);
-    pod_restores_[sandbox] = *ask;
-    return;
-  }
-  std::optional<PodRestoreAsk> ask;
-  {
-    std::lock_guard lk(mu_);
-    if (auto it = pod_restores_.find(sandbox); it != pod_restores_.end()) ask = it->second;
-  }
-  if (!ask) return;
-  const std::string name = container_name_of(spec, s.id);
-  if (std::find(ask->names.begin(), ask->names.end(), name) == ask->names.end()) {
-    const std::string names = joined_names(*ask);
-    const std::string why = "create of container \"" + s.id + "\" (" + name + ") in pod sandbox \"" + sandbox +
-                            "\", which is restored whole from " + ask->reference +
-                            ": the pod's annotations name its containers " + names +
-                            ", and a container the image does not hold cannot start fresh inside a restored sandbox";
-    abandon_pod_restore(sandbox, why);
-    throw Error(Code::FailedPrecondition, why);
-  }
-  s.pod_restore = PodRestoreSetup{.sandbox = sandbox, .name = name, .names = ask->names};
-  s.restore_reference = ask->reference;
-  s.checkpoint = archive.string();
-  deps_.log.info("create of container \"" + s.id + "\" (" + name + "): restored with its pod from " + ask->reference);
-}
-
-void TaskService::refuse_pod_images_under_runc(const oci::Spec& spec, const ContainerSetup& s) {
-  const auto& j = spec.json();
-  auto it = j.find("annotations");
-  if (it == j.end() || !it->is_object()) return;
-  std::vector<std::string> seen;
-  for (const auto& [key, value] : it->items()) {
-    if (!key.starts_with(kRestoreAnnotationPrefix) || !value.is_string()) continue;
-    const std::string ref = value.get<std::string>();
-    if (std::find(seen.begin(), seen.end(), ref) != seen.end()) continue;
-    seen.push_back(ref);
-    const std::string who = "create of pod sandbox \"" + s.id + "\": its annotation " + key + ": ";
-    try {
-      check_restore_reference(who, ref, s.config.checkpoint);
-    } catch (const Error&) {
-      continue;  // the container's create refuses it, with the reason
-    }
-    deps_.checkpoints.refuse_pod_image_under_runc(who, ref, s.bundle / kRestoreDir, s.config);
-  }
-}
-
-void TaskService::abandon_pod_restore(const std::string& sandbox, const std::string& why) {
-  std::shared_ptr<Container> root;
-  {
-    std::lock_guard lk(mu_);
-    pod_restores_.erase(sandbox);
-    if (auto it = containers_.find(sandbox); it != containers_.end()) root = it->second;
-  }
-  deps_.checkpoints.pod_restore_over(sandbox);
-  deps_.log.warn(why + "; the pod's sandbox is ended (nothing of it stays half-restored)");
-  if (!root) return;
-  try {
-    root->kill("", SIGKILL, true);
-  } catch (const std::exception& e) {
-    deps_.log.warn("pod sandbox \"" + sandbox + "\": cannot end it: " + e.what());
-  }
-}
 
 task::CreateTaskResponse TaskService::create(const task::CreateTaskRequest& r) {
   validate_id("container id", r.id());
@@ -232,10 +159,14 @@ task::CreateTaskResponse TaskService::create(const task::CreateTaskRequest& r) {
   if (!s.checkpoint.empty() && runsc && !s.pod_restore) refuse_runsc_container_restore(spec, s.id);
   s.own_pid_ns = spec.own_pid_namespace();
   s.shares_sandbox_pid = runsc && spec.annotation("io.kubernetes.cri.container-type").value_or("") == "container";
-  if (runsc) drop_mounts_runsc_cannot_restore(s.id, bundle, spec, deps_.log);
+  if (runsc) {
+    drop_mounts_runsc_cannot_restore(s.id, bundle, spec, deps_.log);
+    keep_pod_shm_in_sandbox(s.id, bundle, spec, deps_.log);
+  }
   GpuSetup g = prepare_gpu(s.id, bundle, s.config, spec, deps_.self_binary, deps_.log);
   s.gpu = g.gpu;
   s.runtime_global = std::move(g.runtime_global);
+  if (runsc && s.gpu) warn_pod_sandbox_without_nvproxy(spec, s);
 
   auto runtime = deps_.make_runtime(s.config.runtime, bundle / "log.json");
   write_runtime_record(bundle, s.config.runtime);
@@ -266,8 +197,14 @@ task::CreateTaskResponse TaskService::create(const task::CreateTaskRequest& r) {
 }
 
 task::StartResponse TaskService::start(const task::StartRequest& r) {
+  auto c = find(r.id());
   task::StartResponse resp;
-  resp.set_pid(static_cast<uint32_t>(find(r.id())->start(r.exec_id())));
+  try {
+    resp.set_pid(static_cast<uint32_t>(c->start(r.exec_id())));
+  } catch (const std::exception& e) {
+    if (r.exec_id().empty()) end_failed_pod_restore(*c, e.what());
+    throw;
+  }
   return resp;
 }
 

@@ -14,6 +14,7 @@
 #include "common/log.h"
 #include "common/process.h"
 #include "oci/runtime.h"
+#include "oci/spec.h"
 #include "proto/shim_task.pb.h"
 #include "shim/kit/event_sink.h"
 #include "shim/task/config.h"
@@ -77,7 +78,16 @@ class TaskService {
   void refuse_pod_images_under_runc(const oci::Spec& spec, const ContainerSetup& s);
   // The pod's restore cannot finish: its sandbox (runsc's root container, waiting for the rest)
   // is killed so that nothing half-restored stays, and the pod forgotten.
+  // Waits (boundedly) until every container of the pod this shim serves is reported ended.
   void abandon_pod_restore(const std::string& sandbox, const std::string& why);
+  // The pod's sandbox killed: through runsc, and its process where runsc cannot signal it.
+  void end_pod_sandbox(Container& root);
+  // A container of a pod restored whole whose Start (its restore) failed: the pod's restore is
+  // abandoned, so that CRI can stop and remove the pod.
+  void end_failed_pod_restore(Container& c, const std::string& why);
+  // A GPU container of a runsc pod whose sandbox booted without nvproxy (gpu.nvproxy: auto) cannot
+  // reach its GPU: said in the log, with what to do.
+  void warn_pod_sandbox_without_nvproxy(const oci::Spec& spec, const ContainerSetup& s);
 
   ServiceDeps deps_;
   ExitBook exits_;

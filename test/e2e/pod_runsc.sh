@@ -5,7 +5,9 @@
 # driver inside the sandbox.
 #   node A   a runsc pod of three containers: "cuda" (a fake-CUDA parent and child), "cuda2" (one
 #            more fake-CUDA process, its driver state apart) and "counter" (a CPU sidecar counting in
-#            memory), each having written a file into its writable layer. `crictl checkpoint` of the
+#            memory), each having written a file into its writable layer; the counter also wrote a
+#            file into the pod's /dev/shm and keeps it open (as multiprocessing keeps its sem.mp-*
+#            files), which the CUDA container sees. `crictl checkpoint` of the
 #            SIDECAR: runsc saves the whole sandbox, and the shim toggles CUDA in both GPU
 #            containers (within each, every lock before any checkpoint; cuda2's around runsc's
 #            checkpoint, cuda's around cuda2's); all keep running.
@@ -15,10 +17,14 @@
 #            pod's create (RunPodSandbox), each with its reason and nothing of the pod left: a
 #            container of the image the pod does not name, a container the image does not hold,
 #            restore by annotation off, the pod under runc (another runtime); refused at the container's create, the pod's sandbox ended: the CUDA container
-#            asking for no GPU. Then the pod restored: RunPodSandbox, CreateContainer and
-#            StartContainer as for any pod; the three processes' CUDA back, every counter past its
-#            checkpointed value, the files of node A there. Then the same image into a second pod
-#            (fan-out), one store entry.
+#            asking for no GPU. A pod whose restore fails in runsc after its sandbox and two of its
+#            containers were restored (the last one's command changed: runsc's spec validation),
+#            removed through CRI (crictl rmp) with nothing of it left running. Then the pod
+#            restored: RunPodSandbox, CreateContainer and StartContainer as for any pod; the three
+#            processes' CUDA back, every counter past its checkpointed value, the files of node A
+#            there, the pod's /dev/shm file too (in runsc's image: the shim makes a runsc pod's
+#            /dev/shm a tmpfs inside the sandbox) and still open in the counter. Then the same
+#            image into a second pod (fan-out), one store entry.
 # Usage: pod_runsc.sh 2.4|2.3   (NV_RUNSC_DEBUG=1: runsc's debug logs on node B, their errors shown
 # when a restore fails)
 set -euo pipefail
@@ -60,7 +66,7 @@ start() {
 
 # The containers as both nodes create them: the same image, commands, mounts and environment.
 export CUDA_CMD='echo cuda-on-a >/written; exec /fake/fake_cuda_app --dir /fakecuda --device /dev/fakegpu0 --map --children 1'
-export COUNT_CMD='echo counter-on-a >/written; i=0; while :; do i=$((i+1)); echo $i >/tmp/c.new; mv /tmp/c.new /tmp/counter; sleep 0.1; done'
+export COUNT_CMD='echo counter-on-a >/written; echo shm-on-a >/dev/shm/pod-note; exec 3</dev/shm/pod-note; i=0; while :; do i=$((i+1)); echo $i >/tmp/c.new; mv /tmp/c.new /tmp/counter; sleep 0.1; done'
 export CUDA2_CMD='echo cuda2-on-a >/written; exec /fake/fake_cuda_app --dir /fakecuda --device /dev/fakegpu0 --map'
 gpu_ctr() {  # NAME CMD_VAR POD_NAME POD_ID [CUDA_STATE_DIR] [JQ]
   local state=${5:-$FAKE/$1}
@@ -83,6 +89,8 @@ cuda2_pid() { find "$FAKE/cuda2" -maxdepth 1 -name '*.cuda' -printf '%f\n' | sed
 counter_in() { cat "$1/$2.counter" 2>/dev/null || echo 0; }
 counted_past_in() { (($(counter_in "$1" "$2") > $3)); }
 pod_removed() { nv_crictl rmp -f "$1" >/dev/null 2>&1; }
+# No process (runsc's sandbox and gofers, the shim) names the pod's sandbox id $1 any more.
+pod_processes_gone() { ! pgrep -f -- "$1" >/dev/null; }
 # Whether the pod's sandbox (runsc's root container $1 in the pod's runsc root) is gone.
 sandbox_gone() {
   local st
@@ -143,6 +151,25 @@ node_b() {
   # the sandbox container "deleted: cannot signal it".
   nv_wait_for -t 30 pod_removed "$pod" || nv_fail "gpus: the pod could not be removed: $(nv_crictl rmp -f "$pod" 2>&1)"
 
+  nv_log "node B: a pod whose restore fails after its sandbox and two containers were restored, removed through CRI"
+  cp -a "$FAKE/cuda" "$FAKE/cuda-bad"  # the driver state the image holds, apart from the pods below
+  cp -a "$FAKE/cuda2" "$FAKE/cuda2-bad"
+  local bk bk2 bc
+  pod=$(nv_cri_pod bad "$(ann cuda cuda2 counter)")
+  bk=$(cuda_ctr bad "$pod" "$FAKE/cuda-bad")
+  bk2=$(cuda2_ctr bad "$pod" "$FAKE/cuda2-bad")
+  bc=$(nv_cri_ctr bad "$pod" counter '.command = ["sh", "-c", ($ENV.COUNT_CMD + " ")]')
+  start "$bk" "$bk2"
+  if err=$(nv_crictl start "$bc" 2>&1); then nv_fail "bad: a container whose command changed was restored"; fi
+  nv_assert_contains "$err" 'failed to validate restore spec' "bad: runsc's reason"
+  nv_log "failed (bad): $(cut -c1-400 <<<"${err##*desc = }")"
+  # The restored containers hold no process of their own; the shim ends the pod's sandbox, and
+  # CRI stops and removes the pod.
+  nv_wait_for -t 30 pod_removed "$pod" || nv_fail "bad: the pod could not be removed: $(nv_crictl rmp -f "$pod" 2>&1)"
+  sandbox_gone "$pod" || nv_fail "bad: the pod's sandbox still runs after its removal"
+  nv_wait_for -t 20 pod_processes_gone "$pod" || nv_fail "bad: processes of the pod are left: $(pgrep -af -- "$pod")"
+  [[ -z $(nv_crictl ps -a -q --pod "$pod") ]] || nv_fail "bad: containers of the pod are left"
+
   nv_log "node B: the pod restored whole (RunPodSandbox, CreateContainer, StartContainer)"
   cp -a "$FAKE/cuda" "$FAKE/cuda-fan"  # the fan-out's own driver state, as the image holds it
   cp -a "$FAKE/cuda2" "$FAKE/cuda2-fan"
@@ -173,6 +200,8 @@ node_b() {
   nv_assert_eq cuda-on-a "$(nv_crictl exec "$k" cat /written)" "the CUDA container's file from node A"
   nv_assert_eq cuda2-on-a "$(nv_crictl exec "$k2" cat /written)" "cuda2's file from node A"
   nv_assert_eq counter-on-a "$(nv_crictl exec "$c" cat /written)" "the counter's file from node A"
+  nv_assert_eq shm-on-a "$(nv_crictl exec "$k" cat /dev/shm/pod-note)" "the pod's /dev/shm file from node A, seen from cuda"
+  nv_assert_eq shm-on-a "$(nv_crictl exec "$c" cat /proc/1/fd/3)" "the /dev/shm file the counter holds open"
   nv_log "restored: CUDA back in ${cp[*]} (cuda) and $c2 (cuda2), the counter at $(counter_of "$c") (checkpointed at $at)"
 
   nv_log "node B: the same image restored into a second pod (fan-out)"
@@ -190,6 +219,7 @@ node_b() {
     nv_wait_for -t 10 counted_past_in "$FAKE/cuda-fan" "$p" "$a" || nv_fail "the fan-out's process $p does not work"
   done
   nv_assert_eq counter-on-a "$(nv_crictl exec "$fc" cat /written)" "the fan-out counter's file from node A"
+  nv_assert_eq shm-on-a "$(nv_crictl exec "$fk" cat /dev/shm/pod-note)" "the fan-out pod's /dev/shm file"
   nv_assert_eq CONTAINER_RUNNING "$(nv_cri_state "$k")" "the first pod's CUDA container beside the fan-out"
   nv_assert_eq 1 "$(find "$STORE/registry" -name .complete | wc -l)" "pulled images in B's store (one for both pods)"
   nv_crictl rmp -f "$pod" "$pod2" >/dev/null
@@ -217,6 +247,7 @@ mapfile -t cp < <(nv_fake_cuda_pids)
 nv_assert_eq 2 "${#cp[@]}" "CUDA processes in the sandbox"
 nv_wait_for -t 30 nv_fake_counted_past "${cp[0]}" 300 || nv_fail "process ${cp[0]} does not count"
 nv_wait_for -t 20 counter_past "$C" 20 || nv_fail "the counter does not count: $(counter_of "$C")"
+nv_assert_eq shm-on-a "$(nv_crictl exec "$K" cat /dev/shm/pod-note)" "the counter's /dev/shm file, seen from cuda (one /dev/shm per pod)"
 
 nv_log "node A: crictl checkpoint of the sidecar saves the pod whole, CUDA toggled in its GPU containers"
 nv_crictl checkpoint --export="$NV_CRI_DIR/pod.tar" "$C" >/dev/null
