@@ -27,12 +27,13 @@
 # Knobs: NVPROXY=on|auto (the shim's gpu.nvproxy; default on: a pod's sandbox is booted by its pause
 # container, which asks for no GPU, and runsc sets nvproxy up for the sandbox at its boot only),
 # CKPT_OF=llm|client (the container crictl checkpoint names), RUNSC_DEBUG=0|1 (runsc's debug logs),
-# SHM_COPY=0|1|both (default: 1 on the GPU, both in the dry run: without, then with where that
-# failed; both costs about a minute more on the GPU): the pod's /dev/shm files copied by this script
-# from A's pod to B's before B's containers are restored. Under runsc the shim binds CRI's sandbox shm directory at /dev/shm as it is (through
-# runsc's gofer): multiprocessing's semaphores (sem.mp-*) stay on node A's host and are in no image,
-# and B's restore fails in runsc ("failed to walk "sem.mp-..." in mount "llm:/dev/shm""). The copy,
-# taken after the checkpoint while A runs on, stands in for the shim until it carries them itself.
+# SHM_COPY=0|1|both (default 0; both: without, then with where that failed): the pod's /dev/shm
+# files copied by this script from A's pod to B's before B's containers are restored. The shim
+# makes a runsc pod's /dev/shm a tmpfs inside the sandbox (docs/install.md), which runsc's image
+# holds; before that it was a bind of CRI's shm directory through runsc's gofer, whose files
+# (multiprocessing's sem.mp-*) stayed on node A, and B's restore failed in runsc ("failed to walk
+# "sem.mp-..." in mount "llm:/dev/shm""). The copy (taken after the checkpoint while A runs on) is
+# kept to compare with a shim of before; A's directory is then empty.
 set -uo pipefail
 REPO=$(pwd)
 DRY=${DRY:-0}
@@ -84,7 +85,7 @@ if [[ $DRY == 1 ]]; then
   LLM_CMD="/fake/fake_cuda_app --dir /fakecuda --device /dev/fakegpu0 --map --children 2 & exec $PY /probe/shapes_workload.py sglang >/tmp/llm.log 2>&1"
   EXTRA_CKPT=("lock_timeout_ms: 5000" 'device_globs: ["/dev/nvidia*", "/dev/fakegpu*"]')
   trap 'set +e; nv_run_deferred' EXIT
-  SHM_COPY=${SHM_COPY:-both}
+  SHM_COPY=${SHM_COPY:-0}
 else
   kit_install # the kit's CRIU as /opt/kit/bin/criu; the shim on PATH
   NODE_PATH=$PACK/bin:/opt/kit/bin
@@ -94,7 +95,7 @@ else
   GPU_MOUNTS=""
   LLM_CMD="exec $PY /probe/shapes_workload.py sglang >/tmp/llm.log 2>&1"
   EXTRA_CKPT=("lock_timeout_ms: 10000")
-  SHM_COPY=${SHM_COPY:-1}
+  SHM_COPY=${SHM_COPY:-0}
   uname -r
   nvidia-smi -L
   nvidia-smi --query-gpu=driver_version --format=csv,noheader
@@ -294,7 +295,7 @@ restore_b() {
     [[ -s $W/runsc-logs/b/panic.log ]] && tail -30 "$W/runsc-logs/b/panic.log" | cut -c1-300
     err=$(grep -v '^time=' "$W/b-err" | tail -2)
     [[ $err == *'failed to walk'*'/dev/shm'* ]] &&
-      err="the pod's /dev/shm files are in no image (the shim binds CRI's sandbox shm under runsc as it is; SHM_COPY=1 copies them): $err"
+      err="the pod's /dev/shm files are in no image (a shim that binds CRI's sandbox shm under runsc as it is; SHM_COPY=1 copies them): $err"
     result FAIL "$what" "rc=$rc after $(dt "$s" "$e") s: $err"
     # Not waited for: after a failed restore CRI cannot stop such a pod (the report says why); the
     # teardown ends what is left.
