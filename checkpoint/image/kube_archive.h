@@ -24,6 +24,10 @@ inline std::filesystem::path kube_archive_in(const std::filesystem::path& into) 
   return into / "archive";
 }
 
+// `file` read as a JSON object; Error(InvalidArgument) starting with `what` naming the file when it
+// is not one.
+nlohmann::json read_json_object(const std::filesystem::path& file, const std::string& what);
+
 // The archive unpacked in `dir`, of the container `container`. Error(InvalidArgument) starting
 // with `what` when it has no spec.dump, config.dump or checkpoint/, or they are not JSON objects.
 KubeCheckpoint read_kube_archive(const std::filesystem::path& dir, std::string container, const std::string& what);

@@ -13,26 +13,15 @@ namespace nvproxy::checkpoint {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-namespace {
-
-json read_json(const fs::path& file, const std::string& what) {
-  json j = json::parse(read_file(file), nullptr, false);
-  if (j.is_discarded() || !j.is_object())
-    throw Error(Code::InvalidArgument, what + ": " + file.filename().string() + " is not a JSON object");
-  return j;
-}
-
-}  // namespace
-
 KubeCheckpoint fetch_kube_checkpoint(const std::string& reference, const fs::path& into, ImageRegistry& registry,
                                      ProcessRunner& runner) {
   const std::string what = "checkpoint image " + reference;
   ScratchDir layout(into / "layout");
   pull_layout(reference, layout.path(), kLayoutTag, registry);
-  const json index = read_json(layout.path() / "index.json", what);
+  const json index = read_json_object(layout.path() / "index.json", what);
   if (!index.contains("manifests") || !index["manifests"].is_array() || index["manifests"].size() != 1)
     throw Error(Code::InvalidArgument, what + ": the pulled layout does not hold one manifest");
-  const json manifest = read_json(blob_path(layout.path(), index["manifests"][0].value("digest", "")), what);
+  const json manifest = read_json_object(blob_path(layout.path(), index["manifests"][0].value("digest", "")), what);
   const json annotations = manifest.value("annotations", json::object());
   std::string container;
   if (annotations.is_object()) container = annotations.value(kCheckpointNameAnnotation, "");
