@@ -48,7 +48,11 @@ void fill_entry(io::containerd::cgroups::v1::MemoryEntry* e, const nlohmann::jso
 }  // namespace
 
 std::map<std::string, uint64_t> read_cgroup_kv(const fs::path& file) {
-  return cgroup_files::read_kv(file);
+  try {
+    return cgroup_files::read_kv(file);
+  } catch (const cgroup_files::Missing&) {
+    return {};  // the statistics' marker, not an error: callers outside them know none
+  }
 }
 
 wkt::Any metrics_from_cgroup(const CgroupPaths& paths, bool cgroup_v2, const CgroupHost& host) {
