@@ -190,6 +190,13 @@ void InitProcess::remove() {
 }
 
 void InitProcess::exited_locked(ExitInfo e) {
+  // A container of a runsc pod holds no process of its own whose end closes its output pipes:
+  // the pod's sandbox holds their write ends, and after a restore it keeps those that no restored
+  // process took (a command that sent its output elsewhere, `exec ... >log 2>&1`) until the pod's
+  // end. containerd's client waits for the output to end before it deletes the task, so CRI
+  // could never stop the pod: the output ends at most kIoDrainTimeout after the exit, what the
+  // pipes hold then copied.
+  if (ctx_.setup.shares_sandbox_pid) end_output(kIoDrainTimeout);
   if (state_ == &InitState::deleted()) {
     set_exit(e);
     return;

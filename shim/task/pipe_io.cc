@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <functional>
 
 #include "common/error.h"
@@ -78,6 +79,10 @@ PipeIO::PipeIO(const StdioPaths& paths) : paths_(paths) {
   }
   if (!paths_.out.empty()) open_output(paths_.out, s_->out, out_w_);
   if (!paths_.err.empty()) open_output(paths_.err, s_->err, err_w_);
+  if (s_->out.from || s_->err.from) {
+    s_->out_wake.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+    if (!s_->out_wake) throw sys_error("eventfd for the output of " + (paths_.out.empty() ? paths_.err : paths_.out));
+  }
 }
 
 PipeIO::~PipeIO() {
@@ -110,14 +115,31 @@ void PipeIO::start_copying() {
 
 void PipeIO::copy_out(const std::shared_ptr<Shared>& s, OutCopy& c) {
   char buf[32768];
+  bool ending = false;  // end_output was called: wait for EOF until s->end_at only
   while (true) {
+    int timeout = -1;
+    if (ending) {
+      std::chrono::steady_clock::time_point end_at;
+      {
+        std::lock_guard lk(s->mu);
+        end_at = s->end_at;
+      }
+      const auto left = std::chrono::ceil<std::chrono::milliseconds>(end_at - std::chrono::steady_clock::now());
+      if (left.count() <= 0) {
+        copy_rest(c);
+        break;
+      }
+      timeout = static_cast<int>(left.count());
+    }
     // Readable first, then `moving`, then the read: what leaves the pipe is counted as moving
     // until it is in the FIFO, so wait_flushed never misses bytes in between.
-    pollfd p{c.from.get(), POLLIN, 0};
-    if (::poll(&p, 1, -1) < 0) {
+    pollfd p[2] = {{c.from.get(), POLLIN, 0}, {ending ? -1 : s->out_wake.get(), POLLIN, 0}};
+    if (::poll(p, 2, timeout) < 0) {
       if (errno == EINTR) continue;
       break;
     }
+    if (p[1].revents != 0) ending = true;  // the eventfd stays readable: polled no more
+    if (p[0].revents == 0) continue;
     c.moving = true;
     ssize_t n = ::read(c.from.get(), buf, sizeof buf);
     if (n < 0 && errno == EINTR) {
@@ -137,6 +159,34 @@ void PipeIO::copy_out(const std::shared_ptr<Shared>& s, OutCopy& c) {
     --s->copies_left;
   }
   s->cv.notify_all();
+}
+
+void PipeIO::copy_rest(OutCopy& c) {
+  // Only what the pipe holds now: a writer that goes on writing cannot keep the copy going.
+  char buf[32768];
+  for (int left = unread(c.from.get()); left > 0;) {
+    c.moving = true;
+    const ssize_t n = ::read(c.from.get(), buf, std::min(sizeof buf, static_cast<size_t>(left)));
+    if (n < 0 && errno == EINTR) {
+      c.moving = false;
+      continue;
+    }
+    const bool ok = n > 0 && write_all(c.to.get(), std::string_view(buf, static_cast<size_t>(n)));
+    c.moving = false;
+    if (!ok) return;
+    left -= static_cast<int>(n);
+  }
+}
+
+void PipeIO::end_output(std::chrono::milliseconds grace) {
+  {
+    std::lock_guard lk(s_->mu);
+    if (s_->ending || !s_->out_wake) return;
+    s_->ending = true;
+    s_->end_at = std::chrono::steady_clock::now() + grace;
+  }
+  uint64_t one = 1;
+  (void)::write(s_->out_wake.get(), &one, sizeof one);
 }
 
 bool PipeIO::flushed_locked(const OutCopy& c) {

@@ -1,6 +1,7 @@
 // FIFO (and file://) stdio: pipes between the runtime's process and the FIFOs containerd hands
 // over (or a file, appended to), copied by small threads. The FIFO side is closed when the pipe reaches
 // EOF so that clients (ctr) see the end of output; Delete waits (bounded) for the copies to finish.
+// Where a writer outlives the process (a runsc pod's sandbox), end_output ends them after a grace.
 // The stdin FIFO is opened non-blocking up front (the client may remove its FIFOs early, and an
 // open must never block on a client that never attaches), and the shim holds a writer of it until
 // CloseIO; poll reports POLLHUP once every writer, the client's and ours, has gone: the end of stdin.
@@ -40,6 +41,8 @@ class PipeIO final : public ProcessIO {
   bool wait_output(std::chrono::milliseconds timeout) override;
   // Until the pipes are empty, no copy is between read and write, and the FIFOs have been read.
   bool wait_flushed(std::chrono::milliseconds timeout) override;
+  // After `grace` without EOF, each output copy reads what its pipe holds then and closes.
+  void end_output(std::chrono::milliseconds grace) override;
 
  private:
   void stop_stdin();
@@ -60,12 +63,17 @@ class PipeIO final : public ProcessIO {
     int copies_left = 0;
     UniqueFd in_w;  // we write the child's stdin here
     std::atomic<bool> stopping{false};
-    UniqueFd wake;  // eventfd: tells the stdin copy to stop
+    UniqueFd wake;                                 // eventfd: tells the stdin copy to stop
+    UniqueFd out_wake;                             // eventfd: tells the output copies that end_output was called
+    bool ending = false;                           // under mu
+    std::chrono::steady_clock::time_point end_at;  // under mu: when the output copies stop waiting for EOF
   };
   // Before the output FIFO's end is closed: until the client has read what was written (bounded).
   static void wait_until_read(const OutCopy& c, const Shared& s);
   static void open_output(const std::string& path, OutCopy& c, UniqueFd& child_end);
   static void copy_out(const std::shared_ptr<Shared>& s, OutCopy& c);
+  // end_output's deadline has passed: what the pipe holds now is copied, no more.
+  static void copy_rest(OutCopy& c);
   static bool flushed_locked(const OutCopy& c);
   static void copy_in(const std::shared_ptr<Shared>& s, UniqueFd fifo);
 

@@ -68,6 +68,10 @@ void Process::drain_io() {
   if (console_) console_->wait_output(kIoDrainTimeout);
 }
 
+void Process::end_output(std::chrono::milliseconds grace) {
+  if (io_) io_->end_output(grace);
+}
+
 void Process::launch(const std::filesystem::path& pid_file, const RuntimeCall& runtime_call) {
   ExitBook::Starting starting(ctx_.env.exits);
   pid_t pid;

@@ -85,6 +85,9 @@ class Process : public std::enable_shared_from_this<Process> {
   void resize_terminal(unsigned width, unsigned height);
   // Waits (bounded) until the output reached the client.
   void drain_io();
+  // The process ended while a writer of its output pipes may live on: they end within `grace`
+  // (ProcessIO::end_output). A terminal's output is left to end by itself.
+  void end_output(std::chrono::milliseconds grace);
 
   TaskContext& ctx_;
 

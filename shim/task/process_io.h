@@ -39,6 +39,12 @@ class ProcessIO {
   // that learns of the exit stops opening its FIFOs, so output still waiting for it would be lost.
   // Streams whose reader is not a client's FIFO have nothing to wait for.
   virtual bool wait_flushed(std::chrono::milliseconds /*timeout*/) { return true; }
+  // The process is known to have ended, but a writer of its output may outlive it (a runsc
+  // sandbox holds the pipe ends it was given): the output ends by itself within `grace`, or else
+  // what the pipes hold then is read and the client's ends are closed, so that its wait for the
+  // output (containerd's client waits for it before Delete) returns. Once; no-op where the
+  // reader is not the shim's copy.
+  virtual void end_output(std::chrono::milliseconds /*grace*/) {}
 };
 
 struct IoOwner {

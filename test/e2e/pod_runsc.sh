@@ -4,8 +4,9 @@
 # (crictl) and the real runsc, containerd configured from docs/install.md's blocks, the fake CUDA
 # driver inside the sandbox.
 #   node A   a runsc pod of three containers: "cuda" (a fake-CUDA parent and child), "cuda2" (one
-#            more fake-CUDA process, its driver state apart) and "counter" (a CPU sidecar counting in
-#            memory), each having written a file into its writable layer; the counter also wrote a
+#            more fake-CUDA process, its driver state apart, its output sent to a file as the GPU
+#            run's workload does) and "counter" (a CPU sidecar counting in memory and on its
+#            stdout), each having written a file into its writable layer; the counter also wrote a
 #            file into the pod's /dev/shm and keeps it open (as multiprocessing keeps its sem.mp-*
 #            files), which the CUDA container sees. `crictl checkpoint` of the
 #            SIDECAR: runsc saves the whole sandbox, and the shim toggles CUDA in both GPU
@@ -23,8 +24,11 @@
 #            restored: RunPodSandbox, CreateContainer and StartContainer as for any pod; the three
 #            processes' CUDA back, every counter past its checkpointed value, the files of node A
 #            there, the pod's /dev/shm file too (in runsc's image: the shim makes a runsc pod's
-#            /dev/shm a tmpfs inside the sandbox) and still open in the counter. Then the same
-#            image into a second pod (fan-out), one store entry.
+#            /dev/shm a tmpfs inside the sandbox) and still open in the counter, the counter's
+#            counts past the checkpoint in its CRI log. Then the same image into a second pod
+#            (fan-out), one store entry. Both restored pods stopped (crictl stopp, under crictl's
+#            60 s deadline) and removed through CRI, nothing of them left: the sandbox of a restore
+#            holds the output pipes cuda2's restored process does not use until the pod's end.
 # Usage: pod_runsc.sh 2.4|2.3   (NV_RUNSC_DEBUG=1: runsc's debug logs on node B, their errors shown
 # when a restore fails)
 set -euo pipefail
@@ -66,8 +70,11 @@ start() {
 
 # The containers as both nodes create them: the same image, commands, mounts and environment.
 export CUDA_CMD='echo cuda-on-a >/written; exec /fake/fake_cuda_app --dir /fakecuda --device /dev/fakegpu0 --map --children 1'
-export COUNT_CMD='echo counter-on-a >/written; echo shm-on-a >/dev/shm/pod-note; exec 3</dev/shm/pod-note; i=0; while :; do i=$((i+1)); echo $i >/tmp/c.new; mv /tmp/c.new /tmp/counter; sleep 0.1; done'
-export CUDA2_CMD='echo cuda2-on-a >/written; exec /fake/fake_cuda_app --dir /fakecuda --device /dev/fakegpu0 --map'
+# The counter also writes each count to its stdout: a restored container's output reaches CRI's
+# log after the restore (the shim ends a container's output only once the container has ended).
+export COUNT_CMD='echo counter-on-a >/written; echo shm-on-a >/dev/shm/pod-note; exec 3</dev/shm/pod-note; i=0; while :; do i=$((i+1)); echo $i >/tmp/c.new; mv /tmp/c.new /tmp/counter; echo count $i; sleep 0.1; done'
+# cuda2 sends its output elsewhere, so its restored process holds no end of its output pipes.
+export CUDA2_CMD='echo cuda2-on-a >/written; exec /fake/fake_cuda_app --dir /fakecuda --device /dev/fakegpu0 --map >/tmp/cuda2.log 2>&1'
 gpu_ctr() {  # NAME CMD_VAR POD_NAME POD_ID [CUDA_STATE_DIR] [JQ]
   local state=${5:-$FAKE/$1}
   CUDA_MOUNTS=$(jq -n --arg f "$FAKE" --arg s "$state" '[{container_path: "/fakecuda", host_path: $s},
@@ -82,6 +89,8 @@ cuda2_ctr() { gpu_ctr cuda2 CUDA2_CMD "$@"; }
 count_ctr() { nv_cri_ctr "$1" "$2" counter '.command = ["sh", "-c", $ENV.COUNT_CMD]'; }
 counter_of() { nv_crictl exec "$1" cat /tmp/counter 2>/dev/null || echo 0; }
 counter_past() { (($(counter_of "$1") > $2)); }
+# Whether container $1's log (CRI's, from its stdout) holds a count past $2.
+logged_past() { (($(nv_crictl logs "$1" 2>/dev/null | awk '$1 == "count" { n = $2 } END { print n + 0 }') > $2)); }
 cuda_ready() { (($(find "$FAKE/${2:-cuda}" -name '*.ready' | wc -l) >= $1)); }
 # The one CUDA process of cuda2 (its own driver state dir).
 cuda2_pid() { find "$FAKE/cuda2" -maxdepth 1 -name '*.cuda' -printf '%f\n' | sed 's/\.cuda$//'; }
@@ -197,6 +206,7 @@ node_b() {
   after=$(nv_fake_counter "${cp[0]}")
   ((after >= before)) || nv_fail "the CUDA work did not go on from the checkpoint: before=$before after=$after"
   nv_wait_for -t 20 counter_past "$c" "$at" || nv_fail "the counter does not count on from $at: $(counter_of "$c")"
+  nv_wait_for -t 20 logged_past "$c" "$at" || nv_fail "the restored counter's stdout holds no count past $at: $(nv_crictl logs "$c" 2>&1 | tail -3)"
   nv_assert_eq cuda-on-a "$(nv_crictl exec "$k" cat /written)" "the CUDA container's file from node A"
   nv_assert_eq cuda2-on-a "$(nv_crictl exec "$k2" cat /written)" "cuda2's file from node A"
   nv_assert_eq counter-on-a "$(nv_crictl exec "$c" cat /written)" "the counter's file from node A"
@@ -222,7 +232,19 @@ node_b() {
   nv_assert_eq shm-on-a "$(nv_crictl exec "$fk" cat /dev/shm/pod-note)" "the fan-out pod's /dev/shm file"
   nv_assert_eq CONTAINER_RUNNING "$(nv_cri_state "$k")" "the first pod's CUDA container beside the fan-out"
   nv_assert_eq 1 "$(find "$STORE/registry" -name .complete | wc -l)" "pulled images in B's store (one for both pods)"
-  nv_crictl rmp -f "$pod" "$pod2" >/dev/null
+  # A restored pod ends as any pod: StopPodSandbox (under crictl's 60 s deadline) stops its
+  # containers, whose output pipes the runsc sandbox of a restore holds open past their end, and
+  # RemovePodSandbox removes it, nothing of it left running.
+  nv_log "node B: the restored pods stopped and removed through CRI"
+  local t0
+  for x in "$pod" "$pod2"; do
+    t0=$(date +%s%N)
+    err=$(nv_crictl stopp "$x" 2>&1) || nv_fail "the restored pod $x could not be stopped: $err"
+    nv_log "stopped the restored pod $x in $((($(date +%s%N) - t0) / 1000000)) ms"
+    nv_wait_for -t 30 pod_removed "$x" || nv_fail "the restored pod $x could not be removed: $(nv_crictl rmp -f "$x" 2>&1)"
+    nv_wait_for -t 20 pod_processes_gone "$x" || nv_fail "processes of the restored pod $x are left: $(pgrep -af -- "$x")"
+    [[ -z $(nv_crictl ps -a -q --pod "$x") ]] || nv_fail "containers of the restored pod $x are left"
+  done
   echo "PASS node B (containerd $NV_CONTAINERD_VERSION)"
 }
 

@@ -93,3 +93,67 @@ TEST(PipeIO, ExitWaitsUntilWhatWasWrittenIsReadNotForTheEndOfTheStream) {
   }
   fs::remove_all(dir);
 }
+
+// A runsc pod's sandbox holds a container's pipe ends past the container's end (after a restore,
+// those no restored process took): once the exit is known the output ends after the grace, what
+// was written until then delivered, so that containerd's wait for the output returns.
+TEST(PipeIO, EndOutputClosesTheClientsEndsAfterTheGraceThoughAWriterLivesOn) {
+  fs::path dir = fs::temp_directory_path() / ("nvproxy-pipeio-end-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  fs::path out = dir / "out", err = dir / "err";
+  ASSERT_EQ(::mkfifo(out.c_str(), 0600), 0);
+  ASSERT_EQ(::mkfifo(err.c_str(), 0600), 0);
+  {
+    PipeIO io(StdioPaths{.out = out.string(), .err = err.string()});
+    int holder_out = ::dup(io.child_stdio().out);  // the sandbox's copies, never closed
+    int holder_err = ::dup(io.child_stdio().err);
+    ASSERT_GE(holder_out, 0);
+    ASSERT_GE(holder_err, 0);
+    io.start_copying();
+    int r = ::open(out.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    int re = ::open(err.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    ASSERT_GE(r, 0);
+    ASSERT_GE(re, 0);
+    ASSERT_EQ(::write(holder_out, "before\n", 7), 7);
+    const auto t0 = std::chrono::steady_clock::now();
+    io.end_output(std::chrono::milliseconds(400));
+    ASSERT_EQ(::write(holder_out, "within\n", 7), 7);  // still copied: the grace has not passed
+    EXPECT_EQ(read_until_eof(r, std::chrono::seconds(10)), "before\nwithin\n");
+    EXPECT_EQ(read_until_eof(re, std::chrono::seconds(10)), "");
+    const auto took = std::chrono::steady_clock::now() - t0;
+    EXPECT_GE(took, std::chrono::milliseconds(350)) << "ended before the grace";
+    EXPECT_LT(took, std::chrono::seconds(5));
+    EXPECT_TRUE(io.wait_output(std::chrono::seconds(5)));
+    ::close(r);
+    ::close(re);
+    ::close(holder_out);
+    ::close(holder_err);
+  }
+  fs::remove_all(dir);
+}
+
+// Where the writers go within the grace (every fresh container's pipes), the output ends with
+// them, not at the grace's end.
+TEST(PipeIO, EndOutputEndsWithTheStreamWhenItEndsFirst) {
+  fs::path dir = fs::temp_directory_path() / ("nvproxy-pipeio-end-eof-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  fs::path out = dir / "out";
+  ASSERT_EQ(::mkfifo(out.c_str(), 0600), 0);
+  {
+    PipeIO io(StdioPaths{.out = out.string()});
+    int writer = ::dup(io.child_stdio().out);
+    ASSERT_GE(writer, 0);
+    io.start_copying();
+    int r = ::open(out.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    ASSERT_GE(r, 0);
+    const auto t0 = std::chrono::steady_clock::now();
+    io.end_output(std::chrono::seconds(30));
+    ASSERT_EQ(::write(writer, "bye\n", 4), 4);
+    ::close(writer);
+    EXPECT_EQ(read_until_eof(r, std::chrono::seconds(10)), "bye\n");
+    EXPECT_TRUE(io.wait_output(std::chrono::seconds(5)));
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
+    ::close(r);
+  }
+  fs::remove_all(dir);
+}
