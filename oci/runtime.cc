@@ -327,7 +327,7 @@ void Runtime::checkpoint(const std::string& id, const CheckpointFlags& f) {
   // The shim resumes CUDA as soon as CRIU runs the processes again, while CRIU still writes pages.
   std::optional<CriuResumedWatch> resumed;
   if (f.leave_running && f.on_resumed && kind_ != RuntimeKind::Runsc && !f.work_path.empty() && cfg_.page_writers > 0 &&
-      criu_has_page_io() && criu_has_resumed_fifo()) {
+      cfg_.resume_before_write && criu_has_page_io() && criu_has_resumed_fifo()) {
     std::filesystem::create_directories(f.work_path);
     resumed.emplace(std::filesystem::path(f.work_path) / "nvproxy-resumed.fifo", [&] {
       log_.info("checkpoint of \"" + id + "\": CRIU runs the processes again; their pages are still being written");

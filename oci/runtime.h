@@ -55,6 +55,10 @@ struct RuntimeConfig {
   unsigned page_writers = 8;
   bool restore_huge_pages = true;
   unsigned page_readers = 8;
+  // Where it takes --resumed-fifo (CriuInfo::resumed_fifo), a leave-running checkpoint with page
+  // writers runs the processes (and CUDA) again once the writers hold their pages in memory, before
+  // they are written (CheckpointFlags::on_resumed), from checkpoint.resume_before_write.
+  bool resume_before_write = true;
   // runsc: a restore whose pages file (pages.img) is mostly not in the page cache reads it with
   // O_DIRECT (runsc restore --direct), for disks that read faster without the cache; from a warm one
   // it reads buffered. Off by default: on a 2-CPU VM's disk it was no faster (bench/runsc_direct.sh). The

@@ -226,6 +226,44 @@ TEST_F(RuntimeTest, PageIoOptions) {
   EXPECT_EQ(rs, "link-remap\n") << "a CRIU without the patch";
 }
 
+// A CRIU that takes --resumed-fifo gets "resumed-fifo PATH" on a leave-running checkpoint whose
+// caller asks to hear of the early resume; the byte CRIU writes there calls on_resumed before the
+// runtime's checkpoint returns. Not on an exit checkpoint, nor with resume_before_write: false.
+TEST_F(RuntimeTest, ResumedFifoTellsTheCallerWhenCriuResumes) {
+  auto runc = dir_ / "rf-runc";
+  std::ofstream(runc) << "#!/bin/sh\ncase \"$1 $2\" in \"--version \"|\"features \"|\"checkpoint --help\") exit 0;; esac\n"
+                      << "f=$(sed -n 's/^resumed-fifo //p' \"$CRIU_CONFIG_FILE\")\n"
+                      << "[ -n \"$f\" ] && printf r > \"$f\"\nexit 0\n";
+  ::chmod(runc.c_str(), 0755);
+  auto criu = dir_ / "rf-criu";
+  std::ofstream(criu)
+      << "#!/bin/sh\ncase $1 in --version) echo 'Version: 4.2.1';; --help) echo '  --page-writers N      x'; "
+         "echo '  --restore-huge-pages  x'; echo '  --page-readers N      x'; echo '  --resumed-fifo FIFO   x';; esac\n";
+  ::chmod(criu.c_str(), 0755);
+  auto run = [&](bool resume_before_write, bool leave_running, bool ask) {
+    Runtime rt(
+        {.binary = runc.string(), .criu_path = criu.string(), .criu_options = {}, .resume_before_write = resume_before_write},
+        runner_, log_, dir_ / "log.json");
+    std::filesystem::remove_all(dir_ / "rw");
+    int calls = 0;
+    CheckpointFlags f{.leave_running = leave_running, .image_path = "/img", .work_path = (dir_ / "rw").string()};
+    if (ask) f.on_resumed = [&] { ++calls; };
+    rt.checkpoint("c1", f);
+    return std::pair{read_file(dir_ / "rw" / "nvproxy-criu.conf"), calls};
+  };
+  auto [conf, calls] = run(true, true, true);
+  EXPECT_EQ(conf, "page-writers 8\nresumed-fifo " + (dir_ / "rw" / "nvproxy-resumed.fifo").string() + "\n");
+  EXPECT_EQ(calls, 1);
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "rw" / "nvproxy-resumed.fifo")) << "the FIFO is removed after the call";
+  std::tie(conf, calls) = run(false, true, true);
+  EXPECT_EQ(conf, "page-writers 8\n") << "resume_before_write: false";
+  EXPECT_EQ(calls, 0);
+  std::tie(conf, calls) = run(true, false, true);
+  EXPECT_EQ(conf, "page-writers 8\n") << "an exit checkpoint";
+  std::tie(conf, calls) = run(true, true, false);
+  EXPECT_EQ(conf, "page-writers 8\n") << "nobody asked";
+}
+
 // CRIU gets checkpoint.criu_options through $CRIU_CONFIG_FILE (read by `criu swrk` as runc and
 // crun start it), written into the work path, for checkpoint and restore; runsc gets none.
 TEST_F(RuntimeTest, CriuOptionsReachCriuThroughItsConfigFile) {

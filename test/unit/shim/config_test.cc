@@ -44,6 +44,8 @@ TEST(Config, PageIo) {
   }
   EXPECT_THROW(parse_config("checkpoint: {page_writers: many}", "c.yaml"), Error);
   EXPECT_EQ(d.runtime.page_readers, 8u);
+  EXPECT_TRUE(d.runtime.resume_before_write);
+  EXPECT_FALSE(parse_config("checkpoint: {resume_before_write: false}", "c.yaml").runtime.resume_before_write);
   EXPECT_FALSE(d.runtime.runsc_direct_restore);
   EXPECT_TRUE(parse_config("checkpoint: {runsc_direct_restore: true}", "c.yaml").runtime.runsc_direct_restore);
   EXPECT_EQ(parse_config("checkpoint: {page_readers: 0}", "c.yaml").runtime.page_readers, 0u);
