@@ -140,15 +140,7 @@ void PipeIO::copy_out(const std::shared_ptr<Shared>& s, OutCopy& c) {
     }
     if (p[1].revents != 0) ending = true;  // the eventfd stays readable: polled no more
     if (p[0].revents == 0) continue;
-    c.moving = true;
-    ssize_t n = ::read(c.from.get(), buf, sizeof buf);
-    if (n < 0 && errno == EINTR) {
-      c.moving = false;
-      continue;
-    }
-    const bool ok = n > 0 && write_all(c.to.get(), std::string_view(buf, static_cast<size_t>(n)));
-    c.moving = false;
-    if (!ok) break;
+    if (move_once(c, buf, sizeof buf) < 0) break;
   }
   wait_until_read(c, *s);
   {
@@ -161,20 +153,25 @@ void PipeIO::copy_out(const std::shared_ptr<Shared>& s, OutCopy& c) {
   s->cv.notify_all();
 }
 
+ssize_t PipeIO::move_once(OutCopy& c, char* buf, size_t max) {
+  c.moving = true;
+  const ssize_t n = ::read(c.from.get(), buf, max);
+  if (n < 0 && errno == EINTR) {
+    c.moving = false;
+    return 0;
+  }
+  const bool ok = n > 0 && write_all(c.to.get(), std::string_view(buf, static_cast<size_t>(n)));
+  c.moving = false;
+  return ok ? n : -1;
+}
+
 void PipeIO::copy_rest(OutCopy& c) {
   // Only what the pipe holds now: a writer that goes on writing cannot keep the copy going.
   char buf[32768];
-  for (int left = unread(c.from.get()); left > 0;) {
-    c.moving = true;
-    const ssize_t n = ::read(c.from.get(), buf, std::min(sizeof buf, static_cast<size_t>(left)));
-    if (n < 0 && errno == EINTR) {
-      c.moving = false;
-      continue;
-    }
-    const bool ok = n > 0 && write_all(c.to.get(), std::string_view(buf, static_cast<size_t>(n)));
-    c.moving = false;
-    if (!ok) return;
-    left -= static_cast<int>(n);
+  for (ssize_t left = unread(c.from.get()); left > 0;) {
+    const ssize_t n = move_once(c, buf, std::min(sizeof buf, static_cast<size_t>(left)));
+    if (n < 0) return;
+    left -= n;
   }
 }
 

@@ -7,6 +7,8 @@
 // CloseIO; poll reports POLLHUP once every writer, the client's and ours, has gone: the end of stdin.
 #pragma once
 
+#include <sys/types.h>
+
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -72,6 +74,9 @@ class PipeIO final : public ProcessIO {
   static void wait_until_read(const OutCopy& c, const Shared& s);
   static void open_output(const std::string& path, OutCopy& c, UniqueFd& child_end);
   static void copy_out(const std::shared_ptr<Shared>& s, OutCopy& c);
+  // One read from the pipe, written whole to the client's end, counted as moving meanwhile: the
+  // bytes moved, 0 when the read was interrupted, -1 at the pipe's end or a failed write.
+  static ssize_t move_once(OutCopy& c, char* buf, size_t max);
   // end_output's deadline has passed: what the pipe holds now is copied, no more.
   static void copy_rest(OutCopy& c);
   static bool flushed_locked(const OutCopy& c);
