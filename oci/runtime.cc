@@ -323,11 +323,11 @@ void Runtime::checkpoint(const std::string& id, const CheckpointFlags& f) {
   const bool skip_zero = f.exclude_zero_pages && kind_ != RuntimeKind::Runsc && criu_skips_zero_pages();
   if (skip_zero) extra.emplace_back("skip-zero-pages");
   if (!f.post_dump_script.empty() && kind_ != RuntimeKind::Runsc) extra.push_back("action-script " + f.post_dump_script);
-  if (cfg_.page_writers > 0 && criu_has_page_io()) extra.push_back("page-writers " + std::to_string(cfg_.page_writers));
+  const bool writers = cfg_.page_writers > 0 && criu_has_page_io();
+  if (writers) extra.push_back("page-writers " + std::to_string(cfg_.page_writers));
   // The shim resumes CUDA as soon as CRIU runs the processes again, while CRIU still writes pages.
   std::optional<CriuResumedWatch> resumed;
-  if (f.leave_running && f.on_resumed && kind_ != RuntimeKind::Runsc && !f.work_path.empty() && cfg_.page_writers > 0 &&
-      cfg_.resume_before_write && criu_has_page_io() && criu_has_resumed_fifo()) {
+  if (writers && f.leave_running && f.on_resumed && !f.work_path.empty() && cfg_.resume_before_write && criu_has_resumed_fifo()) {
     std::filesystem::create_directories(f.work_path);
     resumed.emplace(std::filesystem::path(f.work_path) / "nvproxy-resumed.fifo", [&] {
       log_.info("checkpoint of \"" + id + "\": CRIU runs the processes again; their pages are still being written");
