@@ -30,4 +30,27 @@ std::optional<json> read_transfer_answer(const std::string& out) {
   return std::nullopt;
 }
 
+std::optional<TransferWords> transfer_words(std::string verb, std::vector<std::string> paths,
+                                            const std::optional<std::string>& ctr, std::string kube_archive) {
+  TransferWords w{.verb = std::move(verb),
+                  .paths = std::move(paths),
+                  .ctr = ctr.has_value(),
+                  .ctr_name = ctr.value_or(""),
+                  .kube_archive = {}};
+  if (w.verb == "pull" && !w.ctr_name.empty()) {  // `pull --ctr REFERENCE`: the option took the reference
+    w.paths.insert(w.paths.begin(), w.ctr_name);
+    w.ctr_name.clear();
+  }
+  if (!kube_archive.empty() && (w.verb != "push" || w.ctr || w.paths.size() != 1)) return std::nullopt;
+  if (!kube_archive.empty()) w.paths.insert(w.paths.begin(), kube_archive);
+  w.kube_archive = std::move(kube_archive);
+  return w;
+}
+
+bool is_push_or_pull(const TransferWords& w) {
+  const auto n = w.paths.size();
+  return (w.verb == "push" && !w.ctr && n == 2) || (w.verb == "push" && w.ctr && !w.ctr_name.empty() && n == 1) ||
+         (w.verb == "pull" && !w.ctr && (n == 1 || n == 2)) || (w.verb == "pull" && w.ctr && w.ctr_name.empty() && n == 1);
+}
+
 }  // namespace nvproxy::checkpoint

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "checkpoint/image/image_store.h"
+#include "checkpoint/image/transfer_wire.h"
 #include "checkpoint/shim_files.h"
 #include "common/process.h"
 #include "shim/task/config.h"
@@ -87,24 +88,18 @@ int image_cmd(const std::vector<std::string>& args, std::ostream& out, std::ostr
     err << "image: " << e.what() << "\n" << kUsage;
     return 2;
   }
-  std::string verb = vm.count("verb") ? vm["verb"].as<std::string>() : "";
-  std::vector<std::string> paths = vm.count("paths") ? vm["paths"].as<std::vector<std::string>>() : std::vector<std::string>{};
-  const bool ctr = vm.count("ctr") > 0;
-  const std::string kube_archive = vm.count("kube") ? vm["kube"].as<std::string>() : "";
-  std::string ctr_name = ctr ? vm["ctr"].as<std::string>() : "";
-  if (verb == "pull" && !ctr_name.empty()) {  // `pull --ctr REFERENCE`: the option took the reference
-    paths.insert(paths.begin(), ctr_name);
-    ctr_name.clear();
-  }
-  if (!kube_archive.empty() && (verb != "push" || ctr || paths.size() != 1)) {
+  const auto words =
+      checkpoint::transfer_words(vm.count("verb") ? vm["verb"].as<std::string>() : "",
+                                 vm.count("paths") ? vm["paths"].as<std::vector<std::string>>() : std::vector<std::string>{},
+                                 vm.count("ctr") ? std::optional(vm["ctr"].as<std::string>()) : std::nullopt,
+                                 vm.count("kube") ? vm["kube"].as<std::string>() : "");
+  if (!words) {
     err << kUsage;
     return 2;
   }
-  if (!kube_archive.empty()) paths.insert(paths.begin(), kube_archive);
+  const auto& [verb, paths, ctr, ctr_name, kube_archive] = *words;
   if (!((verb == "pack" && paths.size() == 2 && !ctr) || (verb == "prune" && paths.empty() && vm.count("older-than") && !ctr) ||
-        (verb == "push" && !ctr && paths.size() == 2) || (verb == "push" && ctr && !ctr_name.empty() && paths.size() == 1) ||
-        (verb == "pull" && !ctr && (paths.size() == 1 || paths.size() == 2)) ||
-        (verb == "pull" && ctr && ctr_name.empty() && paths.size() == 1))) {
+        checkpoint::is_push_or_pull(*words))) {
     err << kUsage;
     return 2;
   }
