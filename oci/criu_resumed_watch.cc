@@ -44,15 +44,15 @@ void CriuResumedWatch::watch() {
       if (errno == EINTR) continue;
       return;
     }
-    if (fds[1].revents != 0) return;
-    if ((fds[0].revents & POLLIN) == 0) {
-      // A writer came and went without a byte: nothing to tell, and nothing more will come.
-      if ((fds[0].revents & (POLLHUP | POLLERR)) != 0) return;
-      continue;
+    // The byte first: CRIU wrote it before it ended, so it may be waiting when the destructor's
+    // word comes (a small dump ends at once), and the caller is told before the call returns.
+    if ((fds[0].revents & POLLIN) != 0) {
+      char byte = 0;
+      if (::read(read_.get(), &byte, 1) == 1) resumed_();
+      return;
     }
-    char byte = 0;
-    if (::read(read_.get(), &byte, 1) == 1) resumed_();
-    return;
+    // The destructor's word, or a writer that came and went without a byte: nothing more will come.
+    if (fds[1].revents != 0 || (fds[0].revents & (POLLHUP | POLLERR)) != 0) return;
   }
 }
 

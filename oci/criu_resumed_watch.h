@@ -6,7 +6,8 @@
 // memory, CRIU resumes the processes and writes one byte into a FIFO, and only then writes the
 // pages out (the disk, and the host's dirty-page limit, no longer stop the workload). This watch
 // owns that FIFO for one runtime call: it calls `resumed` (once, on its own thread) when the byte
-// comes, and the destructor stops it and joins, whether the byte came or not.
+// comes, and the destructor stops it and joins, whether the byte came or not (a byte already
+// written when the destructor runs is still told).
 #pragma once
 
 #include <filesystem>
