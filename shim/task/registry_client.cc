@@ -95,7 +95,7 @@ fs::path TransferProgram::pull(const std::string& reference, const fs::path& sto
     throw Error(Code::Internal, std::string(checkpoint::kImageTransferProgram) + " fetch of the image " + reference +
                                     " answered no store entry: " + got.dump());
   fs::path entry = got["entry"].get<std::string>();
-  if (entry.lexically_relative(store / "registry").empty() || *entry.lexically_relative(store / "registry").begin() == "..")
+  if (const fs::path rel = entry.lexically_relative(store / "registry"); rel.empty() || *rel.begin() == "..")
     throw Error(Code::Internal, std::string(checkpoint::kImageTransferProgram) + " fetch of the image " + reference +
                                     " answered " + entry.string() + ", outside the store's registry/ directory");
   return entry;
