@@ -54,6 +54,11 @@ bool Runtime::criu_has_page_readers() {
   return c && c->page_readers;
 }
 
+bool Runtime::criu_has_write_gate() {
+  auto c = criu();
+  return c && c->write_gate;
+}
+
 bool Runtime::criu_has_resumed_fifo() {
   auto c = criu();
   return c && c->resumed_fifo;
@@ -329,11 +334,15 @@ void Runtime::checkpoint(const std::string& id, const CheckpointFlags& f) {
   std::optional<CriuResumedWatch> resumed;
   if (writers && f.leave_running && f.on_resumed && !f.work_path.empty() && cfg_.resume_before_write && criu_has_resumed_fifo()) {
     std::filesystem::create_directories(f.work_path);
-    resumed.emplace(std::filesystem::path(f.work_path) / "nvproxy-resumed.fifo", [&] {
-      log_.info("checkpoint of \"" + id + "\": CRIU runs the processes again; their pages are still being written");
-      f.on_resumed();
-    });
+    const bool gate = cfg_.write_after_cuda_resume && criu_has_write_gate();
+    resumed.emplace(std::filesystem::path(f.work_path) / "nvproxy-resumed.fifo",
+                    gate ? std::filesystem::path(f.work_path) / "nvproxy-write-gate.fifo" : std::filesystem::path(), [&] {
+                      log_.info("checkpoint of \"" + id + "\": CRIU runs the processes again; their pages are still " +
+                                (gate ? "to be written (once CUDA is back)" : "being written"));
+                      f.on_resumed();
+                    });
     extra.push_back("resumed-fifo " + resumed->path().string());
+    if (gate) extra.push_back("write-gate " + resumed->gate_path().string());
   }
   std::vector<std::string> env =
       criu_env(id, "checkpoint", f.work_path, f.release_devices.empty() ? "" : cfg_.criu_plugin_dir, extra);

@@ -52,13 +52,17 @@ struct RuntimeConfig {
   // sets them from checkpoint.page_writers and checkpoint.restore_huge_pages. Where it also takes
   // --page-readers (CriuInfo::page_readers), a restore reads each process's pages in with up to
   // page_readers threads (0 or 1: the process's own alone), from checkpoint.page_readers.
-  unsigned page_writers = 8;
+  unsigned page_writers = 16;
   bool restore_huge_pages = true;
   unsigned page_readers = 8;
   // Where it takes --resumed-fifo (CriuInfo::resumed_fifo), a leave-running checkpoint with page
   // writers runs the processes (and CUDA) again once the writers hold their pages in memory, before
   // they are written (CheckpointFlags::on_resumed), from checkpoint.resume_before_write.
   bool resume_before_write = true;
+  // Where it also takes --write-gate (CriuInfo::write_gate), those pages are written only once
+  // on_resumed has returned (CUDA resumed), so that the writes do not slow the driver's copy back
+  // to the device, from checkpoint.write_after_cuda_resume.
+  bool write_after_cuda_resume = true;
   // runsc: a restore whose pages file (pages.img) is mostly not in the page cache reads it with
   // O_DIRECT (runsc restore --direct), for disks that read faster without the cache; from a warm one
   // it reads buffered. Off by default: on a 2-CPU VM's disk it was no faster (bench/runsc_direct.sh). The
@@ -146,6 +150,7 @@ class Runtime {
   bool criu_has_page_io();
   bool criu_has_page_readers();
   bool criu_has_resumed_fifo();
+  bool criu_has_write_gate();
 
   // Runs `create`; the container's init inherits opts.stdio and stays behind (detached).
   virtual void create(const std::string& id, const CreateOptions& opts);

@@ -61,6 +61,9 @@ struct CriuInfo {
   // It takes --resumed-fifo: a leave-running dump runs the processes again once the page writers
   // hold their pages, before they are written, and tells a FIFO (oci/criu_resumed_watch.h).
   bool resumed_fifo = false;
+  // It takes --write-gate: the held pages are written only once the caller opens a second FIFO
+  // (its own resume of CUDA done), so that the writes do not slow the driver's copy back.
+  bool write_gate = false;
 };
 // From `criu --version` ("Version: 4.2.1\nGitID: ...").
 CriuInfo parse_criu_version(const std::string& out);

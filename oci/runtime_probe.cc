@@ -69,6 +69,7 @@ CriuInfo RuntimeProbe::criu(const std::string& criu_path) {
         c.page_io = criu_help_lists_option(help, "--page-writers") && criu_help_lists_option(help, "--restore-huge-pages");
         c.page_readers = c.page_io && criu_help_lists_option(help, "--page-readers");
         c.resumed_fifo = c.page_io && criu_help_lists_option(help, "--resumed-fifo");
+        c.write_gate = c.resumed_fifo && criu_help_lists_option(help, "--write-gate");
       } catch (const Error& e) {
         log_.warn("CRIU " + binary + ": --help failed (" + e.what() + "); zero pages are punched after its dump");
       }
@@ -82,7 +83,8 @@ CriuInfo RuntimeProbe::criu(const std::string& criu_path) {
                            "pages (--restore-huge-pages)"
                          : "") +
               (c.page_readers ? ", reads them in with several threads (--page-readers)" : "") +
-              (c.resumed_fifo ? ", resumes a leave-running dump before its pages are written (--resumed-fifo)" : ""));
+              (c.resumed_fifo ? ", resumes a leave-running dump before its pages are written (--resumed-fifo)" : "") +
+              (c.write_gate ? ", writes them once the caller's resume is done (--write-gate)" : ""));
   else
     log_.warn("CRIU " + c.binary + ": version unknown (" + c.error + ")");
   return criu_[criu_path] = c;

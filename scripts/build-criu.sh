@@ -50,7 +50,7 @@ has_patch() {
   help=$("$CRIU_BIN" --help 2>&1) || true
   grep -q -- '--skip-zero-pages' <<<"$help" || return 1
   [[ " ${CRIU_PATCHES[*]} " != *" criu-page-io.patch "* ]] && return 0
-  grep -q -- '--page-writers' <<<"$help" && grep -q -- '--page-readers' <<<"$help" && grep -q -- '--resumed-fifo' <<<"$help" &&
+  grep -q -- '--page-writers' <<<"$help" && grep -q -- '--page-readers' <<<"$help" && grep -q -- '--resumed-fifo' <<<"$help" && grep -q -- '--write-gate' <<<"$help" &&
     grep -q -- '--restore-huge-pages' <<<"$help"
 }
 

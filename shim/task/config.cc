@@ -80,6 +80,7 @@ ShimConfig parse_config_unchecked(const std::string& text, const std::string& or
                 "restore_huge_pages",
                 "page_readers",
                 "resume_before_write",
+                "write_after_cuda_resume",
                 "runsc_direct_restore",
                 "allow_lost_cuda_processes",
                 "check_space",
@@ -168,6 +169,7 @@ ShimConfig parse_config_unchecked(const std::string& text, const std::string& or
     get(k, "restore_huge_pages", c.runtime.restore_huge_pages, origin, "checkpoint");
     get(k, "page_readers", c.runtime.page_readers, origin, "checkpoint");
     get(k, "resume_before_write", c.runtime.resume_before_write, origin, "checkpoint");
+    get(k, "write_after_cuda_resume", c.runtime.write_after_cuda_resume, origin, "checkpoint");
     get(k, "runsc_direct_restore", c.runtime.runsc_direct_restore, origin, "checkpoint");
     if (c.runtime.page_readers > 1024)
       throw Error(Code::InvalidArgument, origin + ": checkpoint.page_readers is " + std::to_string(c.runtime.page_readers) +

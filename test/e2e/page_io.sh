@@ -16,7 +16,8 @@
 # With page writers the three are CUDA processes of the fake driver and the checkpoint leaves them
 # running early (CRIU's --resumed-fifo): CRIU resumes them once its writers hold their pages, and the
 # shim resumes CUDA then, while the pages are still being written (the log's resume phase comes
-# before write_after_resume, and every CUDA process was restored by the driver before the image's end).
+# before write_after_resume, and every CUDA process was restored by the driver before the image's end);
+# the held pages are written once the shim says CUDA is back (CRIU's --write-gate).
 # Then restored again from a cold page cache (caches dropped): every process's memory intact, each
 # read in by its own thread (CRIU starts readers only where the image is mostly cached).
 # The same with checkpoint.page_writers: 0 and page_readers: 0: what CRIU does alone.
@@ -70,6 +71,9 @@ one() {  # NAME WRITERS
     grep -q 'page writer(s) done' "$log" || nv_fail "$name: the dump did not read its writers' reports"
     nv_assert_eq "$w" "$(grep -c 'held in memory first' "$log" || true)" "$name: writers holding their pages before the resume"
     grep -q 'Tasks resumed before their pages are written' "$log" || nv_fail "$name: CRIU did not resume the tasks early"
+    # --write-gate: the held pages waited for the shim's byte (CUDA back), not for a hang-up or the bound.
+    grep -qE 'The write gate .* opened after [0-9]+ ms \(a byte\)' "$log" ||
+      nv_fail "$name: CRIU's writes did not wait for the shim's CUDA resume: $(grep -i 'write gate' "$log")"
     local order
     order=$(grep -F "checkpoint $name:" "$NV_DIR/containerd.log" | grep -oE ": (snapshot|resume|write_after_resume) [0-9.]+ ms" |
       awk '{print $2}' | tr '\n' ' ')

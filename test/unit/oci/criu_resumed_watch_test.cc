@@ -1,9 +1,11 @@
 // The FIFO CRIU tells when a leave-running dump's processes run again (--resumed-fifo): the call
 // comes once on a byte, never without one, and the watch ends (and removes the FIFO) either way.
+// The gate (--write-gate) gets its byte only once the call has returned, and hangs up at the end.
 #include "oci/criu_resumed_watch.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -36,7 +38,7 @@ TEST(CriuResumedWatch, CallsOnceWhenCriuWritesItsByte) {
   std::condition_variable cv;
   int calls = 0;
   {
-    CriuResumedWatch w(dir.path() / "r.fifo", [&] {
+    CriuResumedWatch w(dir.path() / "r.fifo", {}, [&] {
       std::lock_guard l(mu);
       ++calls;
       cv.notify_all();
@@ -53,7 +55,7 @@ TEST(CriuResumedWatch, NoCallWithoutAByte) {
   ScratchDir dir(std::filesystem::temp_directory_path() / ("nvproxy-resumed-test-" + std::to_string(::getpid())));
   std::atomic<int> calls = 0;
   {
-    CriuResumedWatch w(dir.path() / "r.fifo", [&] { ++calls; });
+    CriuResumedWatch w(dir.path() / "r.fifo", {}, [&] { ++calls; });
     ASSERT_TRUE(std::filesystem::is_fifo(w.path()));
     ASSERT_TRUE(tell(w.path(), false));  // a writer that came and went
   }                                      // the destructor joins: it would hang here if the watch did not end
@@ -65,6 +67,51 @@ TEST(CriuResumedWatch, NoCallWithoutAByte) {
 TEST(CriuResumedWatch, ReplacesAStaleFileAndRefusesAMissingDirectory) {
   ScratchDir dir(std::filesystem::temp_directory_path() / ("nvproxy-resumed-test-" + std::to_string(::getpid())));
   { std::ofstream(dir.path() / "r.fifo") << "stale"; }
-  EXPECT_NO_THROW(CriuResumedWatch(dir.path() / "r.fifo", [] {}));
-  EXPECT_THROW(CriuResumedWatch(dir.path() / "missing" / "r.fifo", [] {}), std::exception);
+  EXPECT_NO_THROW(CriuResumedWatch(dir.path() / "r.fifo", {}, [] {}));
+  EXPECT_THROW(CriuResumedWatch(dir.path() / "missing" / "r.fifo", {}, [] {}), std::exception);
+}
+
+namespace {
+
+// CRIU's side of the gate: whether a byte (or a hang-up) is there within `wait`.
+short gate_events(int fd, std::chrono::milliseconds wait) {
+  pollfd p{.fd = fd, .events = POLLIN, .revents = 0};
+  return ::poll(&p, 1, static_cast<int>(wait.count())) > 0 ? p.revents : 0;
+}
+
+}  // namespace
+
+TEST(CriuResumedWatch, TheGateOpensOnceTheCallHasReturned) {
+  ScratchDir dir(std::filesystem::temp_directory_path() / ("nvproxy-resumed-test-" + std::to_string(::getpid())));
+  UniqueFd gate;
+  short during = -1;
+  std::atomic<bool> returned = false;
+  {
+    CriuResumedWatch w(dir.path() / "r.fifo", dir.path() / "g.fifo", [&] {
+      during = gate_events(gate.get(), 0ms);  // CUDA being resumed: the pages must still wait
+      returned = true;
+    });
+    ASSERT_EQ(w.gate_path(), dir.path() / "g.fifo");
+    ASSERT_TRUE(std::filesystem::is_fifo(w.gate_path()));
+    gate.reset(::open(w.gate_path().c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));  // as CRIU opens it
+    ASSERT_TRUE(gate);
+    EXPECT_EQ(gate_events(gate.get(), 0ms), 0) << "shut before CRIU's byte";
+    ASSERT_TRUE(tell(w.path(), true));
+    EXPECT_NE(gate_events(gate.get(), 10000ms) & POLLIN, 0) << "the byte, once the call returned";
+    EXPECT_TRUE(returned.load());
+    EXPECT_EQ(during, 0);
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir.path() / "g.fifo"));
+}
+
+TEST(CriuResumedWatch, TheGateHangsUpWhenTheWatchEndsWithoutAByte) {
+  ScratchDir dir(std::filesystem::temp_directory_path() / ("nvproxy-resumed-test-" + std::to_string(::getpid())));
+  UniqueFd gate;
+  {
+    CriuResumedWatch w(dir.path() / "r.fifo", dir.path() / "g.fifo", [] {});
+    gate.reset(::open(w.gate_path().c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
+    ASSERT_TRUE(gate);
+  }
+  // A CRIU still waiting is let go: the pages are written (or the dump ends) either way.
+  EXPECT_NE(gate_events(gate.get(), 10000ms) & POLLHUP, 0);
 }

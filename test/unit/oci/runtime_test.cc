@@ -204,7 +204,7 @@ TEST_F(RuntimeTest, PageIoOptions) {
     return std::pair{ck, read_file(dir_ / "pw" / "nvproxy-criu.conf")};
   };
   auto [ck, rs] = conf({.binary = runc.string(), .criu_path = with, .criu_options = {}});
-  EXPECT_EQ(ck, "page-writers 8\n");
+  EXPECT_EQ(ck, "page-writers 16\n");
   EXPECT_EQ(rs, "restore-huge-pages\npage-readers 8\n");
   std::tie(ck, rs) = conf({.binary = runc.string(), .criu_path = with, .criu_options = {}, .page_writers = 3, .page_readers = 4});
   EXPECT_EQ(ck, "page-writers 3\n");
@@ -252,16 +252,58 @@ TEST_F(RuntimeTest, ResumedFifoTellsTheCallerWhenCriuResumes) {
     return std::pair{read_file(dir_ / "rw" / "nvproxy-criu.conf"), calls};
   };
   auto [conf, calls] = run(true, true, true);
-  EXPECT_EQ(conf, "page-writers 8\nresumed-fifo " + (dir_ / "rw" / "nvproxy-resumed.fifo").string() + "\n");
+  EXPECT_EQ(conf, "page-writers 16\nresumed-fifo " + (dir_ / "rw" / "nvproxy-resumed.fifo").string() + "\n");
   EXPECT_EQ(calls, 1);
   EXPECT_FALSE(std::filesystem::exists(dir_ / "rw" / "nvproxy-resumed.fifo")) << "the FIFO is removed after the call";
   std::tie(conf, calls) = run(false, true, true);
-  EXPECT_EQ(conf, "page-writers 8\n") << "resume_before_write: false";
+  EXPECT_EQ(conf, "page-writers 16\n") << "resume_before_write: false";
   EXPECT_EQ(calls, 0);
   std::tie(conf, calls) = run(true, false, true);
-  EXPECT_EQ(conf, "page-writers 8\n") << "an exit checkpoint";
+  EXPECT_EQ(conf, "page-writers 16\n") << "an exit checkpoint";
   std::tie(conf, calls) = run(true, true, false);
-  EXPECT_EQ(conf, "page-writers 8\n") << "nobody asked";
+  EXPECT_EQ(conf, "page-writers 16\n") << "nobody asked";
+}
+
+// A CRIU that also takes --write-gate gets "write-gate PATH": the gate's byte comes only after
+// on_resumed has returned (CUDA back), before the runtime's checkpoint returns. Not with
+// write_after_cuda_resume: false.
+TEST_F(RuntimeTest, WriteGateOpensAfterTheCallerResumed) {
+  auto runc = dir_ / "wg-runc";
+  // CRIU's order: the byte into resumed-fifo, then wait for the gate, then "write" (the marker).
+  std::ofstream(runc) << "#!/bin/sh\ncase \"$1 $2\" in \"--version \"|\"features \"|\"checkpoint --help\") exit 0;; esac\n"
+                      << "f=$(sed -n 's/^resumed-fifo //p' \"$CRIU_CONFIG_FILE\")\n"
+                      << "g=$(sed -n 's/^write-gate //p' \"$CRIU_CONFIG_FILE\")\n"
+                      << "d=$(dirname \"$CRIU_CONFIG_FILE\")\n"
+                      << "[ -n \"$f\" ] && printf r > \"$f\"\n"
+                      << "[ -n \"$g\" ] && b=$(head -c1 \"$g\") && printf %s \"$b\" > \"$d/gate-byte\"\nexit 0\n";
+  ::chmod(runc.c_str(), 0755);
+  auto criu = dir_ / "wg-criu";
+  std::ofstream(criu) << "#!/bin/sh\ncase $1 in --version) echo 'Version: 4.2.1';; --help) echo '  --page-writers N      x'; "
+                         "echo '  --restore-huge-pages  x'; echo '  --page-readers N      x'; echo '  --resumed-fifo FIFO   x'; "
+                         "echo '  --write-gate FIFO     x';; esac\n";
+  ::chmod(criu.c_str(), 0755);
+  auto run = [&](bool gate) {
+    Runtime rt({.binary = runc.string(), .criu_path = criu.string(), .criu_options = {}, .write_after_cuda_resume = gate},
+               runner_, log_, dir_ / "log.json");
+    std::filesystem::remove_all(dir_ / "rw");
+    bool byte_before = true;
+    CheckpointFlags f{.leave_running = true, .image_path = "/img", .work_path = (dir_ / "rw").string()};
+    f.on_resumed = [&] { byte_before = std::filesystem::exists(dir_ / "rw" / "gate-byte"); };
+    rt.checkpoint("c1", f);
+    return std::tuple{
+        read_file(dir_ / "rw" / "nvproxy-criu.conf"), byte_before,
+        std::filesystem::exists(dir_ / "rw" / "gate-byte") ? read_file(dir_ / "rw" / "gate-byte") : std::string("none")};
+  };
+  auto [conf, before, byte] = run(true);
+  const auto rw = dir_ / "rw";
+  EXPECT_EQ(conf, "page-writers 16\nresumed-fifo " + (rw / "nvproxy-resumed.fifo").string() + "\nwrite-gate " +
+                      (rw / "nvproxy-write-gate.fifo").string() + "\n");
+  EXPECT_FALSE(before) << "CRIU was let write before CUDA was back";
+  EXPECT_EQ(byte, "w");
+  EXPECT_FALSE(std::filesystem::exists(rw / "nvproxy-write-gate.fifo")) << "the gate is removed after the call";
+  std::tie(conf, before, byte) = run(false);
+  EXPECT_EQ(conf, "page-writers 16\nresumed-fifo " + (rw / "nvproxy-resumed.fifo").string() + "\n")
+      << "write_after_cuda_resume: false";
 }
 
 // CRIU gets checkpoint.criu_options through $CRIU_CONFIG_FILE (read by `criu swrk` as runc and

@@ -31,7 +31,7 @@ TEST(Config, EmptyMeansDefaults) {
 // The page I/O of the project's CRIU: on by default, each can be turned off, the writers bounded.
 TEST(Config, PageIo) {
   auto d = parse_config("", "c.yaml");
-  EXPECT_EQ(d.runtime.page_writers, 8u);
+  EXPECT_EQ(d.runtime.page_writers, 16u);
   EXPECT_TRUE(d.runtime.restore_huge_pages);
   auto c = parse_config("checkpoint: {page_writers: 0, restore_huge_pages: false}", "c.yaml");
   EXPECT_EQ(c.runtime.page_writers, 0u);
@@ -45,6 +45,7 @@ TEST(Config, PageIo) {
   EXPECT_THROW(parse_config("checkpoint: {page_writers: many}", "c.yaml"), Error);
   EXPECT_EQ(d.runtime.page_readers, 8u);
   EXPECT_TRUE(d.runtime.resume_before_write);
+  EXPECT_TRUE(d.runtime.write_after_cuda_resume);
   EXPECT_FALSE(parse_config("checkpoint: {resume_before_write: false}", "c.yaml").runtime.resume_before_write);
   EXPECT_FALSE(d.runtime.runsc_direct_restore);
   EXPECT_TRUE(parse_config("checkpoint: {runsc_direct_restore: true}", "c.yaml").runtime.runsc_direct_restore);
