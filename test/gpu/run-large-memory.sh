@@ -12,6 +12,8 @@
 # Run: set -o pipefail; SIZES="12 24 40" timeout 590 bash test/gpu/run-large-memory.sh 2>&1 | tee $OUT/run26.log
 # PAGE_IO=off: the kit's CRIU without its page I/O options (checkpoint.page_writers 0, page_readers 0,
 # restore_huge_pages false), which is what main did before them: test/gpu/run-page-io.sh runs both.
+# PAGE_IO=s28: session 28's defaults (8 writers, pages written while CUDA resumes); gate8: 8 writers
+# with the write gate; on: today's defaults.
 set -uo pipefail
 REPO=$(pwd)
 PACK=${PACK:-$REPO/.carry}
@@ -38,7 +40,11 @@ if [[ ${RUNTIME:-runc} == crun ]]; then
   RUNTIME_BIN=$(crun_install) || exit 1
 fi
 PAGE_IO_LINES=()
-[[ ${PAGE_IO:-on} == off ]] && PAGE_IO_LINES=("page_writers: 0" "page_readers: 0" "restore_huge_pages: false")
+case ${PAGE_IO:-on} in
+  off) PAGE_IO_LINES=("page_writers: 0" "page_readers: 0" "restore_huge_pages: false") ;;
+  s28) PAGE_IO_LINES=("page_writers: 8" "write_after_cuda_resume: false") ;;  # session 28's defaults
+  gate8) PAGE_IO_LINES=("page_writers: 8") ;;                                # the write gate alone
+esac
 write_cfg() {  # STORE (empty: none) [SKIP_ZERO_PAGES(true|false)] [MORE checkpoint: LINES, indented]
   kit_shim_config "$CFG" "{binary: $RUNTIME_BIN, root: /run/containerd/nvproxy-gpu26, criu_path: /opt/kit/bin/criu}" \
     ${1:+"image_store: $1" "image_store_keep: 1"} "skip_zero_pages: ${2:-true}" "${PAGE_IO_LINES[@]}"

@@ -4,11 +4,12 @@
 # checkpoint.page_writers 0, page_readers 0, restore_huge_pages false, what main did), then with them, on the same
 # RUNS and DROP (DROP=no: restores from a warm page cache; yes: cold). With CRIU_ALONE=yes,
 # bench/page_io.sh follows (CRIU alone, no CUDA: BIG MiB and three SMALL MiB processes, both ways).
+# MODES: the PAGE_IO modes in order (default "off on"; run-large-memory.sh names the others).
 # Usage (repo root, after test/gpu/pack.sh):
 #   RUNS="image-store:24:1" DROP=no timeout 590 bash test/gpu/run-page-io.sh 2>&1 | tee $OUT/page-io.log
 set -uo pipefail
 REPO=$(pwd)
-for mode in off on; do
+for mode in ${MODES:-off on}; do
   echo "=== PAGE_IO=$mode RUNS=${RUNS:-} DROP=${DROP:-yes}"
   PAGE_IO=$mode bash "$REPO/test/gpu/run-large-memory.sh"
 done

@@ -59,7 +59,17 @@ checkpoint:
 ${1:-}
 EOF
 }
-write_cfg
+# STORE=yes: checkpoint.image_store (one copy on disk); PAGE_IO as in run-large-memory.sh (off: main's
+# CRIU options before the page I/O work; s28; gate8; on: the defaults).
+EXTRA=""
+[[ ${STORE:-no} == yes ]] && EXTRA+="  image_store: $W/store"$'\n'"  image_store_keep: 1"$'\n'
+case ${PAGE_IO:-on} in
+  off) EXTRA+="  page_writers: 0"$'\n'"  page_readers: 0"$'\n'"  restore_huge_pages: false"$'\n' ;;
+  s28) EXTRA+="  page_writers: 8"$'\n'"  write_after_cuda_resume: false"$'\n' ;;
+  gate8) EXTRA+="  page_writers: 8"$'\n' ;;
+esac
+write_cfg "$EXTRA"
+log "shim config: STORE=${STORE:-no} PAGE_IO=${PAGE_IO:-on}"
 CTR() { timeout "${TMO:-180}" "$CTDDIR/ctr" -a "$SOCK" -n gpu "$@"; }
 IMAGE=docker.io/library/nvproxy-gpu:test
 ctd_start "$W" "$CFG" "$PACK/gpu-image.tar" || { log "image import failed"; exit 1; }
