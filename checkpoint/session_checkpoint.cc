@@ -1,7 +1,9 @@
 // CheckpointSession::checkpoint: the checkpoint verb (session.h).
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 
 #include "checkpoint/image/criu_stats.h"
@@ -12,6 +14,7 @@
 #include "checkpoint/space_check.h"
 #include "checkpoint/thaw_guard.h"
 #include "common/error.h"
+#include "common/fs.h"
 
 namespace nvproxy::checkpoint {
 
@@ -101,6 +104,34 @@ void drop_zero_pages(const std::filesystem::path& image, const std::string& who,
              std::to_string(ms) + " ms)");
   } catch (const Error& e) {
     log.warn(who + ": zero pages kept in the image: " + e.what());
+  }
+}
+
+// Every number in `text` (a report's pids among them).
+std::vector<pid_t> numbers_in(const std::string& text) {
+  std::vector<pid_t> out;
+  for (std::size_t i = 0; i < text.size();) {
+    if (!std::isdigit(static_cast<unsigned char>(text[i]))) {
+      ++i;
+      continue;
+    }
+    std::size_t j = i;
+    while (j < text.size() && std::isdigit(static_cast<unsigned char>(text[j]))) ++j;
+    if (j - i <= 9) out.push_back(static_cast<pid_t>(std::stol(text.substr(i, j - i))));
+    i = j;
+  }
+  return out;
+}
+
+// The report the orchestrator wrote, with `key` added (a warning when it cannot be).
+void add_to_diagnostic(const std::filesystem::path& file, const std::string& key, const std::string& value, Logger& log) {
+  if (file.empty()) return;
+  try {
+    auto j = nlohmann::json::parse(read_file(file));
+    j[key] = value;
+    write_file_atomic(file, j.dump(2) + "\n");
+  } catch (const std::exception& e) {
+    log.warn("cannot add " + key + " to " + file.string() + ": " + e.what());
   }
 }
 
@@ -216,42 +247,74 @@ void CheckpointSession::snapshot_into(const SnapshotRequest& sr, const std::file
 
   CheckpointRequest req = request(sr.leave_running, image, has_holders, facts.facts);
   std::uint64_t sandbox_memory = 0;
-  CheckpointOutcome outcome = tools_.orchestrator().checkpoint_around(req, [&](const ReleasePlan& release) {
-    if (req.staging_pid > 0) sandbox_memory = sandbox_charge(req.staging_pid);
-    try {
-      rt_.snapshot(image, tools_.release_before_snapshot(release));
-    } catch (const DeadlineError& e) {
-      // Thawed before the orchestrator rolls CUDA back: frozen processes cannot take part. A held
-      // container is taken back (held, then thawed) by the orchestrator: nothing of it runs.
-      if (tools_.holds_still())
-        throw e.with("container thawed for the CUDA rollback, its processes held still until CUDA is back");
-      throw e.with(thaw.after_killed_snapshot(sr.paused));
-    }
-  });
+  CheckpointOutcome outcome;
+  try {
+    outcome = tools_.orchestrator().checkpoint_around(req, [&](const ReleasePlan& release) {
+      if (req.staging_pid > 0) sandbox_memory = sandbox_charge(req.staging_pid);
+      try {
+        rt_.snapshot(image, tools_.release_before_snapshot(release));
+      } catch (const DeadlineError& e) {
+        // Thawed before the orchestrator rolls CUDA back: frozen processes cannot take part. A held
+        // container is taken back (held, then thawed) by the orchestrator: nothing of it runs.
+        if (tools_.holds_still())
+          throw e.with("container thawed for the CUDA rollback, its processes held still until CUDA is back");
+        throw e.with(thaw.after_killed_snapshot(sr.paused));
+      }
+    });
+  } catch (const Error& e) {
+    // A pod's GPU containers number their processes apart: the report says whose each pid is.
+    const std::string legend = tools_.pid_legend(numbers_in(e.what()));
+    if (legend.empty()) throw;
+    log_.warn(who + ": " + legend);
+    add_to_diagnostic(req.diagnostic_path, "pod_pids", legend, log_);
+    throw Error(e.code(), std::string(e.what()) + "\n  " + legend);
+  }
 
   if (t_.punch_zero_pages) drop_zero_pages(image, who, log_);
   const std::string criu_text = criu_phases(outcome.phases, "dump");
   const double stopped = sr.leave_running ? stopped_ms(outcome.phases) : 0;
 
   // The image exists now; note whether its processes carry checkpointed CUDA state, and what
-  // they need from a host that restores them.
-  ImageRecord rec = facts.record(tools_, t_.id, outcome.toggled, outcome.lost);
-  for (const auto& r : outcome.released) {
-    ProcessIdentity pi = tools_.identify(r.pid);
-    rec.released.push_back({.pid = pi.pid, .name = pi.name, .from = tools_.container_pid(r.from), .fds = r.fds});
-  }
-  stamp_runtime(rec);
+  // they need from a host that restores them. A pod's GPU containers toggled as one: each one's
+  // processes in its own record (the others' in IMAGE/pod-cuda/<name>/).
+  auto record_of = [&](const std::string& member, const std::string& id) {
+    auto theirs = [&](const std::vector<pid_t>& pids) {
+      std::vector<pid_t> out;
+      for (pid_t p : pids)
+        if (tools_.pod_member_of(p) == member) out.push_back(p);
+      return out;
+    };
+    ImageRecord r = facts.record(tools_, id, theirs(outcome.toggled), theirs(outcome.lost));
+    for (const auto& rel : outcome.released) {
+      if (tools_.pod_member_of(rel.pid) != member) continue;
+      ProcessIdentity pi = tools_.identify(rel.pid);
+      r.released.push_back({.pid = pi.pid, .name = pi.name, .from = tools_.container_pid(rel.from), .fds = rel.fds});
+    }
+    stamp_runtime(r);
+    if (auto it = req.device_bytes.find(req.staging_pid); req.staging_pid > 0 && it != req.device_bytes.end())
+      r.sandbox_device_bytes = it->second;
+    r.sandbox_memory_bytes = sandbox_memory;
+    for (const auto& ph : outcome.phases) r.checkpoint_phases.emplace_back(ph.name, ph.ms);
+    r.stopped_ms = stopped;
+    return r;
+  };
+  ImageRecord rec = record_of("", t_.id);
   try {
     rec.host_files_listed = host_files_of(image, rec.host_files);
   } catch (const std::exception& e) {
     log_.warn(who + ": the image does not list the host files its restore needs: " + e.what());
   }
-  if (auto it = req.device_bytes.find(req.staging_pid); req.staging_pid > 0 && it != req.device_bytes.end())
-    rec.sandbox_device_bytes = it->second;
-  rec.sandbox_memory_bytes = sandbox_memory;
-  for (const auto& ph : outcome.phases) rec.checkpoint_phases.emplace_back(ph.name, ph.ms);
-  rec.stopped_ms = stopped;
   rec.pod = t_.pod;
+  for (const auto& name : tools_.pod_members()) {
+    const PodMember* m = t_.pod ? t_.pod->container(name) : nullptr;
+    const std::filesystem::path own = image / kPodCudaDir / name;
+    try {
+      std::filesystem::create_directories(own);
+      write_image_record(own, record_of(name, m ? m->id : name));
+    } catch (const std::exception& e) {
+      log_.warn(who + ": the record of the pod's container \"" + name + "\": " + e.what());
+    }
+  }
   if (tools_.host_view() && !rec.gpu_error.empty())
     log_.warn(who + ": the image records no GPU facts for the restore preflight: " + rec.gpu_error);
   try {

@@ -9,6 +9,8 @@
 #include <sys/types.h>
 
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "checkpoint/config.h"
 #include "checkpoint/orchestrator.h"
@@ -58,6 +60,13 @@ class SessionTools {
   // (restore_staging.h), and the host-wide account of staging in flight; null: not billed.
   virtual MemoryProbe* memory() { return nullptr; }
   virtual HostReservations* reservations() { return nullptr; }
+  // A gVisor pod's GPU containers toggled in one attempt (sandbox_pod.h): the name in the pod of
+  // the container a pid belongs to ("" for the session's own container), the other GPU containers'
+  // names, and one sentence naming each pid's container and its pid there, for a diagnostic (""
+  // when every pid is the session's own container's).
+  [[nodiscard]] virtual std::string pod_member_of(pid_t) const { return ""; }
+  [[nodiscard]] virtual std::vector<std::string> pod_members() const { return {}; }
+  [[nodiscard]] virtual std::string pid_legend(const std::vector<pid_t>&) const { return ""; }
 };
 
 }  // namespace nvproxy::checkpoint

@@ -5,6 +5,7 @@
 #include "checkpoint/host_assembly.h"
 #include "checkpoint/image/pod_shm.h"
 #include "checkpoint/sandbox_assembly.h"
+#include "checkpoint/sandbox_pod.h"
 #include "common/error.h"
 #include "common/fs.h"
 #include "gpu/device_request.h"
@@ -26,7 +27,6 @@ class RuntimeVerbs final : public checkpoint::SessionRuntime {
         flags_(flags),
         pids_(s.pids),
         run_restore_(s.run_restore),
-        snapshot_(s.snapshot),
         runner_(runner),
         log_(log) {}
   std::vector<pid_t> ps() override {
@@ -43,7 +43,6 @@ class RuntimeVerbs final : public checkpoint::SessionRuntime {
   void pause() override { rt_.pause(client_id_); }
   void resume() override { rt_.resume(client_id_); }
   void snapshot(const std::filesystem::path& image, const checkpoint::ReleasePlan& release) override {
-    if (snapshot_) return snapshot_(image, release);
     if (!flags_) throw Error(Code::Internal, "container \"" + id_ + "\": no checkpoint was asked for");
     oci::CheckpointFlags f = *flags_;
     f.image_path = image.string();
@@ -114,7 +113,6 @@ class RuntimeVerbs final : public checkpoint::SessionRuntime {
   const oci::CheckpointFlags* flags_;
   std::vector<pid_t> pids_;
   std::function<void(const std::filesystem::path&, bool, const std::string&)> run_restore_;
-  std::function<void(const std::filesystem::path&, const checkpoint::ReleasePlan&)> snapshot_;
   ProcessRunner& runner_;
   Logger& log_;
 };
@@ -122,7 +120,15 @@ class RuntimeVerbs final : public checkpoint::SessionRuntime {
 std::unique_ptr<checkpoint::SessionTools> assembly_for(const SessionSubject& s, checkpoint::SessionRuntime& rt,
                                                        ProcessRunner& runner, Logger& log) {
   const bool runsc = s.runtime.kind() == oci::RuntimeKind::Runsc;
-  // A GPU container under gVisor: its processes are seen and toggled inside the sandbox.
+  // A GPU container under gVisor: its processes are seen and toggled inside the sandbox; with its
+  // pod's further GPU containers, theirs with them.
+  if (runsc && s.gpu && s.pids.empty() && !s.pod_gpus.empty()) {
+    std::vector<checkpoint::PodSandboxContainer> cs{
+        {.name = s.pod_name, .target = sandbox_target(s.runtime.config(), s.id, s.bundle)}};
+    for (const auto& m : s.pod_gpus)
+      cs.push_back({.name = m.name, .target = sandbox_target(s.runtime.config(), m.id, s.bundle.parent_path() / m.id)});
+    return std::make_unique<checkpoint::PodSandboxAssembly>(s.cfg, std::move(cs), "checkpoint of \"" + s.id + "\"", runner, log);
+  }
   if (runsc && s.gpu && s.pids.empty())
     return std::make_unique<checkpoint::SandboxAssembly>(s.cfg, sandbox_target(s.runtime.config(), s.id, s.bundle), runner, log);
   // runsc's pids live inside the sandbox: host /proc does not describe them, so the host-side

@@ -42,9 +42,11 @@ struct SessionSubject {
   // pod's GPU container): its state is what the client paused, so pause, resume and status go to
   // it. Empty: `id`.
   std::string client_id;
-  // The runtime's snapshot as the caller runs it instead of the runtime's checkpoint (a pod's
-  // GPU containers checkpointed one inside another: gpu_checkpoint.cc). Empty: the runtime's.
-  std::function<void(const std::filesystem::path& image, const checkpoint::ReleasePlan& release)> snapshot;
+  // A runsc pod of several GPU containers, checkpointed in one attempt over all of their processes
+  // (checkpoint/sandbox_pod.h): this container's name in the pod and the pod's further GPU
+  // containers (their bundles beside this one's). Empty: this container's processes alone.
+  std::string pod_name;
+  std::vector<checkpoint::PodMember> pod_gpus;
 };
 
 class SessionWiring {

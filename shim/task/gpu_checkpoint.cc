@@ -25,11 +25,12 @@ SessionSubject subject_of(Container& c) {
 
 // A runsc checkpoint of a CRI pod's container saves the pod's whole sandbox: the image records the
 // pod, and CUDA is toggled in the pod's GPU containers whichever container the client named (CRI's
-// CheckpointContainer names one). The session runs on the first GPU container by name; the others
-// are returned, to be checkpointed inside it (GpuCheckpointHooks::checkpoint_inner).
-std::vector<checkpoint::PodMember> take_pod(SessionSubject& s, Logger& log) {
+// CheckpointContainer names one). The session runs on the first GPU container by name, over the
+// processes of every GPU container of the pod (SessionSubject::pod_gpus): one attempt locks CUDA in
+// all of them, then checkpoints all, then verifies all, around the one `runsc checkpoint`.
+void take_pod(SessionSubject& s, Logger& log) {
   s.pod = pod_of(s.bundle);
-  if (!s.pod) return {};
+  if (!s.pod) return;
   std::vector<const checkpoint::PodMember*> gpus;
   for (const auto& m : s.pod->containers)
     if (m.gpus != 0) gpus.push_back(&m);
@@ -37,25 +38,23 @@ std::vector<checkpoint::PodMember> take_pod(SessionSubject& s, Logger& log) {
   for (const auto& m : s.pod->containers)
     if (!m.sandbox) names += (names.empty() ? "" : ", ") + m.name;
   const std::string who = "checkpoint of \"" + s.id + "\"";
-  std::vector<checkpoint::PodMember> inner;
-  for (std::size_t i = 1; i < gpus.size(); ++i) inner.push_back(*gpus[i]);
-  if (!inner.empty()) {
-    std::string list;
-    for (const auto* m : gpus) list += (list.empty() ? "" : ", ") + m->name;
-    log.info(who + ": runsc saves the pod's sandbox whole (" + names + "); CUDA is toggled in its GPU containers " + list +
-             ", each around the next one's, the last around runsc's checkpoint");
+  if (gpus.empty()) {
+    log.info(who + ": runsc saves the pod's sandbox whole, its containers " + names + " in one image");
+    return;
   }
-  if (!gpus.empty() && gpus.front()->id != s.id) {
-    log.info(who + ": runsc saves the pod's sandbox whole (" + names + "); CUDA is toggled in its GPU container \"" +
-             gpus.front()->name + "\" (" + gpus.front()->id + ")");
+  std::string list;
+  for (const auto* m : gpus) list += (list.empty() ? "" : ", ") + m->name;
+  log.info(who + ": runsc saves the pod's sandbox whole (" + names + "); CUDA is toggled in its GPU container" +
+           (gpus.size() > 1 ? "s " + list + " as one: every lock before any checkpoint" : " \"" + list + "\"") + " (" +
+           gpus.front()->id + (gpus.size() > 1 ? " first" : "") + ")");
+  if (gpus.front()->id != s.id) {
     s.client_id = s.id;
     s.id = gpus.front()->id;
     s.bundle = s.bundle.parent_path() / s.id;
     s.gpu = true;
-  } else {
-    log.info(who + ": runsc saves the pod's sandbox whole, its containers " + names + " in one image");
   }
-  return inner;
+  s.pod_name = gpus.front()->name;
+  for (std::size_t i = 1; i < gpus.size(); ++i) s.pod_gpus.push_back(*gpus[i]);
 }
 
 // The pod's image against the pod restored from it (pod_restore_annotation.h), from the record
@@ -107,12 +106,7 @@ std::string restore_who(Container& c) {
 
 void GpuCheckpointHooks::checkpoint(Container& c, const oci::CheckpointFlags& flags, bool paused) {
   SessionSubject s = subject_of(c);
-  std::vector<checkpoint::PodMember> inner;
-  if (c.runtime().kind() == oci::RuntimeKind::Runsc) inner = take_pod(s, log_);
-  if (!inner.empty())
-    s.snapshot = [&](const std::filesystem::path& image, const checkpoint::ReleasePlan&) {
-      checkpoint_inner(c, flags, inner, 0, image);
-    };
+  if (c.runtime().kind() == oci::RuntimeKind::Runsc) take_pod(s, log_);
   SessionWiring w(s, &flags, false, runner_, log_);
   const auto& cfg = c.config().checkpoint;
   w.session().checkpoint({.leave_running = flags.leave_running,
@@ -120,27 +114,6 @@ void GpuCheckpointHooks::checkpoint(Container& c, const oci::CheckpointFlags& fl
                           .image_path = flags.image_path,
                           .image_store = cfg.image_store,
                           .image_store_keep = cfg.image_store_keep});
-}
-
-void GpuCheckpointHooks::checkpoint_inner(Container& c, const oci::CheckpointFlags& flags,
-                                          const std::vector<checkpoint::PodMember>& inner, std::size_t i,
-                                          const std::filesystem::path& image) {
-  SessionSubject s = subject_of(c);  // the pod's runtime: one runsc root for the sandbox
-  s.id = inner[i].id;
-  s.bundle = c.bundle().parent_path() / s.id;
-  s.gpu = true;
-  s.snapshot = [&, i](const std::filesystem::path&, const checkpoint::ReleasePlan&) {
-    if (i + 1 < inner.size()) return checkpoint_inner(c, flags, inner, i + 1, image);
-    oci::CheckpointFlags f = flags;
-    f.image_path = image.string();
-    c.runtime().checkpoint(inner[i].id, f);
-  };
-  const std::filesystem::path own = image / checkpoint::kPodCudaDir / inner[i].name;
-  std::error_code ec;
-  std::filesystem::create_directories(own, ec);
-  if (ec) throw Error(Code::Internal, "checkpoint of \"" + s.id + "\": cannot make " + own.string() + ": " + ec.message());
-  SessionWiring w(s, &flags, false, runner_, log_);
-  w.session().checkpoint({.leave_running = flags.leave_running, .paused = false, .image_path = own});
 }
 
 void GpuCheckpointHooks::restore(Container& c, const std::filesystem::path& checkpoint, const RuntimeRestore& run_restore) {

@@ -21,12 +21,6 @@ class GpuCheckpointHooks final : public CheckpointHooks {
   void pod_restore_over(const std::string& sandbox) override { pods_.forget(sandbox); }
 
  private:
-  // The pod's GPU container inner[i] checkpointed inside the session of the one before it: its
-  // CUDA toggled around the next one's, the last one's around runsc's checkpoint of the sandbox
-  // into `image` (the outer session's); its record in IMAGE/pod-cuda/<name>/.
-  void checkpoint_inner(Container& c, const oci::CheckpointFlags& flags, const std::vector<checkpoint::PodMember>& inner,
-                        std::size_t i, const std::filesystem::path& image);
-
   Logger& log_;
   ProcessRunner& runner_;
   PodRestoreProgress pods_;  // the gVisor pods being restored whole (one shim serves a CRI pod)

@@ -10,8 +10,11 @@
 #            file into the pod's /dev/shm and keeps it open (as multiprocessing keeps its sem.mp-*
 #            files), which the CUDA container sees. `crictl checkpoint` of the
 #            SIDECAR: runsc saves the whole sandbox, and the shim toggles CUDA in both GPU
-#            containers (within each, every lock before any checkpoint; cuda2's around runsc's
-#            checkpoint, cuda's around cuda2's); all keep running.
+#            containers in one attempt: every lock, in either container, before any checkpoint
+#            (the fake driver's calls and the shim's log of its toggles say so), one runsc
+#            checkpoint; all keep running. Then a checkpoint in which cuda2's process fails its
+#            CUDA checkpoint: refused naming the process with its container and pid there, CUDA
+#            rolled back in both containers (after every lock, before any snapshot), all running.
 #            The image (one store entry, its record naming the pod) goes to a registry on loopback
 #            with `image push --kube`.
 #   node B   a second containerd of the same version, its own root, state and store. Refused at the
@@ -98,6 +101,29 @@ cuda2_pid() { find "$FAKE/cuda2" -maxdepth 1 -name '*.cuda' -printf '%f\n' | sed
 counter_in() { cat "$1/$2.counter" 2>/dev/null || echo 0; }
 counted_past_in() { (($(counter_in "$1" "$2") > $3)); }
 pod_removed() { nv_crictl rmp -f "$1" >/dev/null 2>&1; }
+# The shim's log lines of the pod's CUDA toggles (PodCudaToggler), in order: "OP NAME PID" each.
+pod_toggles() {
+  grep -o 'CUDA [a-z]* in container \\"[a-z0-9]*\\" pid [0-9]*' "$NV_DIR/containerd.log" |
+    sed 's/^CUDA \([a-z]*\) in container \\"\([a-z0-9]*\)\\" pid \([0-9]*\)$/\1 \2 \3/'
+}
+# Whether the shim's log holds $1 reports of the pod's checkpoint (done or failed) as one attempt.
+pod_toggles_logged() {
+  (($(grep -cE 'GPU containers cuda, cuda2\)( done|: the pod.s GPU containers number)' "$NV_DIR/containerd.log") >= $1))
+}
+# pod_locks_first LOCK CKPT N_CUDA N_CUDA2 [FROM]: the toggles the shim logged (from its line FROM
+# of them on) lock N_CUDA processes of cuda and N_CUDA2 of cuda2 before the first checkpoint of
+# either, and none after it.
+pod_locks_first() {
+  local t
+  t=$(pod_toggles | tail -n +"${5:-1}")
+  echo "$t" >&2
+  local first_ckpt
+  first_ckpt=$(awk -v op="$2" '$1 == op { print NR; exit }' <<<"$t")
+  [[ -n $first_ckpt ]] || nv_fail "the shim logged no CUDA $2"
+  nv_assert_eq "$3" "$(head -n "$first_ckpt" <<<"$t" | awk -v op="$1" '$1 == op && $2 == "cuda"' | wc -l)" "cuda's locks before the first checkpoint"
+  nv_assert_eq "$4" "$(head -n "$first_ckpt" <<<"$t" | awk -v op="$1" '$1 == op && $2 == "cuda2"' | wc -l)" "cuda2's locks before the first checkpoint"
+  nv_assert_eq 0 "$(tail -n +"$first_ckpt" <<<"$t" | awk -v op="$1" '$1 == op' | wc -l)" "locks after the first checkpoint"
+}
 # No process (runsc's sandbox and gofers, the shim) names the pod's sandbox id $1 any more.
 pod_processes_gone() { ! pgrep -f -- "$1" >/dev/null; }
 # Whether the pod's sandbox (runsc's root container $1 in the pod's runsc root) is gone.
@@ -276,6 +302,12 @@ nv_crictl checkpoint --export="$NV_CRI_DIR/pod.tar" "$C" >/dev/null
 log=$FAKE/cuda/calls.log
 cat "$log" >&2
 nv_fake_locked_then_checkpointed "$log" 2
+# One attempt over both GPU containers: the fake driver's calls of both (one sandbox, one clock)
+# and the shim's log of its toggles show every lock, in either container, before any checkpoint.
+cat "$log" "$FAKE/cuda2/calls.log" >"$NV_DIR/pod-calls.log"
+nv_fake_locked_then_checkpointed "$NV_DIR/pod-calls.log" 3
+nv_wait_for -t 20 pod_toggles_logged 1 || nv_fail "the shim's log does not say the pod's checkpoint is done"
+pod_locks_first locked checkpointed 2 1
 before=$(nv_fake_counter "${cp[0]}")
 at=$(counter_of "$C")
 for p in "${cp[@]}"; do
@@ -296,6 +328,29 @@ nv_assert_eq 1 "$(jq -r '.pod.containers[] | select(.name == "cuda") | .gpus' <<
 nv_assert_eq "$K" "$(jq -r .container <<<"$rec")" "the record's CUDA container"
 nv_assert_eq 1 "$(find "$STORE" -name checkpoint.img | wc -l)" "runsc images in A's store"
 nv_assert_eq 1 "$(find "$STORE" -path '*/pod-cuda/cuda2/nvproxy-cuda.json' -exec jq .cuda_processes {} \;)" "cuda2's record in the image"
+
+nv_log "node A: cuda2's process fails its CUDA checkpoint: the pod's checkpoint fails naming it, every container runs on"
+seen=$(pod_toggles | wc -l)
+: >"$log"
+: >"$FAKE/cuda2/calls.log"
+echo "checkpoint $c2 999" >"$FAKE/cuda2/fail"
+if err=$(nv_crictl checkpoint --export="$NV_CRI_DIR/failed.tar" "$C" 2>&1); then nv_fail "the checkpoint with a failing CUDA process succeeded"; fi
+rm -f "$FAKE/cuda2/fail"
+nv_log "failed: $(cut -c1-600 <<<"${err##*desc = }")"
+nv_assert_contains "$err" "CUDA checkpoint failed in 1 process" "the failure's reason"
+nv_assert_contains "$err" "$((1000000 + c2)) is pid $c2 of container" "the failure's process, with its container and pid"
+nv_assert_contains "$err" "cuda2" "the failure names the container"
+nv_wait_for -t 20 pod_toggles_logged 2 || nv_fail "the shim's log does not say the pod's checkpoint failed"
+pod_locks_first locked checkpointed 2 1 "$((seen + 1))"
+for x in "$K" "$K2" "$C"; do nv_assert_eq CONTAINER_RUNNING "$(nv_cri_state "$x")" "container $x after the failed checkpoint"; done
+for p in "${cp[@]}"; do
+  nv_assert_eq running "$(nv_fake_state "$p")" "CUDA state of $p after the failed checkpoint"
+  nv_fake_advancing "$p" || nv_fail "process $p does not work after the failed checkpoint"
+done
+nv_assert_eq running "$(cat "$FAKE/cuda2/$c2.state")" "cuda2's CUDA state after the failed checkpoint"
+a2=$(counter_in "$FAKE/cuda2" "$c2")
+nv_wait_for -t 10 counted_past_in "$FAKE/cuda2" "$c2" "$a2" || nv_fail "cuda2's process does not work after the failed checkpoint"
+nv_assert_eq 1 "$(find "$STORE" -name checkpoint.img | wc -l)" "runsc images in A's store after the failed checkpoint"
 
 nv_registry_start
 SHIM=$NVPROXY_SHIM_DIR/containerd-shim-nvproxy-v1

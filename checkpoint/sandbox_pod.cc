@@ -1,0 +1,111 @@
+#include "checkpoint/sandbox_pod.h"
+
+namespace nvproxy::checkpoint {
+
+struct PodSandboxAssembly::Member {
+  Member(const CheckpointConfig& cfg, PodSandboxContainer c, ProcessRunner& runner)
+      : name(std::move(c.name)),
+        agent(runner, std::move(c.target)),
+        lister(agent),
+        scanner(agent, cfg.device_globs),
+        toggler(cfg.cuda == "none"
+                    ? nullptr
+                    : std::make_unique<SandboxCudaToggler>(agent, std::chrono::milliseconds(cfg.snapshot_timeout_ms))),
+        probe(lister, scanner),
+        comm(scanner),
+        files(agent, cfg.device_globs) {}
+  std::string name;
+  SandboxAgent agent;
+  SandboxLister lister;
+  SandboxHolderScanner scanner;
+  std::unique_ptr<SandboxCudaToggler> toggler;
+  SandboxGpuProbe probe;
+  SandboxCommProbe comm;
+  SandboxFileIdentity files;
+
+  PodMemberTools seams() {
+    return {.name = name,
+            .lister = &lister,
+            .scanner = &scanner,
+            .toggler = toggler.get(),
+            .probe = &probe,
+            .comm = &comm,
+            .files = &files,
+            .drop = [this](const ReleasePlan& plan) { drop_in_sandbox(agent, plan, agent.target().timeout); }};
+  }
+};
+
+namespace {
+
+std::vector<std::string> names_of(const std::vector<PodSandboxContainer>& cs) {
+  std::vector<std::string> names;
+  for (const auto& c : cs) names.push_back(c.name);
+  return names;
+}
+
+}  // namespace
+
+PodSandboxAssembly::PodSandboxAssembly(const CheckpointConfig& cfg, std::vector<PodSandboxContainer> containers,
+                                       const std::string& who, ProcessRunner& runner, Logger& log)
+    : ids_(names_of(containers)),
+      lister_(ids_, seams_),
+      scanner_(ids_, seams_),
+      toggler_(cfg.cuda == "none" ? nullptr : std::make_unique<PodCudaToggler>(ids_, seams_, who, log)),
+      probe_(ids_, seams_),
+      comm_(ids_, seams_),
+      files_(ids_, seams_),
+      host_usage_(make_cuda_helper(cfg, runner)),
+      memory_(cfg.host_meminfo),
+      reservations_(cfg.staging_account),
+      orch_(cfg,
+            OrchestratorTools{.lister = &lister_,
+                              .scanner = &scanner_,
+                              .toggler = toggler_.get(),
+                              .probe = &probe_,
+                              .comm = &comm_,
+                              .hold_unavailable = "gVisor's sandbox processes are not the host's to stop, and runsc "
+                                                  "checkpoints the sandbox whole",
+                              .files = &files_,
+                              .release_unavailable = "",
+                              .release_way = ReleaseWay::InPlace,
+                              .memory = &memory_,
+                              .reservations = &reservations_},
+            log) {
+  // The composites hold references to seams_, filled here (before any call reaches them).
+  for (auto& c : containers) {
+    members_.push_back(std::make_unique<Member>(cfg, std::move(c), runner));
+    seams_.push_back(members_.back()->seams());
+  }
+}
+
+PodSandboxAssembly::~PodSandboxAssembly() = default;
+
+ProcessIdentity PodSandboxAssembly::identify(pid_t pid) {
+  auto pi = scanner_.info(pid);
+  return {.host_pid = pid, .pid = ids_.local(pid), .name = pi ? pi->name : std::string()};
+}
+
+std::string PodSandboxAssembly::label() const {
+  std::string names;
+  for (std::size_t k = 0; k < ids_.size(); ++k) names += (names.empty() ? "" : ", ") + ids_.name(k);
+  return " (runsc sandbox; the pod's GPU containers " + names + ")";
+}
+
+ReleasePlan PodSandboxAssembly::release_before_snapshot(const ReleasePlan& plan) {
+  if (plan.empty()) return plan;
+  drop_in_pod(ids_, seams_, plan);
+  return {};
+}
+
+std::string PodSandboxAssembly::pod_member_of(pid_t pid) const {
+  const std::size_t k = ids_.member(pid);
+  return k == 0 || k >= ids_.size() ? std::string() : ids_.name(k);
+}
+
+std::vector<std::string> PodSandboxAssembly::pod_members() const {
+  std::vector<std::string> out;
+  for (std::size_t k = 1; k < ids_.size(); ++k) out.push_back(ids_.name(k));
+  return out;
+}
+
+}  // namespace nvproxy::checkpoint
