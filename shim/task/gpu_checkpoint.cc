@@ -31,6 +31,7 @@ SessionSubject subject_of(Container& c) {
 void take_pod(SessionSubject& s, Logger& log) {
   s.pod = pod_of(s.bundle);
   if (!s.pod) return;
+  leave_out_ended(*s.pod, s.runtime, s.id, log, "checkpoint of \"" + s.id + "\"");
   std::vector<const checkpoint::PodMember*> gpus;
   for (const auto& m : s.pod->containers)
     if (m.gpus != 0) gpus.push_back(&m);

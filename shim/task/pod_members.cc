@@ -46,4 +46,40 @@ std::optional<checkpoint::PodRecord> pod_of(const std::filesystem::path& bundle)
   return pod;
 }
 
+std::vector<std::string> leave_out_ended(checkpoint::PodRecord& pod, oci::Runtime& runtime, const std::string& named, Logger& log,
+                                         const std::string& who) {
+  std::vector<std::string> ended;
+  for (auto it = pod.containers.begin(); it != pod.containers.end();) {
+    std::string status;
+    try {
+      status = it->sandbox ? "" : runtime.state(it->id).status;
+    } catch (const std::exception&) {
+      // Not the runtime's to answer (being created or removed): left as it is, as before.
+    }
+    if (status != "stopped") {
+      ++it;
+      continue;
+    }
+    if (it->id == named)
+      throw Error(Code::FailedPrecondition, who +
+                                                " refused: the container has ended; a gVisor pod is checkpointed whole "
+                                                "through any of its running containers");
+    try {
+      runtime.remove(it->id, false);
+    } catch (const std::exception& e) {
+      throw Error(Code::FailedPrecondition,
+                  who + " refused: the pod's container \"" + it->name + "\" (" + it->id +
+                      ") has ended, and runsc's image of the sandbox would hold it (its restore would wait for it and "
+                      "fail on it), but it could not be deleted from the sandbox: " +
+                      e.what() + "; delete it (crictl rm) and checkpoint again; nothing was toggled, the pod runs on");
+    }
+    log.info(who + ": the pod's container \"" + it->name + "\" (" + it->id +
+             ") had ended (an init container?): deleted from the sandbox (runsc delete) and left out of the image, "
+             "whose restore neither needs it nor waits for it");
+    ended.push_back(it->name);
+    it = pod.containers.erase(it);
+  }
+  return ended;
+}
+
 }  // namespace nvproxy::shim

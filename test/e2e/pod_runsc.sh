@@ -8,7 +8,9 @@
 #            run's workload does) and "counter" (a CPU sidecar counting in memory and on its
 #            stdout), each having written a file into its writable layer; the counter also wrote a
 #            file into the pod's /dev/shm and keeps it open (as multiprocessing keeps its sem.mp-*
-#            files), which the CUDA container sees. `crictl checkpoint` of the
+#            files), which the CUDA container sees; an init container ran first and ended (it wrote
+#            into /dev/shm too), which the checkpoint deletes from the sandbox and leaves out of
+#            the image, so that node B's pod neither names it nor waits for it. `crictl checkpoint` of the
 #            SIDECAR: runsc saves the whole sandbox, and the shim toggles CUDA in both GPU
 #            containers in one attempt: every lock, in either container, before any checkpoint
 #            (the fake driver's calls and the shim's log of its toggles say so), one runsc
@@ -126,6 +128,9 @@ pod_locks_first() {
 }
 # No process (runsc's sandbox and gofers, the shim) names the pod's sandbox id $1 any more.
 pod_processes_gone() { ! pgrep -f -- "$1" >/dev/null; }
+# runsc's status of container $2 of the pod whose sandbox is $1.
+runsc_status() { "$RUNSC" --root "$NV_CRI_RUNTIME_ROOT/$NV_CRI_NS/$1" state "$2" 2>&1 | jq -r .status 2>/dev/null; }
+runsc_status_is() { [[ $(runsc_status "$2" "$3") == "$1" ]]; }
 # Whether the pod's sandbox (runsc's root container $1 in the pod's runsc root) is gone.
 sandbox_gone() {
   local st
@@ -237,6 +242,7 @@ node_b() {
   nv_assert_eq cuda2-on-a "$(nv_crictl exec "$k2" cat /written)" "cuda2's file from node A"
   nv_assert_eq counter-on-a "$(nv_crictl exec "$c" cat /written)" "the counter's file from node A"
   nv_assert_eq shm-on-a "$(nv_crictl exec "$k" cat /dev/shm/pod-note)" "the pod's /dev/shm file from node A, seen from cuda"
+  nv_assert_eq init-on-a "$(nv_crictl exec "$k" cat /dev/shm/init-note)" "the file node A's init container wrote"
   nv_assert_eq shm-on-a "$(nv_crictl exec "$c" cat /proc/1/fd/3)" "the /dev/shm file the counter holds open"
   nv_log "restored: CUDA back in ${cp[*]} (cuda) and $c2 (cuda2), the counter at $(counter_of "$c") (checkpointed at $at)"
 
@@ -284,6 +290,12 @@ nv_log "node A: runsc: $("$RUNSC" --version | head -1); a pod of two fake-CUDA c
 mkdir -p "$FAKE/cuda2"
 chmod 777 "$FAKE/cuda2"
 POD=$(nv_cri_pod a)
+# An init container, run to its end before the others start (as the kubelet runs one): the
+# checkpoint deletes it from the sandbox and leaves it out of the image (runsc's restore would wait
+# for it and fail on it), so that node B's pod neither names it nor waits for it.
+I=$(nv_cri_ctr a "$POD" init '.command = ["sh", "-c", "echo init-on-a >/dev/shm/init-note"]')
+nv_crictl start "$I" >/dev/null
+nv_wait_for -t 20 runsc_status_is stopped "$POD" "$I" || nv_fail "the init container did not end: $(runsc_status "$POD" "$I")"
 K=$(cuda_ctr a "$POD")
 K2=$(cuda2_ctr a "$POD")
 C=$(count_ctr a "$POD")
@@ -324,6 +336,9 @@ nv_wait_for -t 10 counted_past_in "$FAKE/cuda2" "$c2" "$a2" || nv_fail "cuda2's 
 nv_wait_for -t 10 counter_past "$C" "$at" || nv_fail "the counter stopped after the checkpoint"
 rec=$(tar -xOf "$NV_CRI_DIR/pod.tar" checkpoint/nvproxy-cuda.json)
 nv_assert_eq "counter,cuda,cuda2" "$(jq -r '[.pod.containers[] | select(.sandbox | not) | .name] | join(",")' <<<"$rec")" "the pod in the image's record"
+grep -F 'container \"init\"' "$NV_DIR/containerd.log" | grep -qF 'deleted from the sandbox (runsc delete) and left out of the image' ||
+  nv_fail "the shim's log does not say the ended init container was left out"
+runsc_status_is stopped "$POD" "$I" && nv_fail "the init container is still in the sandbox"
 nv_assert_eq 1 "$(jq -r '.pod.containers[] | select(.name == "cuda") | .gpus' <<<"$rec")" "the CUDA container's GPUs in the record"
 nv_assert_eq "$K" "$(jq -r .container <<<"$rec")" "the record's CUDA container"
 nv_assert_eq 1 "$(find "$STORE" -name checkpoint.img | wc -l)" "runsc images in A's store"

@@ -5,9 +5,15 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
 
 #include "common/error.h"
+#include "common/log.h"
+#include "common/process.h"
+#include "oci/runtime.h"
 #include "shim/task/pod_members.h"
 #include "shim/task/pod_restore_annotation.h"
 #include "shim/task/pod_restore_progress.h"
@@ -147,6 +153,66 @@ TEST_F(PodMembers, ACheckpointRecordsEveryContainerOfThePodByNameWithItsGpus) {
   EXPECT_EQ(pod->container("counter")->gpus, 0);
   // ctr's container is no pod's.
   EXPECT_FALSE(pod_of(bundle("ctr1", json::object())));
+}
+
+// The pod's runtime as leave_out_ended asks it: each container's status, and the deletes.
+class EndedRuntime final : public oci::Runtime {
+ public:
+  EndedRuntime(ProcessRunner& r, Logger& log) : oci::Runtime({}, r, log, "") {}
+  std::map<std::string, std::string> status;
+  std::vector<std::string> removed;
+  bool fail_remove = false;
+  oci::RuntimeState state(const std::string& id) override {
+    if (!status.contains(id)) throw Error(Code::NotFound, "container \"" + id + "\" does not exist");
+    return {.status = status.at(id)};
+  }
+  void remove(const std::string& id, bool) override {
+    if (fail_remove) throw Error(Code::Unknown, "runsc delete failed");
+    removed.push_back(id);
+  }
+};
+
+class PodEnded : public ::testing::Test {
+ protected:
+  DirectWaiter waiter;
+  ProcessRunner runner{waiter};
+  Logger log{-1};
+  EndedRuntime rt{runner, log};
+  checkpoint::PodRecord pod{.sandbox_id = "sb",
+                            .containers = {{.id = "sb", .sandbox = true},
+                                           {.name = "cuda", .id = "k1", .gpus = 1},
+                                           {.name = "init", .id = "i1"},
+                                           {.name = "counter", .id = "w1"}}};
+};
+
+TEST_F(PodEnded, AnEndedContainerIsDeletedFromTheSandboxAndLeftOutOfTheImage) {
+  rt.status = {{"sb", "running"}, {"k1", "running"}, {"i1", "stopped"}, {"w1", "running"}};
+  EXPECT_EQ(leave_out_ended(pod, rt, "w1", log, "checkpoint of \"w1\""), (std::vector<std::string>{"init"}));
+  EXPECT_EQ(rt.removed, (std::vector<std::string>{"i1"}));
+  EXPECT_EQ(pod.names(), (std::vector<std::string>{"counter", "cuda"}));
+  EXPECT_TRUE(pod.containers[0].sandbox);
+}
+
+TEST_F(PodEnded, NothingEndedLeavesThePodAsItIs) {
+  rt.status = {{"sb", "running"}, {"k1", "running"}, {"w1", "running"}};  // i1 unknown to the runtime: left as it is
+  EXPECT_TRUE(leave_out_ended(pod, rt, "w1", log, "checkpoint").empty());
+  EXPECT_TRUE(rt.removed.empty());
+  EXPECT_EQ(pod.names(), (std::vector<std::string>{"counter", "cuda", "init"}));
+}
+
+TEST_F(PodEnded, AnEndedContainerThatCannotBeDeletedOrWasNamedRefusesTheCheckpoint) {
+  rt.status = {{"sb", "running"}, {"k1", "running"}, {"i1", "stopped"}, {"w1", "running"}};
+  rt.fail_remove = true;
+  try {
+    leave_out_ended(pod, rt, "w1", log, "checkpoint of \"w1\"");
+    FAIL() << "not refused";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Code::FailedPrecondition);
+    EXPECT_NE(std::string(e.what()).find("container \"init\" (i1) has ended"), std::string::npos) << e.what();
+  }
+  rt.fail_remove = false;
+  EXPECT_THROW(leave_out_ended(pod, rt, "i1", log, "checkpoint of \"i1\""), Error);
+  EXPECT_TRUE(rt.removed.empty());
 }
 
 }  // namespace
