@@ -55,6 +55,15 @@ void take_pod(SessionSubject& s, Logger& log) {
     s.gpu = true;
   }
   s.pod_name = gpus.front()->name;
+  if (gpus.size() > 1 && joins_pod_pid_namespace(s.bundle)) {
+    // shareProcessNamespace: the first GPU container sees (and toggles) every process of the pod,
+    // and at restore brings CUDA back in all of them; the image records them all as its own.
+    log.info(who +
+             ": the pod's containers share one PID namespace: CUDA is toggled in every process of the pod from "
+             "container \"" +
+             gpus.front()->name + "\", whose record holds them all");
+    return;
+  }
   for (std::size_t i = 1; i < gpus.size(); ++i) s.pod_gpus.push_back(*gpus[i]);
 }
 

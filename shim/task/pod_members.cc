@@ -1,6 +1,7 @@
 #include "shim/task/pod_members.h"
 
 #include <algorithm>
+#include <nlohmann/json.hpp>
 
 #include "common/error.h"
 #include "oci/spec.h"
@@ -12,6 +13,18 @@ int gpu_count(const std::filesystem::path& bundle) {
   auto gpus = requested_gpus(bundle);
   if (std::find(gpus.begin(), gpus.end(), "all") != gpus.end()) return checkpoint::kAllGpus;
   return static_cast<int>(gpus.size());
+}
+
+bool joins_pod_pid_namespace(const std::filesystem::path& bundle) {
+  try {
+    const auto spec = oci::Spec::load(bundle);
+    const auto& ns = spec.json().value("/linux/namespaces"_json_pointer, nlohmann::json::array());
+    return std::any_of(ns.begin(), ns.end(), [](const nlohmann::json& n) {
+      return n.is_object() && n.value("type", "") == "pid" && !n.value("path", "").empty();
+    });
+  } catch (const std::exception&) {
+    return false;
+  }
 }
 
 std::optional<checkpoint::PodRecord> pod_of(const std::filesystem::path& bundle) {

@@ -21,6 +21,11 @@ std::optional<checkpoint::PodRecord> pod_of(const std::filesystem::path& bundle)
 // How many GPUs the container of `bundle` asks for (checkpoint::kAllGpus: all).
 int gpu_count(const std::filesystem::path& bundle);
 
+// Whether the container of `bundle` joins its pod's PID namespace (shareProcessNamespace: CRI
+// gives its spec the sandbox's namespace by path): then, in a gVisor sandbox, every container of
+// the pod sees every process of it. False when the spec cannot be read.
+bool joins_pod_pid_namespace(const std::filesystem::path& bundle);
+
 // The pod's containers that ended by themselves (an init container that ran), deleted from the
 // sandbox and left out of `pod`: runsc's checkpoint of a sandbox holds every container not deleted,
 // and its restore waits for each one and fails on an ended one, so that the image neither needs

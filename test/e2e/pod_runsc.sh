@@ -17,6 +17,9 @@
 #            checkpoint; all keep running. Then a checkpoint in which cuda2's process fails its
 #            CUDA checkpoint: refused naming the process with its container and pid there, CUDA
 #            rolled back in both containers (after every lock, before any snapshot), all running.
+#            And a pod sharing one PID namespace (shareProcessNamespace) with two GPU containers on
+#            one driver state: checkpointed from its first GPU container, which sees them all
+#            (every lock before any checkpoint, all three processes in its record), all running.
 #            The image (one store entry, its record naming the pod) goes to a registry on loopback
 #            with `image push --kube`.
 #   node B   a second containerd of the same version, its own root, state and store. Refused at the
@@ -89,6 +92,8 @@ gpu_ctr() {  # NAME CMD_VAR POD_NAME POD_ID [CUDA_STATE_DIR] [JQ]
     | .envs = [{key: "NVIDIA_VISIBLE_DEVICES", value: "0"}, {key: "NVPROXY_FAKE_CUDA_DIR", value: "/fakecuda"}]
     | .command = ["sh", "-c", $ENV.'"$2"'] | '"${6:-.}"
 }
+# A pod (and its containers) sharing one PID namespace: shareProcessNamespace.
+SHARED_PID='.linux.security_context.namespace_options.pid = 0'
 cuda_ctr() { gpu_ctr cuda CUDA_CMD "$@"; }   # POD_NAME POD_ID [CUDA_STATE_DIR] [JQ]
 cuda2_ctr() { gpu_ctr cuda2 CUDA2_CMD "$@"; }
 count_ctr() { nv_cri_ctr "$1" "$2" counter '.command = ["sh", "-c", $ENV.COUNT_CMD]'; }
@@ -277,6 +282,27 @@ node_b() {
     nv_wait_for -t 20 pod_processes_gone "$x" || nv_fail "processes of the restored pod $x are left: $(pgrep -af -- "$x")"
     [[ -z $(nv_crictl ps -a -q --pod "$x") ]] || nv_fail "containers of the restored pod $x are left"
   done
+
+  nv_log "node B: the pod sharing one PID namespace restored whole: CUDA back in its three processes"
+  local sb sk sk2 p
+  local -a spids
+  read -ra spids <<<"$NV_B_SHARE_PIDS"
+  : >"$FAKE/share/calls.log"
+  sb=$(nv_cri_pod shareb ".annotations = {\"restore.nvproxy.io/cuda\": \"$NV_B_SHARE_IMAGE\",
+    \"restore.nvproxy.io/cuda2\": \"$NV_B_SHARE_IMAGE\"} | $SHARED_PID")
+  sk=$(gpu_ctr cuda CUDA_CMD shareb "$sb" "$FAKE/share" "$SHARED_PID")
+  sk2=$(gpu_ctr cuda2 CUDA2_CMD shareb "$sb" "$FAKE/share" "$SHARED_PID")
+  start "$sk" "$sk2"
+  cat "$FAKE/share/calls.log" >&2
+  nv_assert_eq "${#spids[@]}" "$(awk '$2=="restore" && $5==0' "$FAKE/share/calls.log" | wc -l)" "the shared pod's CUDA restores"
+  nv_assert_eq "${#spids[@]}" "$(awk '$2=="unlock" && $5==0' "$FAKE/share/calls.log" | wc -l)" "the shared pod's CUDA unlocks"
+  for p in "${spids[@]}"; do
+    nv_assert_eq running "$(cat "$FAKE/share/$p.state")" "the shared pod's CUDA state of $p after the restore"
+    a=$(counter_in "$FAKE/share" "$p")
+    nv_wait_for -t 10 counted_past_in "$FAKE/share" "$p" "$a" || nv_fail "the shared pod's process $p does not work after the restore"
+  done
+  err=$(nv_crictl stopp "$sb" 2>&1) || nv_fail "the restored shared pod could not be stopped: $err"
+  nv_wait_for -t 30 pod_removed "$sb" || nv_fail "the restored shared pod could not be removed: $(nv_crictl rmp -f "$sb" 2>&1)"
   echo "PASS node B (containerd $NV_CONTAINERD_VERSION)"
 }
 
@@ -367,6 +393,26 @@ a2=$(counter_in "$FAKE/cuda2" "$c2")
 nv_wait_for -t 10 counted_past_in "$FAKE/cuda2" "$c2" "$a2" || nv_fail "cuda2's process does not work after the failed checkpoint"
 nv_assert_eq 1 "$(find "$STORE" -name checkpoint.img | wc -l)" "runsc images in A's store after the failed checkpoint"
 
+nv_log "node A: a pod sharing one PID namespace (shareProcessNamespace), two GPU containers on one driver"
+mkdir -p "$FAKE/share"
+chmod 777 "$FAKE/share"
+SP=$(nv_cri_pod share "$SHARED_PID")
+SK=$(gpu_ctr cuda CUDA_CMD share "$SP" "$FAKE/share" "$SHARED_PID")
+SK2=$(gpu_ctr cuda2 CUDA2_CMD share "$SP" "$FAKE/share" "$SHARED_PID")
+nv_crictl start "$SK" "$SK2" >/dev/null
+nv_wait_for -t 20 cuda_ready 3 share || nv_fail "the shared pod's fake CUDA apps did not start: $(ls "$FAKE/share")"
+nv_crictl checkpoint --export="$NV_CRI_DIR/share.tar" "$SK2" >/dev/null
+cat "$FAKE/share/calls.log" >&2
+nv_fake_locked_then_checkpointed "$FAKE/share/calls.log" 3
+nv_assert_eq 3 "$(tar -xOf "$NV_CRI_DIR/share.tar" checkpoint/nvproxy-cuda.json | jq .cuda_processes)" "the shared pod's CUDA processes in the image's record"
+mapfile -t sp < <(find "$FAKE/share" -maxdepth 1 -name '*.cuda' -printf '%f\n' | sed 's/\.cuda$//')
+for p in "${sp[@]}"; do
+  nv_assert_eq running "$(cat "$FAKE/share/$p.state")" "the shared pod's CUDA state of $p after the checkpoint"
+  a=$(counter_in "$FAKE/share" "$p")
+  nv_wait_for -t 10 counted_past_in "$FAKE/share" "$p" "$a" || nv_fail "the shared pod's process $p does not work after the checkpoint"
+done
+nv_crictl rmp -f "$SP" >/dev/null
+
 nv_registry_start
 SHIM=$NVPROXY_SHIM_DIR/containerd-shim-nvproxy-v1
 printf 'checkpoint:\n  registry_timeout_s: 60\n' >"$NV_DIR/push.yaml"
@@ -377,6 +423,14 @@ nv_log "$out"
 nv_log "pushed in $((($(date +%s%N) - t0) / 1000000)) ms"
 img=$(awk '/^checkpoint image of container /{print $NF}' <<<"$out")
 [[ $img == "$NV_REGISTRY/ckpt/"*"@sha256:"* ]] || nv_fail "no pinned checkpoint image in: $out"
+out=$("$SHIM" image push --kube "$NV_CRI_DIR/share.tar" "$NV_REGISTRY/ckpt/share:v1" --tls-verify=false --store "$STORE" \
+  --config "$NV_DIR/push.yaml" 2>&1) || nv_fail "image push --kube of the shared pod: $out"
+share_img=$(awk '/^checkpoint image of container /{print $NF}' <<<"$out")
+[[ $share_img == "$NV_REGISTRY/ckpt/"*"@sha256:"* ]] || nv_fail "no pinned checkpoint image in: $out"
+for p in "${sp[@]}"; do
+  printf checkpointed >"$FAKE/share/$p.state"
+  touch "$FAKE/share/$p.closed"
+done
 # The processes' state as the image holds it, for node B's fake driver (the same GPU).
 nv_crictl rmp -f "$POD" >/dev/null
 nv_fake_as_checkpointed "${cp[@]}"
@@ -386,5 +440,6 @@ rm -rf "${STORE:?}"/*
 nv_log "node B: a second containerd $VER restoring the pod from $img"
 env -u NV_DIR -u NV_SOCK -u NV_STATE_DIR -u NV_NAMESPACE NV_CRI_NODE=B NV_B_FAKE="$FAKE" NV_B_CUDA_PIDS="${cp[*]}" \
   NV_B_BEFORE="$before" NV_B_COUNT_AT="$at" NV_B_REGISTRY="$NV_REGISTRY" NV_B_REGISTRY_DIR="$NV_REGISTRY_DIR" \
-  NV_B_IMAGE="$img" NV_B_CUDA2_PID="$c2" bash "$0" "$VER" || nv_fail "node B failed"
+  NV_B_IMAGE="$img" NV_B_CUDA2_PID="$c2" NV_B_SHARE_IMAGE="$share_img" NV_B_SHARE_PIDS="${sp[*]}" bash "$0" "$VER" ||
+  nv_fail "node B failed"
 echo "PASS pod_runsc (containerd $NV_CONTAINERD_VERSION, node A to node B through $NV_REGISTRY)"

@@ -155,6 +155,21 @@ TEST_F(PodMembers, ACheckpointRecordsEveryContainerOfThePodByNameWithItsGpus) {
   EXPECT_FALSE(pod_of(bundle("ctr1", json::object())));
 }
 
+TEST_F(PodMembers, AContainerJoiningThePodsPidNamespaceIsTold) {
+  auto joined = dir_ / "joined";
+  std::filesystem::create_directories(joined);
+  json spec = spec_json(json::object());
+  spec["linux"] = {{"namespaces", {{{"type", "pid"}, {"path", "/proc/42/ns/pid"}}, {{"type", "mount"}}}}};
+  std::ofstream(joined / "config.json") << spec.dump();
+  EXPECT_TRUE(joins_pod_pid_namespace(joined));
+  auto own = dir_ / "own";
+  std::filesystem::create_directories(own);
+  spec["linux"] = {{"namespaces", {{{"type", "pid"}}, {{"type", "ipc"}, {"path", "/proc/42/ns/ipc"}}}}};
+  std::ofstream(own / "config.json") << spec.dump();
+  EXPECT_FALSE(joins_pod_pid_namespace(own));
+  EXPECT_FALSE(joins_pod_pid_namespace(dir_ / "missing"));
+}
+
 // The pod's runtime as leave_out_ended asks it: each container's status, and the deletes.
 class EndedRuntime final : public oci::Runtime {
  public:
