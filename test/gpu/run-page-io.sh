@@ -12,6 +12,10 @@ REPO=$(pwd)
 for mode in ${MODES:-off on}; do
   echo "=== PAGE_IO=$mode RUNS=${RUNS:-} DROP=${DROP:-yes}"
   PAGE_IO=$mode bash "$REPO/test/gpu/run-large-memory.sh"
+  # each mode's containerd log and diagnostics kept apart (run-large-memory.sh writes the same names)
+  for f in "${OUT:-/tmp/nvgpu-out}"/containerd-26.log.gz "${OUT:-/tmp/nvgpu-out}"/diagnostics26.json; do
+    [[ -e $f ]] && mv "$f" "${f%%.*}-$mode.${f#*.}"
+  done
 done
 if [[ ${CRIU_ALONE:-no} == yes ]]; then
   echo "=== CRIU alone (bench/page_io.sh)"
