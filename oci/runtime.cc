@@ -123,6 +123,12 @@ std::vector<std::string> Runtime::base_args(const std::vector<std::string>& extr
   return a;
 }
 
+std::vector<std::string> Runtime::wait_argv(const std::string& id) const {
+  auto a = base_args();
+  a.insert(a.end(), {"wait", id});
+  return a;
+}
+
 std::string Runtime::last_log_error() const {
   // runc/crun write JSON lines {"level":"error","msg":...}; runsc writes text. Take the last error.
   std::ifstream in(log_file_);

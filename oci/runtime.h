@@ -174,9 +174,14 @@ class Runtime {
   // option would help). On expiry of config().restore_timeout: kills the runtime's process group,
   // removes the half-restored container (`delete --force`) and throws DeadlineError saying so.
   virtual void restore(const std::string& id, const RestoreOptions& opts);
+  // `runsc wait ID` with this runtime's global flags: what waits for a runsc container's own
+  // process, which is no child of the shim's (shim/task/sandboxed_exit_wait.h). Not run here: the
+  // wait lasts as long as the container.
+  [[nodiscard]] std::vector<std::string> wait_argv(const std::string& id) const;
 
  private:
   std::vector<std::string> base_args(const std::vector<std::string>& extra_global = {}) const;
+
   // Runs in a process group of its own, under cmd.timeout (0: config().command_timeout); a timeout
   // throws DeadlineError (after on_timeout, whose note is added to the error).
   RunResult run_checked(const std::string& id, const std::string& what, Command cmd,

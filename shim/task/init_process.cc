@@ -314,6 +314,36 @@ void InitProcess::watch_sandboxed_exit(int signal) {
   }).detach();
 }
 
+void InitProcess::wait_in_sandbox() {
+  if (!ctx_.setup.shares_sandbox_pid) return;
+  std::weak_ptr<Container> owner = ctx_.owner;
+  std::unique_ptr<SandboxedExitWait> w;
+  try {
+    w = std::make_unique<SandboxedExitWait>(ctx_.env.runner, ctx_.env.log, ctx_.setup.id, ctx_.runtime->wait_argv(ctx_.setup.id),
+                                            [this, owner](int code) {
+                                              auto keep = owner.lock();
+                                              if (!keep) return;  // the container is going
+                                              // As a wait status: killed (128+signal) or exited.
+                                              on_exit(code > 128 && code < 128 + 65 ? code - 128 : code << 8);
+                                            });
+  } catch (const std::exception& e) {
+    ctx_.env.log.warn("container \"" + ctx_.setup.id + "\": its end is heard only after a kill: " + e.what());
+    return;
+  }
+  std::unique_ptr<SandboxedExitWait> old;
+  std::lock_guard lk(ctx_.mu);
+  old = std::exchange(exit_wait_, std::move(w));
+}
+
+void InitProcess::stop_waiting_in_sandbox() {
+  std::unique_ptr<SandboxedExitWait> w;
+  {
+    std::lock_guard lk(ctx_.mu);
+    w = std::move(exit_wait_);
+  }
+  // Joined outside the lock: a wait that just heard the exit takes it in on_exit.
+}
+
 void InitProcess::watch_oom() {
   pid_t pid = this->pid();
   if (pid > 0) {
@@ -348,6 +378,7 @@ const std::string& InitProcess::container_id() const {
 
 void InitProcess::run_start() {
   ctx_.runtime->start(ctx_.setup.id);
+  wait_in_sandbox();
 }
 
 void InitProcess::run_restore() {
@@ -374,6 +405,7 @@ void InitProcess::run_restore() {
         });
         watch_oom();
       });
+  wait_in_sandbox();
 }
 
 // A spec handed over as the image's (ctr restores into a new container so) names the cgroup of the
@@ -461,6 +493,7 @@ void InitProcess::run_checkpoint(const oci::CheckpointFlags& flags, bool paused)
 }
 
 void InitProcess::run_delete() {
+  stop_waiting_in_sandbox();
   try {
     ctx_.runtime->remove(ctx_.setup.id, true);
   } catch (const Error& e) {

@@ -4,6 +4,7 @@
 // operation on it waits for the one in flight (op_mu), so that a kill waits for a checkpoint.
 #pragma once
 
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -12,6 +13,7 @@
 #include "oci/runtime_flavor.h"
 #include "shim/task/init_state.h"
 #include "shim/task/process.h"
+#include "shim/task/sandboxed_exit_wait.h"
 
 namespace nvproxy::shim {
 
@@ -73,6 +75,9 @@ class InitProcess final : public Process, private InitOps {
   // deadline, for at most kSandboxedExitWait) until runsc says it stopped, and the exit is
   // reported as a death by the last signal sent.
   void watch_sandboxed_exit(int signal);
+  // A runsc pod container: its end, however it comes, through runsc wait (sandboxed_exit_wait.h).
+  void wait_in_sandbox();
+  void stop_waiting_in_sandbox();
   void watch_oom();
   // Under runsc, before its create/restore: takes the runsc filestores a checkpoint's rootfs diff
   // brought along out of the container's own snapshot (shim/task/runsc_filestore.h).
@@ -100,6 +105,7 @@ class InitProcess final : public Process, private InitOps {
   bool watching_exit_ = false;         // watch_sandboxed_exit's thread runs
   int last_signal_ = 0;                // the last signal a kill sent (watch_sandboxed_exit)
   std::optional<oci::CgroupPaths> cgroup_;
+  std::unique_ptr<SandboxedExitWait> exit_wait_;  // a runsc pod container's, from its start to its delete
 };
 
 }  // namespace nvproxy::shim
