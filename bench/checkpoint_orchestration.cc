@@ -45,7 +45,7 @@
 #include "checkpoint/cuda_helper_client.h"
 #include "checkpoint/driver/cuda_driver_api.h"
 #include "checkpoint/orchestrator.h"
-#include "checkpoint/process_list.h"
+#include "checkpoint/process/process_list.h"
 #include "checkpoint/shared/holder_scan.h"
 #include "common/log.h"
 #include "common/process.h"

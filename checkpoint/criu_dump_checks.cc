@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "checkpoint/inet_sockets.h"
+#include "checkpoint/process/inet_sockets.h"
 #include "checkpoint/shared/holder_scan.h"
 #include "checkpoint/shared/proc_maps.h"
 #include "common/number.h"

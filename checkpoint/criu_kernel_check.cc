@@ -2,7 +2,7 @@
 
 #include <sys/utsname.h>
 
-#include "checkpoint/inet_sockets.h"
+#include "checkpoint/process/inet_sockets.h"
 #include "common/version.h"
 
 namespace nvproxy::checkpoint {

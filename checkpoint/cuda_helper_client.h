@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "checkpoint/config.h"
-#include "checkpoint/container_hold.h"
+#include "checkpoint/process/container_hold.h"
 #include "checkpoint/shared/cuda_toggler.h"
 #include "checkpoint/shared/gpu_usage.h"
 #include "common/process.h"

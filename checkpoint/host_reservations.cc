@@ -11,7 +11,7 @@
 #include <thread>
 #include <utility>
 
-#include "checkpoint/process_holds.h"
+#include "checkpoint/process/process_holds.h"
 #include "checkpoint/shared/gpu_facts.h"
 #include "common/error.h"
 #include "common/fs.h"

@@ -27,11 +27,11 @@
 #include <vector>
 
 #include "checkpoint/config.h"
-#include "checkpoint/container_hold.h"
+#include "checkpoint/process/container_hold.h"
 #include "checkpoint/diagnostic.h"
-#include "checkpoint/file_identity.h"
-#include "checkpoint/process_holds.h"
-#include "checkpoint/process_list.h"
+#include "checkpoint/process/file_identity.h"
+#include "checkpoint/process/process_holds.h"
+#include "checkpoint/process/process_list.h"
 #include "checkpoint/release.h"
 #include "checkpoint/shared/comm_probe.h"
 #include "checkpoint/shared/cuda_toggler.h"

@@ -30,9 +30,9 @@
 #include <vector>
 
 #include "checkpoint/config.h"
-#include "checkpoint/file_identity.h"
+#include "checkpoint/process/file_identity.h"
 #include "checkpoint/orchestrator.h"
-#include "checkpoint/process_list.h"
+#include "checkpoint/process/process_list.h"
 #include "checkpoint/release.h"
 #include "checkpoint/shared/comm_probe.h"
 #include "checkpoint/shared/cuda_toggler.h"

@@ -14,7 +14,7 @@
 
 #include "checkpoint/config.h"
 #include "checkpoint/orchestrator.h"
-#include "checkpoint/process_list.h"
+#include "checkpoint/process/process_list.h"
 #include "checkpoint/release.h"
 #include "checkpoint/restore_preflight.h"
 #include "checkpoint/session_runtime.h"

@@ -50,7 +50,7 @@
 #include <vector>
 
 #include "checkpoint/shared/gpu_facts.h"
-#include "checkpoint/zero_count.h"
+#include "checkpoint/process/zero_count.h"
 #include "common/error.h"
 
 namespace nvproxy::checkpoint {

@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "checkpoint/driver/cuda_driver_api.h"
-#include "checkpoint/inet_sockets.h"
+#include "checkpoint/process/inet_sockets.h"
 #include "checkpoint/orchestrator.h"
 #include "common/unique_fd.h"
 #include "fake_gpu.h"

@@ -1,6 +1,6 @@
 // count_zero_pages against a real process: a child whose memory the test changes step by step,
 // each step counted again (the rest of the child's memory stays as it was: it waits on a pipe).
-#include "checkpoint/zero_count.h"
+#include "checkpoint/process/zero_count.h"
 
 #include <gtest/gtest.h>
 #include <signal.h>

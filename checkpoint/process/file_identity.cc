@@ -1,4 +1,4 @@
-#include "checkpoint/file_identity.h"
+#include "checkpoint/process/file_identity.h"
 
 #include <linux/kcmp.h>
 #include <sys/syscall.h>

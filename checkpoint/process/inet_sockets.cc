@@ -1,4 +1,4 @@
-#include "checkpoint/inet_sockets.h"
+#include "checkpoint/process/inet_sockets.h"
 
 #include <algorithm>
 #include <fstream>

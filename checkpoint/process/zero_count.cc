@@ -1,4 +1,4 @@
-#include "checkpoint/zero_count.h"
+#include "checkpoint/process/zero_count.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>

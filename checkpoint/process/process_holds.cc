@@ -1,4 +1,4 @@
-#include "checkpoint/process_holds.h"
+#include "checkpoint/process/process_holds.h"
 
 #include <poll.h>
 #include <sys/syscall.h>

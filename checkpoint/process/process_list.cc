@@ -1,4 +1,4 @@
-#include "checkpoint/process_list.h"
+#include "checkpoint/process/process_list.h"
 
 #include <algorithm>
 
