@@ -42,7 +42,7 @@
 #include <thread>
 #include <vector>
 
-#include "checkpoint/cuda_helper_client.h"
+#include "checkpoint/programs/cuda_helper_client.h"
 #include "checkpoint/driver/cuda_driver_api.h"
 #include "checkpoint/orchestrator.h"
 #include "checkpoint/process/process_list.h"

@@ -13,7 +13,7 @@
 #include "checkpoint/config.h"
 #include "checkpoint/criu_dump_checks.h"
 #include "checkpoint/criu_kernel_check.h"
-#include "checkpoint/cuda_helper_client.h"
+#include "checkpoint/programs/cuda_helper_client.h"
 #include "checkpoint/process/file_identity.h"
 #include "checkpoint/host_reservations.h"
 #include "checkpoint/memory_limits.h"

@@ -6,7 +6,7 @@
 #include <filesystem>
 
 #include "checkpoint/config.h"
-#include "checkpoint/shim_files.h"
+#include "checkpoint/programs/shim_files.h"
 
 namespace nvproxy::checkpoint {
 

@@ -11,7 +11,7 @@
 #include <string>
 
 #include "checkpoint/config.h"
-#include "checkpoint/cuda_helper_client.h"
+#include "checkpoint/programs/cuda_helper_client.h"
 #include "checkpoint/host_reservations.h"
 #include "checkpoint/memory_limits.h"
 #include "checkpoint/orchestrator.h"

@@ -8,7 +8,7 @@
 #include <regex>
 
 #include "checkpoint/agent/sandbox_agent.h"
-#include "checkpoint/shim_files.h"
+#include "checkpoint/programs/shim_files.h"
 #include "common/error.h"
 
 namespace nvproxy::checkpoint {

@@ -11,7 +11,7 @@
 
 #include "checkpoint/image/image_store.h"
 #include "checkpoint/image/transfer_wire.h"
-#include "checkpoint/shim_files.h"
+#include "checkpoint/programs/shim_files.h"
 #include "common/process.h"
 #include "shim/task/config.h"
 #include "shim/task/registry_client.h"

@@ -5,7 +5,7 @@
 #include <sstream>
 
 #include "checkpoint/image/transfer_wire.h"
-#include "checkpoint/shim_files.h"
+#include "checkpoint/programs/shim_files.h"
 #include "common/error.h"
 
 namespace nvproxy::shim {

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "checkpoint/config.h"
-#include "checkpoint/cuda_helper_client.h"
+#include "checkpoint/programs/cuda_helper_client.h"
 #include "common/error.h"
 #include "common/process.h"
 

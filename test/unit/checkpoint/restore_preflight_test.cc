@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include "checkpoint/cuda_helper_client.h"
+#include "checkpoint/programs/cuda_helper_client.h"
 #include "checkpoint/shared/gpu_usage.h"
 #include "common/error.h"
 #include "fake_gpu.h"

@@ -1,7 +1,7 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
-#include "checkpoint/cuda_checkpoint_bin.h"
+#include "checkpoint/programs/cuda_checkpoint_bin.h"
 #include "checkpoint/driver/cuda_driver_api.h"
 #include "checkpoint/shared/gpu_usage.h"
 #include "fake_gpu.h"

@@ -18,7 +18,7 @@
 #include <set>
 #include <stdexcept>
 
-#include "checkpoint/cuda_helper_client.h"
+#include "checkpoint/programs/cuda_helper_client.h"
 #include "checkpoint/driver/cuda_driver_api.h"
 #include "checkpoint/orchestrator.h"
 #include "test/unit/checkpoint/fake_gpu.h"

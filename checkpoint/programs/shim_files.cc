@@ -1,4 +1,4 @@
-#include "checkpoint/shim_files.h"
+#include "checkpoint/programs/shim_files.h"
 
 #include <unistd.h>
 

@@ -1,4 +1,4 @@
-#include "checkpoint/cuda_helper_client.h"
+#include "checkpoint/programs/cuda_helper_client.h"
 
 #include <sys/socket.h>
 #include <unistd.h>
@@ -9,9 +9,9 @@
 #include <cstring>
 #include <filesystem>
 
-#include "checkpoint/cuda_checkpoint_bin.h"
+#include "checkpoint/programs/cuda_checkpoint_bin.h"
 #include "checkpoint/shared/cuda_helper_wire.h"
-#include "checkpoint/shim_files.h"
+#include "checkpoint/programs/shim_files.h"
 #include "common/error.h"
 #include "common/ttrpc/client.h"
 

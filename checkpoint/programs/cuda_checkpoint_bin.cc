@@ -1,4 +1,4 @@
-#include "checkpoint/cuda_checkpoint_bin.h"
+#include "checkpoint/programs/cuda_checkpoint_bin.h"
 
 #include <cctype>
 #include <cstdlib>
