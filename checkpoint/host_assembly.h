@@ -11,8 +11,8 @@
 #include <string>
 
 #include "checkpoint/config.h"
-#include "checkpoint/criu_dump_checks.h"
-#include "checkpoint/criu_kernel_check.h"
+#include "checkpoint/preflight/criu_dump_checks.h"
+#include "checkpoint/preflight/criu_kernel_check.h"
 #include "checkpoint/programs/cuda_helper_client.h"
 #include "checkpoint/process/file_identity.h"
 #include "checkpoint/host_reservations.h"
@@ -24,7 +24,7 @@
 #include "checkpoint/session_tools.h"
 #include "checkpoint/shared/comm_probe.h"
 #include "checkpoint/shared/holder_scan.h"
-#include "checkpoint/space_check.h"
+#include "checkpoint/preflight/space_check.h"
 #include "common/log.h"
 #include "common/process.h"
 

@@ -13,7 +13,7 @@
 #include <thread>
 
 #include "checkpoint/hints.h"
-#include "checkpoint/restore_preflight.h"
+#include "checkpoint/preflight/restore_preflight.h"
 #include "checkpoint/shared/gpu_facts.h"
 #include "common/error.h"
 #include "common/fs.h"

@@ -37,8 +37,8 @@
 #include "checkpoint/shared/cuda_toggler.h"
 #include "checkpoint/shared/gpu_usage.h"
 #include "checkpoint/shared/holder_scan.h"
-#include "checkpoint/snapshot_check.h"
-#include "checkpoint/space_check.h"
+#include "checkpoint/preflight/snapshot_check.h"
+#include "checkpoint/preflight/space_check.h"
 #include "checkpoint/staging_hold.h"
 #include "common/log.h"
 

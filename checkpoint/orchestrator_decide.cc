@@ -4,7 +4,7 @@
 #include "checkpoint/hints.h"
 #include "checkpoint/orchestrator.h"
 #include "checkpoint/orchestrator_parts.h"
-#include "checkpoint/space_check.h"
+#include "checkpoint/preflight/space_check.h"
 
 namespace nvproxy::checkpoint {
 

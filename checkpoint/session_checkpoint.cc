@@ -11,7 +11,7 @@
 #include "checkpoint/image/image_store.h"
 #include "checkpoint/image/zero_pages.h"
 #include "checkpoint/session.h"
-#include "checkpoint/space_check.h"
+#include "checkpoint/preflight/space_check.h"
 #include "checkpoint/thaw_guard.h"
 #include "common/error.h"
 #include "common/fs.h"

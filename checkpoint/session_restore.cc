@@ -8,7 +8,7 @@
 #include "checkpoint/image/host_files.h"
 #include "checkpoint/image/image_record.h"
 #include "checkpoint/image/image_store.h"
-#include "checkpoint/restore_preflight.h"
+#include "checkpoint/preflight/restore_preflight.h"
 #include "checkpoint/restore_staging.h"
 #include "checkpoint/session.h"
 #include "common/error.h"

@@ -16,7 +16,7 @@
 #include "checkpoint/orchestrator.h"
 #include "checkpoint/process/process_list.h"
 #include "checkpoint/release.h"
-#include "checkpoint/restore_preflight.h"
+#include "checkpoint/preflight/restore_preflight.h"
 #include "checkpoint/session_runtime.h"
 #include "checkpoint/shared/gpu_usage.h"
 #include "checkpoint/shared/holder_scan.h"

@@ -1,6 +1,6 @@
 // The image record's "gpu" part (nvproxy-cuda.json, image_record.h): what each CUDA process used
 // at checkpoint, as NVML saw it before the toggle (gpu_facts.h). The restore preflight
-// (checkpoint/restore_preflight.h) compares it with the restoring host's facts.
+// (checkpoint/preflight/restore_preflight.h) compares it with the restoring host's facts.
 #pragma once
 
 #include <sys/types.h>

@@ -1,7 +1,7 @@
 // What NVML says about this host's GPUs: the driver version, each device (model, UUID, memory) and
 // the device memory each process holds on it. Taken at checkpoint (what the CUDA processes used,
 // recorded in the image) and before a restore (what the restoring host offers), see
-// checkpoint/restore_preflight.h. Crosses the nvproxy-cuda-helper pipe as JSON.
+// checkpoint/preflight/restore_preflight.h. Crosses the nvproxy-cuda-helper pipe as JSON.
 #pragma once
 
 #include <sys/types.h>

@@ -1,8 +1,8 @@
 // containerd, the OCI runtime, CRIU and the programs CRIU runs.
 #include <toml++/toml.h>
 
-#include "checkpoint/criu_dump_checks.h"
-#include "checkpoint/criu_kernel_check.h"
+#include "checkpoint/preflight/criu_dump_checks.h"
+#include "checkpoint/preflight/criu_kernel_check.h"
 #include "common/log.h"
 #include "oci/runtime_probe.h"
 #include "shim/node/containerd_config.h"

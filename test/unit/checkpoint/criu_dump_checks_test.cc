@@ -1,6 +1,6 @@
 // The CRIU dump checks: io_uring found in a real process (this one) and in a fake /proc, the
 // network lock's program looked for in a given PATH.
-#include "checkpoint/criu_dump_checks.h"
+#include "checkpoint/preflight/criu_dump_checks.h"
 
 #include <arpa/inet.h>
 #include <linux/io_uring.h>

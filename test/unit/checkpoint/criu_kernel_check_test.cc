@@ -1,6 +1,6 @@
 // CRIU against the kernel (criu_kernel_check.h): the version decision, the inet socket scan of
 // real /proc with real sockets, and the Orchestrator refusing before any CUDA toggle.
-#include "checkpoint/criu_kernel_check.h"
+#include "checkpoint/preflight/criu_kernel_check.h"
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>

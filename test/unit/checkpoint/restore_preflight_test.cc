@@ -1,6 +1,6 @@
 // The restore preflight's comparison (record of the checkpoint vs. this host's GPU facts), the
 // record's JSON, and the facts as the helper program gets them from (fake) NVML.
-#include "checkpoint/restore_preflight.h"
+#include "checkpoint/preflight/restore_preflight.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

@@ -10,7 +10,7 @@
 #include <optional>
 #include <string>
 
-#include "checkpoint/snapshot_check.h"
+#include "checkpoint/preflight/snapshot_check.h"
 
 namespace nvproxy::checkpoint {
 

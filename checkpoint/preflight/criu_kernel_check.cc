@@ -1,4 +1,4 @@
-#include "checkpoint/criu_kernel_check.h"
+#include "checkpoint/preflight/criu_kernel_check.h"
 
 #include <sys/utsname.h>
 

@@ -1,4 +1,4 @@
-#include "checkpoint/criu_dump_checks.h"
+#include "checkpoint/preflight/criu_dump_checks.h"
 
 #include <sys/stat.h>
 

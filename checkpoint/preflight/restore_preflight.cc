@@ -1,4 +1,4 @@
-#include "checkpoint/restore_preflight.h"
+#include "checkpoint/preflight/restore_preflight.h"
 
 #include <algorithm>
 #include <fstream>

@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint/snapshot_check.h"
+#include "checkpoint/preflight/snapshot_check.h"
 
 namespace nvproxy::checkpoint {
 
