@@ -17,10 +17,10 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint/host_reservations.h"
-#include "checkpoint/limit_lift.h"
-#include "checkpoint/memory_limits.h"
-#include "checkpoint/staging_bill.h"
+#include "checkpoint/staging/host_reservations.h"
+#include "checkpoint/staging/limit_lift.h"
+#include "checkpoint/staging/memory_limits.h"
+#include "checkpoint/staging/staging_bill.h"
 
 namespace fs = std::filesystem;
 using namespace nvproxy;

@@ -4,7 +4,7 @@
 
 #include "checkpoint/diagnose_image.h"
 #include "checkpoint/diagnostic.h"
-#include "checkpoint/staging_bill.h"
+#include "checkpoint/staging/staging_bill.h"
 
 namespace nvproxy::checkpoint {
 

@@ -39,7 +39,7 @@
 #include "checkpoint/shared/holder_scan.h"
 #include "checkpoint/preflight/snapshot_check.h"
 #include "checkpoint/preflight/space_check.h"
-#include "checkpoint/staging_hold.h"
+#include "checkpoint/staging/staging_hold.h"
 #include "common/log.h"
 
 namespace nvproxy::checkpoint {

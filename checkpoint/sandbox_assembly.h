@@ -12,8 +12,8 @@
 
 #include "checkpoint/config.h"
 #include "checkpoint/programs/cuda_helper_client.h"
-#include "checkpoint/host_reservations.h"
-#include "checkpoint/memory_limits.h"
+#include "checkpoint/staging/host_reservations.h"
+#include "checkpoint/staging/memory_limits.h"
 #include "checkpoint/orchestrator.h"
 #include "checkpoint/sandbox_tools.h"
 #include "checkpoint/session_tools.h"

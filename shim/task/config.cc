@@ -5,7 +5,7 @@
 #include <cstdlib>
 
 #include "checkpoint/release.h"
-#include "checkpoint/staging_bill.h"
+#include "checkpoint/staging/staging_bill.h"
 #include "common/error.h"
 #include "common/fs.h"
 #include "common/text.h"

@@ -1,6 +1,6 @@
 #include "shim/task/task_shim.h"
 
-#include "checkpoint/limit_lift.h"
+#include "checkpoint/staging/limit_lift.h"
 #include "common/error.h"
 #include "shim/task/config.h"
 #include "shim/task/gpu_checkpoint.h"

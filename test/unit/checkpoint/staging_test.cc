@@ -10,12 +10,12 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "checkpoint/host_reservations.h"
-#include "checkpoint/limit_lift.h"
-#include "checkpoint/memory_limits.h"
-#include "checkpoint/restore_staging.h"
-#include "checkpoint/staging_bill.h"
-#include "checkpoint/staging_hold.h"
+#include "checkpoint/staging/host_reservations.h"
+#include "checkpoint/staging/limit_lift.h"
+#include "checkpoint/staging/memory_limits.h"
+#include "checkpoint/staging/restore_staging.h"
+#include "checkpoint/staging/staging_bill.h"
+#include "checkpoint/staging/staging_hold.h"
 #include "common/error.h"
 #include "common/fs.h"
 #include "common/scratch_dir.h"

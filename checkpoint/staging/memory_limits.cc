@@ -1,4 +1,4 @@
-#include "checkpoint/memory_limits.h"
+#include "checkpoint/staging/memory_limits.h"
 
 #include "common/error.h"
 #include "common/fs.h"

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "checkpoint/config.h"
-#include "checkpoint/memory_limits.h"
+#include "checkpoint/staging/memory_limits.h"
 
 namespace nvproxy::checkpoint {
 

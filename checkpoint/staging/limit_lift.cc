@@ -1,4 +1,4 @@
-#include "checkpoint/limit_lift.h"
+#include "checkpoint/staging/limit_lift.h"
 
 #include <nlohmann/json.hpp>
 #include <thread>

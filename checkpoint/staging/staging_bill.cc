@@ -1,4 +1,4 @@
-#include "checkpoint/staging_bill.h"
+#include "checkpoint/staging/staging_bill.h"
 
 #include "checkpoint/shared/gpu_facts.h"
 #include "common/error.h"

@@ -13,7 +13,7 @@
 #include <string>
 
 #include "checkpoint/image/image_record.h"
-#include "checkpoint/staging_hold.h"
+#include "checkpoint/staging/staging_hold.h"
 #include "common/log.h"
 
 namespace nvproxy::checkpoint {

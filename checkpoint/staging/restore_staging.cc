@@ -1,4 +1,4 @@
-#include "checkpoint/restore_staging.h"
+#include "checkpoint/staging/restore_staging.h"
 
 #include <algorithm>
 #include <nlohmann/json.hpp>

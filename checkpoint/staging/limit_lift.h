@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint/memory_limits.h"
-#include "checkpoint/staging_bill.h"
+#include "checkpoint/staging/memory_limits.h"
+#include "checkpoint/staging/staging_bill.h"
 #include "common/log.h"
 
 namespace nvproxy::checkpoint {

@@ -1,4 +1,4 @@
-#include "checkpoint/staging_hold.h"
+#include "checkpoint/staging/staging_hold.h"
 
 #include "checkpoint/shared/gpu_facts.h"
 #include "common/error.h"

@@ -2,7 +2,7 @@
 #include <optional>
 #include <vector>
 
-#include "checkpoint/memory_limits.h"
+#include "checkpoint/staging/memory_limits.h"
 #include "common/error.h"
 #include "common/fs.h"
 #include "common/number.h"

@@ -1,4 +1,4 @@
-#include "checkpoint/host_reservations.h"
+#include "checkpoint/staging/host_reservations.h"
 
 #include <fcntl.h>
 #include <sys/file.h>
