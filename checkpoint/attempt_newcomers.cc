@@ -4,7 +4,7 @@
 #include <thread>
 
 #include "checkpoint/attempt.h"
-#include "checkpoint/hints.h"
+#include "checkpoint/report/hints.h"
 
 namespace nvproxy::checkpoint {
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "checkpoint/attempt.h"
-#include "checkpoint/hints.h"
+#include "checkpoint/report/hints.h"
 
 namespace nvproxy::checkpoint {
 

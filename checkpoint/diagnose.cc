@@ -3,7 +3,7 @@
 #include <boost/program_options.hpp>
 
 #include "checkpoint/diagnose_image.h"
-#include "checkpoint/diagnostic.h"
+#include "checkpoint/report/diagnostic.h"
 #include "checkpoint/staging/staging_bill.h"
 
 namespace nvproxy::checkpoint {

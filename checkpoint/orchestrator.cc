@@ -12,7 +12,7 @@
 #include <set>
 #include <thread>
 
-#include "checkpoint/hints.h"
+#include "checkpoint/report/hints.h"
 #include "checkpoint/preflight/restore_preflight.h"
 #include "checkpoint/shared/gpu_facts.h"
 #include "common/error.h"

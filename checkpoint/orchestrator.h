@@ -28,7 +28,7 @@
 
 #include "checkpoint/config.h"
 #include "checkpoint/process/container_hold.h"
-#include "checkpoint/diagnostic.h"
+#include "checkpoint/report/diagnostic.h"
 #include "checkpoint/process/file_identity.h"
 #include "checkpoint/process/process_holds.h"
 #include "checkpoint/process/process_list.h"

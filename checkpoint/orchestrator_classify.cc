@@ -8,7 +8,7 @@
 #include <optional>
 #include <set>
 
-#include "checkpoint/hints.h"
+#include "checkpoint/report/hints.h"
 #include "checkpoint/orchestrator.h"
 #include "checkpoint/orchestrator_parts.h"
 #include "common/error.h"

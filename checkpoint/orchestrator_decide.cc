@@ -1,7 +1,7 @@
 // Orchestrator::decide: the one policy of a checkpoint and of `diagnose` (orchestrator.h).
 #include <algorithm>
 
-#include "checkpoint/hints.h"
+#include "checkpoint/report/hints.h"
 #include "checkpoint/orchestrator.h"
 #include "checkpoint/orchestrator_parts.h"
 #include "checkpoint/preflight/space_check.h"

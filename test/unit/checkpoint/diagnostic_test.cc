@@ -1,4 +1,4 @@
-#include "checkpoint/diagnostic.h"
+#include "checkpoint/report/diagnostic.h"
 
 #include <gtest/gtest.h>
 

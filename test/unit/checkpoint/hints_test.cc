@@ -1,4 +1,4 @@
-#include "checkpoint/hints.h"
+#include "checkpoint/report/hints.h"
 
 #include <gtest/gtest.h>
 

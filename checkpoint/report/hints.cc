@@ -1,4 +1,4 @@
-#include "checkpoint/hints.h"
+#include "checkpoint/report/hints.h"
 
 namespace nvproxy::checkpoint {
 
