@@ -1,6 +1,6 @@
 #include "shim/task/diagnose_cmd.h"
 
-#include "checkpoint/diagnose.h"
+#include "checkpoint/diagnose/diagnose.h"
 #include "shim/task/checkpoint_wiring.h"
 #include "shim/task/runtime_locator.h"
 

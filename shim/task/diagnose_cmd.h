@@ -1,4 +1,4 @@
-// `containerd-shim-nvproxy-v1 diagnose`: checkpoint/diagnose.h's report, pointed at the runtime the
+// `containerd-shim-nvproxy-v1 diagnose`: checkpoint/diagnose/diagnose.h's report, pointed at the runtime the
 // container was created with (runtime_locator.h: the record in its bundle, else the config), so it
 // looks where the shim looks. --bundle DIR names the bundle (default: containerd's task directory
 // for --namespace and --id); --runtime and --runtime-root still override.

@@ -1,8 +1,8 @@
-#include "checkpoint/diagnose.h"
+#include "checkpoint/diagnose/diagnose.h"
 
 #include <boost/program_options.hpp>
 
-#include "checkpoint/diagnose_image.h"
+#include "checkpoint/diagnose/diagnose_image.h"
 #include "checkpoint/report/diagnostic.h"
 #include "checkpoint/staging/staging_bill.h"
 

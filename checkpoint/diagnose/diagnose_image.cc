@@ -1,4 +1,4 @@
-#include "checkpoint/diagnose_image.h"
+#include "checkpoint/diagnose/diagnose_image.h"
 
 #include <nlohmann/json.hpp>
 
