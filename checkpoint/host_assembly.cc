@@ -2,7 +2,7 @@
 
 #include <cstdlib>
 
-#include "checkpoint/release.h"
+#include "checkpoint/attempt/release.h"
 
 namespace nvproxy::checkpoint {
 

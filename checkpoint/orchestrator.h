@@ -32,7 +32,7 @@
 #include "checkpoint/process/file_identity.h"
 #include "checkpoint/process/process_holds.h"
 #include "checkpoint/process/process_list.h"
-#include "checkpoint/release.h"
+#include "checkpoint/attempt/release.h"
 #include "checkpoint/shared/comm_probe.h"
 #include "checkpoint/shared/cuda_toggler.h"
 #include "checkpoint/shared/gpu_usage.h"

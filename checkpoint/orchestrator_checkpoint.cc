@@ -2,7 +2,7 @@
 // again while processes start or end meanwhile, and a workload the kernel killed named as such.
 #include <thread>
 
-#include "checkpoint/attempt.h"
+#include "checkpoint/attempt/attempt.h"
 
 namespace nvproxy::checkpoint {
 

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint/release.h"
+#include "checkpoint/attempt/release.h"
 
 namespace nvproxy::checkpoint {
 

@@ -15,7 +15,7 @@
 #include "checkpoint/config.h"
 #include "checkpoint/orchestrator.h"
 #include "checkpoint/process/process_list.h"
-#include "checkpoint/release.h"
+#include "checkpoint/attempt/release.h"
 #include "checkpoint/preflight/restore_preflight.h"
 #include "checkpoint/session_runtime.h"
 #include "checkpoint/shared/gpu_usage.h"

@@ -41,7 +41,7 @@ struct RuntimeConfig {
   // annotation, else /etc/criu/runc.conf) is applied after it, so what the operator put there wins.
   // The shim's config sets this from checkpoint.criu_options. runsc has no CRIU.
   std::vector<std::string> criu_options = default_criu_options();
-  // The directory of the shim's CRIU plugin (checkpoint/release.h): CRIU loads it (its "libdir") for
+  // The directory of the shim's CRIU plugin (checkpoint/attempt/release.h): CRIU loads it (its "libdir") for
   // a checkpoint that releases forked children's device files, and for the restore of an image
   // that did (one holding nvproxy-criu-released). The shim's config sets it from
   // checkpoint.criu_plugin_dir, else the directory found beside the shim.

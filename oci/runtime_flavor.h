@@ -25,7 +25,7 @@ struct CheckpointFlags {
   std::string image_path;
   std::string work_path;
   // Devices ("195:0,195:255") whose fds and mappings in forked children CRIU leaves out of the image
-  // with the shim's plugin (checkpoint/release.h); empty: none, the plugin is not loaded.
+  // with the shim's plugin (checkpoint/attempt/release.h); empty: none, the plugin is not loaded.
   std::string release_devices;
   // runc/crun: a script CRIU runs at its post-dump action, after the image is whole and before it
   // removes the link_remap files it made (CRIU's action-script); empty: none.

@@ -26,7 +26,7 @@ struct ImageProcess {
   bool operator==(const ImageProcess&) const = default;
 };
 
-// A forked child whose inherited GPU device files the image leaves out (checkpoint/release.h):
+// A forked child whose inherited GPU device files the image leaves out (checkpoint/attempt/release.h):
 // after a restore those fds are /dev/null.
 struct ImageReleased {
   pid_t pid = 0;  // in the container's pid namespace

@@ -4,7 +4,7 @@
 
 #include <cstdlib>
 
-#include "checkpoint/release.h"
+#include "checkpoint/attempt/release.h"
 #include "checkpoint/staging/staging_bill.h"
 #include "common/error.h"
 #include "common/fs.h"

@@ -1,5 +1,5 @@
 // Orchestrator::Attempt: its report, and the phases before anything is toggled (attempt.h).
-#include "checkpoint/attempt.h"
+#include "checkpoint/attempt/attempt.h"
 
 #include <algorithm>
 

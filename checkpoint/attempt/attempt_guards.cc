@@ -1,4 +1,4 @@
-#include "checkpoint/attempt_guards.h"
+#include "checkpoint/attempt/attempt_guards.h"
 
 #include "checkpoint/orchestrator_parts.h"
 

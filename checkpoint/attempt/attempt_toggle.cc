@@ -2,7 +2,7 @@
 // toggle means (attempt.h).
 #include <algorithm>
 
-#include "checkpoint/attempt.h"
+#include "checkpoint/attempt/attempt.h"
 #include "checkpoint/report/hints.h"
 
 namespace nvproxy::checkpoint {

@@ -1,6 +1,6 @@
 // Orchestrator::Attempt: the runtime's snapshot, with CUDA checkpointed around it or alone
 // (attempt.h).
-#include "checkpoint/attempt.h"
+#include "checkpoint/attempt/attempt.h"
 
 namespace nvproxy::checkpoint {
 

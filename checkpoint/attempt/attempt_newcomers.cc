@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <thread>
 
-#include "checkpoint/attempt.h"
+#include "checkpoint/attempt/attempt.h"
 #include "checkpoint/report/hints.h"
 
 namespace nvproxy::checkpoint {

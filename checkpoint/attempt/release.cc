@@ -1,4 +1,4 @@
-#include "checkpoint/release.h"
+#include "checkpoint/attempt/release.h"
 
 #include <sys/sysmacros.h>
 #include <unistd.h>

@@ -22,7 +22,7 @@
 #include <variant>
 #include <vector>
 
-#include "checkpoint/attempt_guards.h"
+#include "checkpoint/attempt/attempt_guards.h"
 #include "checkpoint/orchestrator.h"
 #include "checkpoint/orchestrator_parts.h"
 
