@@ -1,6 +1,6 @@
 // Benchmark: the checkpoint orchestrator's own cost, and parallel against sequential toggling.
 //
-// Drives the real Orchestrator (checkpoint/orchestrator.h) as the shim does: through
+// Drives the real Orchestrator (checkpoint/orchestrator/orchestrator.h) as the shim does: through
 // nvproxy-cuda-helper (started by the first call, inside the timed window, as in a real checkpoint),
 // the real /proc holder scan and real processes: the fake driver
 // (test/fixtures/fake_cuda/fake_libcuda.c) and N fake_cuda_app processes, each holding a fake device
@@ -44,7 +44,7 @@
 
 #include "checkpoint/programs/cuda_helper_client.h"
 #include "checkpoint/driver/cuda_driver_api.h"
-#include "checkpoint/orchestrator.h"
+#include "checkpoint/orchestrator/orchestrator.h"
 #include "checkpoint/process/process_list.h"
 #include "checkpoint/shared/holder_scan.h"
 #include "common/log.h"

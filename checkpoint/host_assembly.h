@@ -17,7 +17,7 @@
 #include "checkpoint/process/file_identity.h"
 #include "checkpoint/staging/host_reservations.h"
 #include "checkpoint/staging/memory_limits.h"
-#include "checkpoint/orchestrator.h"
+#include "checkpoint/orchestrator/orchestrator.h"
 #include "checkpoint/process/process_holds.h"
 #include "checkpoint/process/process_list.h"
 #include "checkpoint/session_runtime.h"

@@ -14,7 +14,7 @@
 #include "checkpoint/programs/cuda_helper_client.h"
 #include "checkpoint/staging/host_reservations.h"
 #include "checkpoint/staging/memory_limits.h"
-#include "checkpoint/orchestrator.h"
+#include "checkpoint/orchestrator/orchestrator.h"
 #include "checkpoint/sandbox_tools.h"
 #include "checkpoint/session_tools.h"
 #include "common/log.h"

@@ -31,7 +31,7 @@
 
 #include "checkpoint/config.h"
 #include "checkpoint/process/file_identity.h"
-#include "checkpoint/orchestrator.h"
+#include "checkpoint/orchestrator/orchestrator.h"
 #include "checkpoint/process/process_list.h"
 #include "checkpoint/attempt/release.h"
 #include "checkpoint/shared/comm_probe.h"

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "checkpoint/config.h"
-#include "checkpoint/orchestrator.h"
+#include "checkpoint/orchestrator/orchestrator.h"
 #include "checkpoint/process/process_list.h"
 #include "checkpoint/attempt/release.h"
 #include "checkpoint/preflight/restore_preflight.h"

@@ -23,8 +23,8 @@
 #include <vector>
 
 #include "checkpoint/attempt/attempt_guards.h"
-#include "checkpoint/orchestrator.h"
-#include "checkpoint/orchestrator_parts.h"
+#include "checkpoint/orchestrator/orchestrator.h"
+#include "checkpoint/orchestrator/orchestrator_parts.h"
 
 namespace nvproxy::checkpoint {
 

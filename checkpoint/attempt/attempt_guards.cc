@@ -1,6 +1,6 @@
 #include "checkpoint/attempt/attempt_guards.h"
 
-#include "checkpoint/orchestrator_parts.h"
+#include "checkpoint/orchestrator/orchestrator_parts.h"
 
 namespace nvproxy::checkpoint {
 

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint/orchestrator.h"
+#include "checkpoint/orchestrator/orchestrator.h"
 
 namespace nvproxy::checkpoint {
 

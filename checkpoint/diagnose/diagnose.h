@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "checkpoint/config.h"
-#include "checkpoint/orchestrator.h"
+#include "checkpoint/orchestrator/orchestrator.h"
 
 namespace nvproxy::checkpoint {
 

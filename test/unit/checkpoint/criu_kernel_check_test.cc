@@ -10,7 +10,7 @@
 
 #include "checkpoint/driver/cuda_driver_api.h"
 #include "checkpoint/process/inet_sockets.h"
-#include "checkpoint/orchestrator.h"
+#include "checkpoint/orchestrator/orchestrator.h"
 #include "common/unique_fd.h"
 #include "fake_gpu.h"
 

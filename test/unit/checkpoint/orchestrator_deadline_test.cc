@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "checkpoint/driver/cuda_driver_api.h"
-#include "checkpoint/orchestrator.h"
+#include "checkpoint/orchestrator/orchestrator.h"
 #include "common/process.h"
 #include "fake_gpu.h"
 

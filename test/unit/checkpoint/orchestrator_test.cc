@@ -1,6 +1,6 @@
 // The orchestrator against the fake driver (test/fixtures/fake_cuda) through the real dlopen
 // binding, real fake_cuda_app processes and the real /proc scan.
-#include "checkpoint/orchestrator.h"
+#include "checkpoint/orchestrator/orchestrator.h"
 
 #include <sys/mman.h>
 #include <unistd.h>

@@ -20,7 +20,7 @@
 
 #include "checkpoint/programs/cuda_helper_client.h"
 #include "checkpoint/driver/cuda_driver_api.h"
-#include "checkpoint/orchestrator.h"
+#include "checkpoint/orchestrator/orchestrator.h"
 #include "test/unit/checkpoint/fake_gpu.h"
 
 using namespace nvproxy;

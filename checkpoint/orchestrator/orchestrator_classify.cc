@@ -9,8 +9,8 @@
 #include <set>
 
 #include "checkpoint/report/hints.h"
-#include "checkpoint/orchestrator.h"
-#include "checkpoint/orchestrator_parts.h"
+#include "checkpoint/orchestrator/orchestrator.h"
+#include "checkpoint/orchestrator/orchestrator_parts.h"
 #include "common/error.h"
 
 namespace nvproxy::checkpoint {

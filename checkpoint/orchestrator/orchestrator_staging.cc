@@ -1,8 +1,8 @@
 // Orchestrator::staging_refusal and hold_staging_for: the driver's staging of device memory in the
 // processes' own memory, billed against every memory limit over the container and the host's
 // memory before anything is toggled (staging_bill.h), and the lift that makes room for it.
-#include "checkpoint/orchestrator.h"
-#include "checkpoint/orchestrator_parts.h"
+#include "checkpoint/orchestrator/orchestrator.h"
+#include "checkpoint/orchestrator/orchestrator_parts.h"
 
 namespace nvproxy::checkpoint {
 

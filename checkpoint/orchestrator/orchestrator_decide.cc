@@ -2,8 +2,8 @@
 #include <algorithm>
 
 #include "checkpoint/report/hints.h"
-#include "checkpoint/orchestrator.h"
-#include "checkpoint/orchestrator_parts.h"
+#include "checkpoint/orchestrator/orchestrator.h"
+#include "checkpoint/orchestrator/orchestrator_parts.h"
 #include "checkpoint/preflight/space_check.h"
 
 namespace nvproxy::checkpoint {

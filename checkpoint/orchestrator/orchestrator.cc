@@ -1,6 +1,6 @@
-#include "checkpoint/orchestrator.h"
+#include "checkpoint/orchestrator/orchestrator.h"
 
-#include "checkpoint/orchestrator_parts.h"
+#include "checkpoint/orchestrator/orchestrator_parts.h"
 
 #include <signal.h>
 #include <algorithm>

@@ -9,7 +9,7 @@
 #include <mutex>
 #include <type_traits>
 
-#include "checkpoint/orchestrator.h"
+#include "checkpoint/orchestrator/orchestrator.h"
 #include "common/parallel.h"
 
 namespace nvproxy::checkpoint {

@@ -1,8 +1,8 @@
 // Orchestrator::inspect: what `diagnose` shows, decided by the checkpoint's own decide().
 #include <mutex>
 
-#include "checkpoint/orchestrator.h"
-#include "checkpoint/orchestrator_parts.h"
+#include "checkpoint/orchestrator/orchestrator.h"
+#include "checkpoint/orchestrator/orchestrator_parts.h"
 
 namespace nvproxy::checkpoint {
 
