@@ -16,7 +16,6 @@
 
 #include "common/error.h"
 #include "common/unique_fd.h"
-#include "oci/cgroup_files.h"
 #include "oci/cgroup_metrics_parts.h"
 #include "proto/cgroups_v1.pb.h"
 #include "proto/cgroups_v2.pb.h"
@@ -47,15 +46,7 @@ void fill_entry(io::containerd::cgroups::v1::MemoryEntry* e, const nlohmann::jso
 
 }  // namespace
 
-std::map<std::string, uint64_t> read_cgroup_kv(const fs::path& file) {
-  try {
-    return cgroup_files::read_kv(file);
-  } catch (const cgroup_files::Missing&) {
-    return {};  // the statistics' marker, not an error: callers outside them know none
-  }
-}
-
-wkt::Any metrics_from_cgroup(const CgroupPaths& paths, bool cgroup_v2, const CgroupHost& host) {
+wkt::Any metrics_from_cgroup(const cgroup::CgroupPaths& paths, bool cgroup_v2, const CgroupHost& host) {
   wkt::Any any;
   if (cgroup_v2) {
     any.set_type_url("io.containerd.cgroups.v2.Metrics");

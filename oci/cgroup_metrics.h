@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "oci/cgroup_paths.h"
+#include "cgroup/paths.h"
 #include "proto/wkt.pb.h"
 
 namespace nvproxy::oci {
@@ -26,15 +26,11 @@ struct CgroupHost {
 // in, where a missing file ends that controller's part and keeps the rest (IgnoreNotExist); on
 // v2 the unified cgroup's files. Throws NotFound without a unified path on v2, Unknown on a file
 // that does not parse.
-wkt::Any metrics_from_cgroup(const CgroupPaths& paths, bool cgroup_v2, const CgroupHost& host = {});
+wkt::Any metrics_from_cgroup(const cgroup::CgroupPaths& paths, bool cgroup_v2, const CgroupHost& host = {});
 
 // `data` is the "data" object of `RUNTIME events --stats` (runc's libcontainer shape), for a
 // runtime whose cgroups are not the container's own (runsc: the sandbox's).
 wkt::Any metrics_from_runtime_stats(const nlohmann::json& data, bool cgroup_v2);
-// A cgroup file of "KEY VALUE" lines (memory.events, memory.stat, cpu.stat); a missing file reads
-// as empty. Throws Error(Unknown) naming the file and a line that is not "KEY VALUE" (one being
-// written, say).
-std::map<std::string, uint64_t> read_cgroup_kv(const std::filesystem::path& file);
 // True when /sys/fs/cgroup is the unified (v2) hierarchy.
 bool host_uses_cgroup_v2();
 

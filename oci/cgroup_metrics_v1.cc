@@ -8,7 +8,6 @@
 #include <vector>
 
 #include "common/error.h"
-#include "oci/cgroup_files.h"
 #include "oci/cgroup_metrics_parts.h"
 
 namespace nvproxy::oci {
@@ -18,7 +17,7 @@ namespace cg1 = io::containerd::cgroups::v1;
 
 namespace {
 
-using namespace cgroup_files;
+using namespace ::nvproxy::cgroup;
 
 void v1_pids(const fs::path& d, cg1::Metrics& m) {
   uint64_t current = read_u64(d / "pids.current");
@@ -221,7 +220,7 @@ void v1_hugetlb(const fs::path& d, const CgroupHost& host, cg1::Metrics& m) {
 
 }  // namespace
 
-cg1::Metrics v1_metrics(const CgroupPaths& paths, const CgroupHost& host) {
+cg1::Metrics v1_metrics(const cgroup::CgroupPaths& paths, const CgroupHost& host) {
   cg1::Metrics m;
   m.mutable_cpu()->mutable_usage();
   m.mutable_cpu()->mutable_throttling();

@@ -8,7 +8,6 @@
 #include <vector>
 
 #include "common/error.h"
-#include "oci/cgroup_files.h"
 #include "oci/cgroup_metrics_parts.h"
 
 namespace nvproxy::oci {
@@ -18,7 +17,7 @@ namespace cg2 = io::containerd::cgroups::v2;
 
 namespace {
 
-using namespace cgroup_files;
+using namespace ::nvproxy::cgroup;
 
 // A v2 "KEY VALUE" file: numbers, and the words ("max") apart.
 struct V2Values {
@@ -40,14 +39,7 @@ void v2_put(V2Values& out, const std::string& k, const std::string& v) {
 }
 
 bool v2_read_kv(const fs::path& p, V2Values& out) {
-  auto text = read_if_exists(p);
-  if (!text) return false;
-  for (const auto& l : lines(*text)) {
-    auto f = fields(l);
-    if (f.size() != 2) throw Error(Code::Unknown, p.string() + ": line \"" + l + "\" is not \"KEY VALUE\"");
-    v2_put(out, f[0], f[1]);
-  }
-  return true;
+  return read_kv_lines(p, [&](const std::string& k, const std::string& v) { v2_put(out, k, v); });
 }
 
 uint64_t v2_single(const fs::path& p) {
@@ -108,7 +100,7 @@ void v2_hugetlb(const fs::path& d, cg2::Metrics& m) {
 
 }  // namespace
 
-cg2::Metrics v2_metrics(const CgroupPaths& paths, const CgroupHost& host) {
+cg2::Metrics v2_metrics(const cgroup::CgroupPaths& paths, const CgroupHost& host) {
   if (!paths.unified) throw Error(Code::NotFound, "the container's process is in no cgroup v2 group");
   fs::path d = host.cgroup_root / fs::path(*paths.unified).relative_path();
   auto controllers = read_if_exists(d / "cgroup.controllers");

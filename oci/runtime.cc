@@ -12,7 +12,7 @@
 #include "common/fs.h"
 #include "common/log.h"
 #include "common/page_cache.h"
-#include "oci/cgroup_paths.h"
+#include "cgroup/paths.h"
 #include "oci/criu_resumed_watch.h"
 #include "oci/replica_cgroup.h"
 #include "oci/spec.h"

@@ -14,7 +14,7 @@ if ! clang-format --dry-run --Werror "${srcs[@]}" 2>/tmp/nvproxy-format.log; the
   echo "lint: clang-format found unformatted files (run: clang-format -i \$(git ls-files '*.cc' '*.h'))" >&2
   fail=1
 fi
-mapfile -t units < <(git ls-files 'common/*.cc' 'oci/*.cc' 'gpu/*.cc' 'checkpoint/*.cc' 'hooks/*.cc' 'shim/*/*.cc' 'common/ttrpc/*.cc')
+mapfile -t units < <(git ls-files 'common/*.cc' 'cgroup/*.cc' 'oci/*.cc' 'gpu/*.cc' 'checkpoint/*.cc' 'hooks/*.cc' 'shim/*/*.cc' 'common/ttrpc/*.cc')
 if ! printf '%s\n' "${units[@]}" | xargs -P "$(nproc)" -n 8 clang-tidy -p "$build" --quiet >/tmp/nvproxy-tidy.log 2>&1; then
   grep -E 'warning:|error:' /tmp/nvproxy-tidy.log | head -40 >&2
   echo "lint: clang-tidy reported problems (full log /tmp/nvproxy-tidy.log)" >&2

@@ -2,13 +2,13 @@
 #include <optional>
 #include <vector>
 
+#include "cgroup/files.h"
+#include "cgroup/paths.h"
 #include "checkpoint/staging/memory_limits.h"
 #include "common/error.h"
 #include "common/fs.h"
 #include "common/number.h"
 #include "common/text.h"
-#include "oci/cgroup_metrics.h"
-#include "oci/cgroup_paths.h"
 
 namespace nvproxy::checkpoint {
 
@@ -25,7 +25,7 @@ std::uint64_t read_number(const fs::path& p) {
 // A value of a "KEY VALUE" file (memory.stat, memory.events, memory.oom_control, /proc/vmstat);
 // 0 when the key or the file is missing.
 std::uint64_t kv_value(const fs::path& file, const std::string& key) {
-  auto kv = oci::read_cgroup_kv(file);
+  auto kv = cgroup::read_cgroup_kv(file);
   auto it = kv.find(key);
   return it == kv.end() ? 0 : it->second;
 }
@@ -47,13 +47,13 @@ bool HostMemoryProbe::v2() const {
 }
 
 std::pair<fs::path, fs::path> HostMemoryProbe::dir_of(pid_t pid, bool unified) {
-  auto paths = oci::cgroup_paths_of(pid, proc_root_);
+  auto paths = cgroup::cgroup_paths_of(pid, proc_root_);
   if (!paths) throw Error(Code::NotFound, "pid " + std::to_string(pid) + " is gone: its memory cgroup cannot be read");
   if (unified) {
     if (!paths->unified) throw Error(Code::NotFound, "pid " + std::to_string(pid) + " is in no cgroup v2");
     return {join_within(cgroup_root_, fs::path(*paths->unified).relative_path()), cgroup_root_};
   }
-  auto d = oci::v1_cgroup_dir(*paths, "memory", cgroup_root_);
+  auto d = cgroup::v1_cgroup_dir(*paths, "memory", cgroup_root_);
   if (!d) throw Error(Code::NotFound, "pid " + std::to_string(pid) + " is in no memory cgroup");
   fs::path top = cgroup_root_ / "memory";
   if (!path_within(top, *d)) top = d->parent_path();  // a co-mounted hierarchy: its own top

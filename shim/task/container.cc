@@ -46,7 +46,7 @@ std::shared_ptr<Container> Container::held() const {
 pid_t Container::init_pid() const {
   return init_->pid();
 }
-std::optional<oci::CgroupPaths> Container::init_cgroup() const {
+std::optional<cgroup::CgroupPaths> Container::init_cgroup() const {
   return init_->cgroup();
 }
 

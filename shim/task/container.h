@@ -24,7 +24,7 @@
 
 #include "common/log.h"
 #include "common/process.h"
-#include "oci/cgroup_paths.h"
+#include "cgroup/paths.h"
 #include "oci/runtime.h"
 #include "shim/kit/event_sink.h"
 #include "shim/task/config.h"
@@ -138,7 +138,7 @@ class Container final {
   [[nodiscard]] pid_t init_pid() const;
   // The init's cgroups, noted when its pid became known (they outlive it until the runtime's
   // delete); nullopt when it was gone by then or has not run yet.
-  [[nodiscard]] std::optional<oci::CgroupPaths> init_cgroup() const;
+  [[nodiscard]] std::optional<cgroup::CgroupPaths> init_cgroup() const;
   // The status of the init ("") or an exec; NotFound for an unknown exec.
   [[nodiscard]] ProcStatus status(const std::string& exec_id) const;
 

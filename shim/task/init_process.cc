@@ -82,7 +82,7 @@ ProcStatus InitProcess::status() const {
   return state_->status();
 }
 
-std::optional<oci::CgroupPaths> InitProcess::cgroup() const {
+std::optional<cgroup::CgroupPaths> InitProcess::cgroup() const {
   std::lock_guard lk(ctx_.mu);
   return cgroup_;
 }
@@ -347,7 +347,7 @@ void InitProcess::stop_waiting_in_sandbox() {
 void InitProcess::watch_oom() {
   pid_t pid = this->pid();
   if (pid > 0) {
-    auto cg = oci::cgroup_paths_of(pid);
+    auto cg = cgroup::cgroup_paths_of(pid);
     std::lock_guard lk(ctx_.mu);
     cgroup_ = std::move(cg);
   }

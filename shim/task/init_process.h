@@ -9,7 +9,7 @@
 #include <optional>
 #include <string>
 
-#include "oci/cgroup_paths.h"
+#include "cgroup/paths.h"
 #include "oci/runtime_flavor.h"
 #include "shim/task/init_state.h"
 #include "shim/task/process.h"
@@ -42,7 +42,7 @@ class InitProcess final : public Process, private InitOps {
 
   // Its cgroups, noted when its pid became known (they outlive it until the runtime's delete);
   // nullopt when it was gone by then or has not run yet.
-  [[nodiscard]] std::optional<oci::CgroupPaths> cgroup() const;
+  [[nodiscard]] std::optional<cgroup::CgroupPaths> cgroup() const;
   // ctx.mu held: refuses (throws) unless execs may be added and started now; `what` names the
   // request ("exec \"e1\" in it").
   void check_accepts_exec_locked(const std::string& what) const;
@@ -104,7 +104,7 @@ class InitProcess final : public Process, private InitOps {
   bool killing_all_ = false;           // the kill --all after its exit is in flight
   bool watching_exit_ = false;         // watch_sandboxed_exit's thread runs
   int last_signal_ = 0;                // the last signal a kill sent (watch_sandboxed_exit)
-  std::optional<oci::CgroupPaths> cgroup_;
+  std::optional<cgroup::CgroupPaths> cgroup_;
   std::unique_ptr<SandboxedExitWait> exit_wait_;  // a runsc pod container's, from its start to its delete
 };
 

@@ -10,11 +10,11 @@
 #include <optional>
 #include <vector>
 
+#include "cgroup/files.h"
+#include "cgroup/paths.h"
 #include "common/error.h"
 #include "common/fs.h"
 #include "common/log.h"
-#include "oci/cgroup_metrics.h"
-#include "oci/cgroup_paths.h"
 
 namespace nvproxy::shim {
 
@@ -28,7 +28,7 @@ struct Counters {
 std::optional<Counters> read_counters(const std::filesystem::path& file) {
   std::map<std::string, uint64_t> kv;
   try {
-    kv = oci::read_cgroup_kv(file);
+    kv = cgroup::read_cgroup_kv(file);
   } catch (const Error&) {
     return std::nullopt;
   }
@@ -37,10 +37,10 @@ std::optional<Counters> read_counters(const std::filesystem::path& file) {
   return Counters{.oom = oom->second, .oom_kill = kv.count("oom_kill") ? kv.at("oom_kill") : 0};
 }
 
-// The init's memory cgroup path (oci/cgroup_paths.h): the unified one on a v2 host, else the v1
+// The init's memory cgroup path (cgroup/paths.h): the unified one on a v2 host, else the v1
 // memory controller's.
 std::string cgroup_path(const std::filesystem::path& cgroup_file, bool unified) {
-  oci::CgroupPaths paths = oci::parse_proc_cgroup(read_file(cgroup_file));
+  cgroup::CgroupPaths paths = cgroup::parse_proc_cgroup(read_file(cgroup_file));
   if (unified && paths.unified) return *paths.unified;
   if (auto m = paths.v1.find("memory"); !unified && m != paths.v1.end()) return m->second.path;
   throw Error(Code::NotFound, std::string("no ") + (unified ? "unified" : "memory") + " cgroup in " + cgroup_file.string());

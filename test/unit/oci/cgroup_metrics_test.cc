@@ -119,7 +119,7 @@ const char* kV1ProcCgroup =
     "10:hugetlb:/c1\n9:name=systemd:/c1\n8:pids:/c1\n7:blkio:/c1\n4:memory:/c1\n2:cpuacct:/c1\n1:cpu:/c1\n0::/\n";
 
 cg1::Metrics v1_of(const FakeHost& h, const char* proc_cgroup = kV1ProcCgroup) {
-  auto any = metrics_from_cgroup(nvproxy::oci::parse_proc_cgroup(proc_cgroup), false, h.host());
+  auto any = metrics_from_cgroup(nvproxy::cgroup::parse_proc_cgroup(proc_cgroup), false, h.host());
   EXPECT_EQ(any.type_url(), "io.containerd.cgroups.v1.Metrics");
   cg1::Metrics m;
   EXPECT_TRUE(m.ParseFromString(any.value()));
@@ -259,7 +259,7 @@ TEST(Stats, V2Cgroup) {
   h.put("cg/k/c1/hugetlb.2MB.rsvd.current", "0\n");
   h.put("cg/k/c1/rdma.current", "mlx4_0 hca_handle=2 hca_object=2000\n");
   h.put("cg/k/c1/rdma.max", "mlx4_0 hca_handle=max hca_object=max\n");
-  auto any = metrics_from_cgroup(nvproxy::oci::parse_proc_cgroup("0::/k/c1\n"), true, h.host());
+  auto any = metrics_from_cgroup(nvproxy::cgroup::parse_proc_cgroup("0::/k/c1\n"), true, h.host());
   EXPECT_EQ(any.type_url(), "io.containerd.cgroups.v2.Metrics");
   cg2::Metrics m;
   ASSERT_TRUE(m.ParseFromString(any.value()));
@@ -296,7 +296,7 @@ TEST(Stats, V2WithoutControllersAndEvents) {
   h.put("cg/cgroup.controllers", "cpu memory pids\n");
   h.put("cg/c1/cgroup.controllers", "\n");
   h.put("cg/c1/cpu.stat", "usage_usec 5000\n");  // not read: cpu is not enabled here
-  auto any = metrics_from_cgroup(nvproxy::oci::parse_proc_cgroup("0::/c1\n"), true, h.host());
+  auto any = metrics_from_cgroup(nvproxy::cgroup::parse_proc_cgroup("0::/c1\n"), true, h.host());
   cg2::Metrics m;
   ASSERT_TRUE(m.ParseFromString(any.value()));
   EXPECT_TRUE(m.has_cpu());
@@ -311,22 +311,11 @@ TEST(Stats, V2WithoutControllersAndEvents) {
 TEST(Stats, V2GoneCgroupFails) {
   FakeHost h;
   h.put("cg/cgroup.controllers", "cpu\n");
-  EXPECT_THROW(metrics_from_cgroup(nvproxy::oci::parse_proc_cgroup("0::/gone\n"), true, h.host()), nvproxy::Error);
+  EXPECT_THROW(metrics_from_cgroup(nvproxy::cgroup::parse_proc_cgroup("0::/gone\n"), true, h.host()), nvproxy::Error);
   try {
-    metrics_from_cgroup(nvproxy::oci::parse_proc_cgroup("1:cpu:/x\n"), true, h.host());
+    metrics_from_cgroup(nvproxy::cgroup::parse_proc_cgroup("1:cpu:/x\n"), true, h.host());
     ADD_FAILURE() << "no unified path must throw";
   } catch (const nvproxy::Error& e) {
     EXPECT_EQ(e.code(), nvproxy::Code::NotFound);
   }
-}
-
-// memory.events of a container whose cgroup went away, as the OOM watch and the host memory probe
-// read it: empty, not an exception they do not know (it ended the shim's OOM watch thread).
-TEST(Stats, KeyValueFileThatIsGoneReadsAsEmpty) {
-  const auto dir = std::filesystem::temp_directory_path() / ("nvproxy-kv-" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
-  { std::ofstream(dir / "memory.events") << "low 0\nhigh 0\nmax 3\noom 1\noom_kill 1\n"; }
-  EXPECT_EQ(read_cgroup_kv(dir / "memory.events").at("oom_kill"), 1u);
-  std::filesystem::remove_all(dir);
-  EXPECT_TRUE(read_cgroup_kv(dir / "memory.events").empty());
 }

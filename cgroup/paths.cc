@@ -1,9 +1,9 @@
-#include "oci/cgroup_paths.h"
+#include "cgroup/paths.h"
 
 #include <fstream>
 #include <sstream>
 
-namespace nvproxy::oci {
+namespace nvproxy::cgroup {
 
 CgroupPaths parse_proc_cgroup(std::string_view text) {
   CgroupPaths out;
@@ -45,4 +45,4 @@ std::optional<std::filesystem::path> v1_cgroup_dir(const CgroupPaths& paths, con
   return cgroup_root / it->second.hierarchy / rel;
 }
 
-}  // namespace nvproxy::oci
+}  // namespace nvproxy::cgroup

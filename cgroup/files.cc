@@ -1,4 +1,4 @@
-#include "oci/cgroup_files.h"
+#include "cgroup/files.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -12,7 +12,7 @@
 #include "common/error.h"
 #include "common/unique_fd.h"
 
-namespace nvproxy::oci::cgroup_files {
+namespace nvproxy::cgroup {
 
 namespace fs = std::filesystem;
 
@@ -98,15 +98,30 @@ uint64_t read_u64(const fs::path& p) {
   return parse_u64(trim(read_or_missing(p)), p);
 }
 
+bool read_kv_lines(const fs::path& p, const std::function<void(const std::string& key, const std::string& value)>& each) {
+  auto text = read_if_exists(p);
+  if (!text) return false;
+  for (const auto& l : lines(*text)) {
+    auto f = fields(l);
+    if (f.size() != 2) throw Error(Code::Unknown, p.string() + ": line \"" + l + "\" is not \"KEY VALUE\"");
+    each(f[0], f[1]);
+  }
+  return true;
+}
+
 // "KEY VALUE" lines, every line of them.
 std::map<std::string, uint64_t> read_kv(const fs::path& p) {
   std::map<std::string, uint64_t> out;
-  for (const auto& l : lines(read_or_missing(p))) {
-    auto f = fields(l);
-    if (f.size() != 2) throw Error(Code::Unknown, p.string() + ": line \"" + l + "\" is not \"KEY VALUE\"");
-    out[f[0]] = parse_u64(f[1], p);
-  }
+  if (!read_kv_lines(p, [&](const std::string& k, const std::string& v) { out[k] = parse_u64(v, p); })) throw Missing{};
   return out;
+}
+
+std::map<std::string, uint64_t> read_cgroup_kv(const fs::path& file) {
+  try {
+    return read_kv(file);
+  } catch (const Missing&) {
+    return {};  // the statistics' marker, not an error: callers outside them know none
+  }
 }
 
 std::optional<std::string> page_size_name(const std::string& dir_name) {
@@ -127,4 +142,4 @@ std::optional<std::string> page_size_name(const std::string& dir_name) {
   return std::string(buf);
 }
 
-}  // namespace nvproxy::oci::cgroup_files
+}  // namespace nvproxy::cgroup

@@ -1,5 +1,5 @@
-// Where a process's cgroups are (from /proc/PID/cgroup) and where a controller's directory is;
-// oci/cgroup_metrics.h reads the statistics from there.
+// Where a process's cgroups are (from /proc/PID/cgroup) and where a controller's directory is: asked
+// by oci/'s statistics (cgroup_metrics.h), the task layer and checkpoint/'s memory limits alike.
 #pragma once
 
 #include <sys/types.h>
@@ -10,7 +10,7 @@
 #include <string>
 #include <string_view>
 
-namespace nvproxy::oci {
+namespace nvproxy::cgroup {
 
 // A process's place in the cgroup hierarchies, as /proc/PID/cgroup lists it.
 struct CgroupPaths {
@@ -35,4 +35,4 @@ std::optional<CgroupPaths> cgroup_paths_of(pid_t pid, const std::filesystem::pat
 std::optional<std::filesystem::path> v1_cgroup_dir(const CgroupPaths& paths, const std::string& controller,
                                                    const std::filesystem::path& cgroup_root = "/sys/fs/cgroup");
 
-}  // namespace nvproxy::oci
+}  // namespace nvproxy::cgroup

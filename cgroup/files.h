@@ -1,20 +1,19 @@
-// The files of a cgroup as containerd's cgroups library reads them, for the statistics of
-// cgroup_metrics_v1.cc and cgroup_metrics_v2.cc: a missing file, numbers as the library parses
-// them, "KEY VALUE" files, rdma entries and huge page size names.
+// The files of a cgroup as containerd's cgroups library reads them: a missing file, numbers as the
+// library parses them, "KEY VALUE" files (memory.stat, memory.events, cpu.stat: one reader of them,
+// read_kv_lines, whoever asks) and huge page size names. oci/'s statistics (cgroup_metrics_v1.cc,
+// cgroup_metrics_v2.cc) and checkpoint/'s memory limits read a cgroup through these.
 #pragma once
-
-#include <google/protobuf/repeated_ptr_field.h>
 
 #include <cstdint>
 #include <filesystem>
-#include <limits>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
-namespace nvproxy::oci::cgroup_files {
+namespace nvproxy::cgroup {
 
 // A cgroup file that does not exist: the controller's part of the statistics ends there.
 struct Missing {};
@@ -35,8 +34,15 @@ std::optional<uint64_t> cgroup_u64(std::string_view s);
 // cgroup_u64, or Error(Unknown) naming the file.
 uint64_t parse_u64(std::string_view s, const std::filesystem::path& file);
 uint64_t read_u64(const std::filesystem::path& p);
+// Every line of a "KEY VALUE" file, in order, as its two fields; false where the file does not
+// exist. Throws Error(Unknown) naming the file and a line that is not "KEY VALUE" (one being
+// written, say), after the lines before it were given to `each`.
+bool read_kv_lines(const std::filesystem::path& p, const std::function<void(const std::string& key, const std::string& value)>& each);
 // "KEY VALUE" lines, every line of them; throws Missing, or Error(Unknown) naming a line that is not.
 std::map<std::string, uint64_t> read_kv(const std::filesystem::path& p);
+// The same where a missing file reads as empty (no Missing: callers outside the statistics know
+// none). Throws Error(Unknown) as read_kv.
+std::map<std::string, uint64_t> read_cgroup_kv(const std::filesystem::path& file);
 // "hugepages-2048kB" -> "2MB", as the cgroups library names page sizes.
 std::optional<std::string> page_size_name(const std::string& dir_name);
 
@@ -49,24 +55,4 @@ void controller(F&& f) {
   }
 }
 
-// rdma.current / rdma.max lines ("DEVICE hca_handle=N hca_object=N"; "max" is 2^32-1).
-template <class Entry>
-void rdma_entries(const std::vector<std::string>& ls, google::protobuf::RepeatedPtrField<Entry>& out) {
-  for (const auto& l : ls) {
-    auto f = fields(l);
-    if (f.size() != 3) continue;
-    auto* e = out.Add();
-    e->set_device(f[0]);
-    for (size_t i = 1; i < 3; ++i) {
-      auto eq = f[i].find('=');
-      if (eq == std::string::npos || f[i].find('=', eq + 1) != std::string::npos) continue;
-      std::string k = f[i].substr(0, eq), v = f[i].substr(eq + 1);
-      std::optional<uint64_t> n = v == "max" ? std::optional<uint64_t>(std::numeric_limits<uint32_t>::max()) : cgroup_u64(v);
-      if (!n || *n > std::numeric_limits<uint32_t>::max()) continue;
-      if (k == "hca_handle") e->set_hca_handles(static_cast<uint32_t>(*n));
-      if (k == "hca_object") e->set_hca_objects(static_cast<uint32_t>(*n));
-    }
-  }
-}
-
-}  // namespace nvproxy::oci::cgroup_files
+}  // namespace nvproxy::cgroup
