@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint/shared/gpu_facts.h"
+#include "checkpoint/facts/gpu_facts.h"
 
 namespace nvproxy::checkpoint {
 

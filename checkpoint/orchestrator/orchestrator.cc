@@ -14,7 +14,7 @@
 
 #include "checkpoint/report/hints.h"
 #include "checkpoint/preflight/restore_preflight.h"
-#include "checkpoint/shared/gpu_facts.h"
+#include "checkpoint/facts/gpu_facts.h"
 #include "common/error.h"
 #include "common/fs.h"
 #include "common/parallel.h"

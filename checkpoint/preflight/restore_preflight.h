@@ -26,7 +26,7 @@
 
 #include "checkpoint/image/gpu_record.h"
 #include "checkpoint/shared/cuda_toggler.h"
-#include "checkpoint/shared/gpu_facts.h"
+#include "checkpoint/facts/gpu_facts.h"
 
 namespace nvproxy::checkpoint {
 

@@ -49,7 +49,7 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint/shared/gpu_facts.h"
+#include "checkpoint/facts/gpu_facts.h"
 #include "checkpoint/process/zero_count.h"
 #include "common/error.h"
 

@@ -5,7 +5,7 @@
 #pragma once
 
 #include "checkpoint/shared/cuda_toggler.h"
-#include "checkpoint/shared/gpu_facts.h"
+#include "checkpoint/facts/gpu_facts.h"
 #include "common/ttrpc/status_error.h"
 #include "proto/cuda_helper.pb.h"
 

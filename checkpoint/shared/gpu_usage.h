@@ -10,7 +10,7 @@
 #include <set>
 #include <string>
 
-#include "checkpoint/shared/gpu_facts.h"
+#include "checkpoint/facts/gpu_facts.h"
 #include "common/error.h"
 
 namespace nvproxy::checkpoint {

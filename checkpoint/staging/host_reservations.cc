@@ -12,7 +12,7 @@
 #include <utility>
 
 #include "checkpoint/process/process_holds.h"
-#include "checkpoint/shared/gpu_facts.h"
+#include "checkpoint/facts/gpu_facts.h"
 #include "common/error.h"
 #include "common/fs.h"
 #include "common/unique_fd.h"

@@ -4,7 +4,7 @@
 #include <thread>
 #include <utility>
 
-#include "checkpoint/shared/gpu_facts.h"
+#include "checkpoint/facts/gpu_facts.h"
 #include "common/error.h"
 #include "common/fs.h"
 

@@ -1,6 +1,6 @@
 #include "checkpoint/staging/staging_bill.h"
 
-#include "checkpoint/shared/gpu_facts.h"
+#include "checkpoint/facts/gpu_facts.h"
 #include "common/error.h"
 #include "common/number.h"
 

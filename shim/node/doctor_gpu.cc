@@ -10,7 +10,7 @@
 #include <sstream>
 #include <string_view>
 
-#include "checkpoint/shared/gpu_facts.h"
+#include "checkpoint/facts/gpu_facts.h"
 #include "common/unique_fd.h"
 #include "common/version.h"
 #include "gpu/discovery.h"

@@ -3,7 +3,7 @@
 
 #include <fstream>
 
-#include "checkpoint/shared/gpu_facts.h"
+#include "checkpoint/facts/gpu_facts.h"
 #include "shim/node/doctor.h"
 
 namespace nvproxy::node {

@@ -4,7 +4,7 @@
 
 #include <fstream>
 
-#include "checkpoint/shared/gpu_facts.h"
+#include "checkpoint/facts/gpu_facts.h"
 #include "common/scratch_dir.h"
 #include "shim/node/doctor.h"
 

@@ -1,4 +1,4 @@
-#include "checkpoint/shared/gpu_facts.h"
+#include "checkpoint/facts/gpu_facts.h"
 
 #include <array>
 #include <cstdio>
