@@ -105,6 +105,12 @@ struct Inspection {
   std::string sandbox;  // "runsc": pids are the sandbox's own
 };
 
+namespace detail {
+// What one classification of the device holders found (orchestrator_parts.h): internal to the
+// orchestrator's files, declared here only for its private members' signatures.
+struct Classified;
+}  // namespace detail
+
 // Everything the Orchestrator asks and may use, given whole to its constructor: each runtime
 // variant assembles its set in exactly one place (host_assembly.cc, sandbox_assembly.cc), so that a
 // checkpoint, a restore and `diagnose` cannot be built with different tools.
@@ -186,7 +192,7 @@ class Orchestrator {
   Inspection inspect(const CheckpointRequest& req);
   Inspection inspect(const std::string& container_id) { return inspect(CheckpointRequest{.container_id = container_id}); }
 
-  struct Classified;  // internal, shared by checkpoint() and inspect()
+  using Classified = detail::Classified;  // internal, shared by checkpoint() and inspect()
 
  private:
   // What the driver could checkpoint but never restore (contexts on several GPUs, collective

@@ -1,20 +1,35 @@
-// Internal to the orchestrator's files (orchestrator.cc, orchestrator_decide.cc,
-// orchestrator_checkpoint.cc): what one classification found, phase timing, the parallel toggle.
+// Internal to the orchestrator's files (orchestrator/*.cc, attempt/*): what one classification
+// found, phase timing, the parallel toggle. Made of the vocabulary the class is made of, not of the
+// class: orchestrator.h declares Classified for its private members, and its files include both.
 #pragma once
+
+#include <sys/types.h>
 
 #include <chrono>
 #include <cstdio>
 #include <exception>
 #include <functional>
+#include <map>
 #include <mutex>
+#include <nlohmann/json.hpp>
+#include <string>
 #include <type_traits>
+#include <vector>
 
-#include "checkpoint/orchestrator/orchestrator.h"
+#include "checkpoint/attempt/release.h"
+#include "checkpoint/report/diagnostic.h"
+#include "checkpoint/shared/cuda_toggler.h"
+#include "checkpoint/shared/holder_scan.h"
+#include "common/error.h"
+#include "common/log.h"
 #include "common/parallel.h"
+#include "common/process.h"
 
 namespace nvproxy::checkpoint {
 
-struct Orchestrator::Classified {
+namespace detail {
+
+struct Classified {
   std::map<pid_t, std::vector<Holder>> holders;
   std::map<pid_t, CudaState> state;          // holders whose state the driver reports
   std::map<pid_t, std::string> state_error;  // the others: what GetState answered
@@ -23,8 +38,6 @@ struct Orchestrator::Classified {
   ReleasePlan release;                       // forked children whose inherited device files the image leaves out
   std::string driver_error;                  // the CUDA driver cannot be asked at all: every holder is a blocker
 };
-
-namespace detail {
 
 using Clock = std::chrono::steady_clock;
 
