@@ -42,10 +42,10 @@
 #include <thread>
 #include <vector>
 
-#include "checkpoint/programs/cuda_helper_client.h"
 #include "checkpoint/driver/cuda_driver_api.h"
 #include "checkpoint/orchestrator/orchestrator.h"
 #include "checkpoint/process/process_list.h"
+#include "checkpoint/programs/cuda_helper_client.h"
 #include "checkpoint/shared/holder_scan.h"
 #include "common/log.h"
 #include "common/process.h"

@@ -37,7 +37,8 @@ uint64_t read_u64(const std::filesystem::path& p);
 // Every line of a "KEY VALUE" file, in order, as its two fields; false where the file does not
 // exist. Throws Error(Unknown) naming the file and a line that is not "KEY VALUE" (one being
 // written, say), after the lines before it were given to `each`.
-bool read_kv_lines(const std::filesystem::path& p, const std::function<void(const std::string& key, const std::string& value)>& each);
+bool read_kv_lines(const std::filesystem::path& p,
+                   const std::function<void(const std::string& key, const std::string& value)>& each);
 // "KEY VALUE" lines, every line of them; throws Missing, or Error(Unknown) naming a line that is not.
 std::map<std::string, uint64_t> read_kv(const std::filesystem::path& p);
 // The same where a missing file reads as empty (no Missing: callers outside the statistics know

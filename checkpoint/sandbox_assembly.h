@@ -11,12 +11,12 @@
 #include <string>
 
 #include "checkpoint/config.h"
-#include "checkpoint/programs/cuda_helper_client.h"
-#include "checkpoint/staging/host_reservations.h"
-#include "checkpoint/staging/memory_limits.h"
 #include "checkpoint/orchestrator/orchestrator.h"
+#include "checkpoint/programs/cuda_helper_client.h"
 #include "checkpoint/sandbox_tools.h"
 #include "checkpoint/session_tools.h"
+#include "checkpoint/staging/host_reservations.h"
+#include "checkpoint/staging/memory_limits.h"
 #include "common/log.h"
 #include "common/process.h"
 

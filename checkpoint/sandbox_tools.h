@@ -29,11 +29,11 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint/config.h"
-#include "checkpoint/process/file_identity.h"
-#include "checkpoint/orchestrator/orchestrator.h"
-#include "checkpoint/process/process_list.h"
 #include "checkpoint/attempt/release.h"
+#include "checkpoint/config.h"
+#include "checkpoint/orchestrator/orchestrator.h"
+#include "checkpoint/process/file_identity.h"
+#include "checkpoint/process/process_list.h"
 #include "checkpoint/shared/comm_probe.h"
 #include "checkpoint/shared/cuda_toggler.h"
 #include "checkpoint/shared/gpu_usage.h"

@@ -12,11 +12,11 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint/attempt/release.h"
 #include "checkpoint/config.h"
 #include "checkpoint/orchestrator/orchestrator.h"
-#include "checkpoint/process/process_list.h"
-#include "checkpoint/attempt/release.h"
 #include "checkpoint/preflight/restore_preflight.h"
+#include "checkpoint/process/process_list.h"
 #include "checkpoint/session_runtime.h"
 #include "checkpoint/shared/gpu_usage.h"
 #include "checkpoint/shared/holder_scan.h"

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,7 +32,8 @@ void rdma_entries(const std::vector<std::string>& ls, google::protobuf::Repeated
       auto eq = f[i].find('=');
       if (eq == std::string::npos || f[i].find('=', eq + 1) != std::string::npos) continue;
       std::string k = f[i].substr(0, eq), v = f[i].substr(eq + 1);
-      std::optional<uint64_t> n = v == "max" ? std::optional<uint64_t>(std::numeric_limits<uint32_t>::max()) : cgroup::cgroup_u64(v);
+      std::optional<uint64_t> n =
+          v == "max" ? std::optional<uint64_t>(std::numeric_limits<uint32_t>::max()) : cgroup::cgroup_u64(v);
       if (!n || *n > std::numeric_limits<uint32_t>::max()) continue;
       if (k == "hca_handle") e->set_hca_handles(static_cast<uint32_t>(*n));
       if (k == "hca_object") e->set_hca_objects(static_cast<uint32_t>(*n));

@@ -7,12 +7,12 @@
 #include <cstdlib>
 #include <fstream>
 
+#include "cgroup/paths.h"
 #include "common/criu_release.h"
 #include "common/error.h"
 #include "common/fs.h"
 #include "common/log.h"
 #include "common/page_cache.h"
-#include "cgroup/paths.h"
 #include "oci/criu_resumed_watch.h"
 #include "oci/replica_cgroup.h"
 #include "oci/spec.h"

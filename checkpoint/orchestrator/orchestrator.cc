@@ -12,9 +12,9 @@
 #include <set>
 #include <thread>
 
-#include "checkpoint/report/hints.h"
-#include "checkpoint/preflight/restore_preflight.h"
 #include "checkpoint/facts/gpu_facts.h"
+#include "checkpoint/preflight/restore_preflight.h"
+#include "checkpoint/report/hints.h"
 #include "common/error.h"
 #include "common/fs.h"
 #include "common/parallel.h"

@@ -26,19 +26,19 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint/attempt/release.h"
 #include "checkpoint/config.h"
+#include "checkpoint/preflight/snapshot_check.h"
+#include "checkpoint/preflight/space_check.h"
 #include "checkpoint/process/container_hold.h"
-#include "checkpoint/report/diagnostic.h"
 #include "checkpoint/process/file_identity.h"
 #include "checkpoint/process/process_holds.h"
 #include "checkpoint/process/process_list.h"
-#include "checkpoint/attempt/release.h"
+#include "checkpoint/report/diagnostic.h"
 #include "checkpoint/shared/comm_probe.h"
 #include "checkpoint/shared/cuda_toggler.h"
 #include "checkpoint/shared/gpu_usage.h"
 #include "checkpoint/shared/holder_scan.h"
-#include "checkpoint/preflight/snapshot_check.h"
-#include "checkpoint/preflight/space_check.h"
 #include "checkpoint/staging/staging_hold.h"
 #include "common/log.h"
 

@@ -8,9 +8,9 @@
 #include <optional>
 #include <set>
 
-#include "checkpoint/report/hints.h"
 #include "checkpoint/orchestrator/orchestrator.h"
 #include "checkpoint/orchestrator/orchestrator_parts.h"
+#include "checkpoint/report/hints.h"
 #include "common/error.h"
 
 namespace nvproxy::checkpoint {

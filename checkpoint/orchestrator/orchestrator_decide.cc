@@ -1,10 +1,10 @@
 // Orchestrator::decide: the one policy of a checkpoint and of `diagnose` (orchestrator.h).
 #include <algorithm>
 
-#include "checkpoint/report/hints.h"
 #include "checkpoint/orchestrator/orchestrator.h"
 #include "checkpoint/orchestrator/orchestrator_parts.h"
 #include "checkpoint/preflight/space_check.h"
+#include "checkpoint/report/hints.h"
 
 namespace nvproxy::checkpoint {
 

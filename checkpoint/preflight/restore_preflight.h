@@ -24,9 +24,9 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint/facts/gpu_facts.h"
 #include "checkpoint/image/gpu_record.h"
 #include "checkpoint/shared/cuda_toggler.h"
-#include "checkpoint/facts/gpu_facts.h"
 
 namespace nvproxy::checkpoint {
 

@@ -10,8 +10,8 @@
 #include <filesystem>
 
 #include "checkpoint/programs/cuda_checkpoint_bin.h"
-#include "checkpoint/shared/cuda_helper_wire.h"
 #include "checkpoint/programs/shim_files.h"
+#include "checkpoint/shared/cuda_helper_wire.h"
 #include "common/error.h"
 #include "common/ttrpc/client.h"
 

@@ -4,8 +4,8 @@
 // calls get the shim's framing, deadlines, concurrency and failure handling, not a second protocol.
 #pragma once
 
-#include "checkpoint/shared/cuda_toggler.h"
 #include "checkpoint/facts/gpu_facts.h"
+#include "checkpoint/shared/cuda_toggler.h"
 #include "common/ttrpc/status_error.h"
 #include "proto/cuda_helper.pb.h"
 

@@ -11,8 +11,8 @@
 #include <thread>
 #include <utility>
 
-#include "checkpoint/process/process_holds.h"
 #include "checkpoint/facts/gpu_facts.h"
+#include "checkpoint/process/process_holds.h"
 #include "common/error.h"
 #include "common/fs.h"
 #include "common/unique_fd.h"

@@ -22,9 +22,9 @@
 #include <string>
 #include <vector>
 
+#include "cgroup/paths.h"
 #include "common/log.h"
 #include "common/process.h"
-#include "cgroup/paths.h"
 #include "oci/runtime.h"
 #include "shim/kit/event_sink.h"
 #include "shim/task/config.h"

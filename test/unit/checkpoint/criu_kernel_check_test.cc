@@ -9,8 +9,8 @@
 #include <unistd.h>
 
 #include "checkpoint/driver/cuda_driver_api.h"
-#include "checkpoint/process/inet_sockets.h"
 #include "checkpoint/orchestrator/orchestrator.h"
+#include "checkpoint/process/inet_sockets.h"
 #include "common/unique_fd.h"
 #include "fake_gpu.h"
 

@@ -8,8 +8,8 @@
 #include <future>
 #include <thread>
 
-#include "checkpoint/programs/cuda_helper_client.h"
 #include "checkpoint/helper/cuda_helper_service.h"
+#include "checkpoint/programs/cuda_helper_client.h"
 #include "checkpoint/shared/cuda_helper_wire.h"
 #include "common/ttrpc/client.h"
 #include "fake_gpu.h"

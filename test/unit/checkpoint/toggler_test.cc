@@ -1,8 +1,8 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
-#include "checkpoint/programs/cuda_checkpoint_bin.h"
 #include "checkpoint/driver/cuda_driver_api.h"
+#include "checkpoint/programs/cuda_checkpoint_bin.h"
 #include "checkpoint/shared/gpu_usage.h"
 #include "fake_gpu.h"
 

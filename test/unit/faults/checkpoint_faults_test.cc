@@ -18,9 +18,9 @@
 #include <set>
 #include <stdexcept>
 
-#include "checkpoint/programs/cuda_helper_client.h"
 #include "checkpoint/driver/cuda_driver_api.h"
 #include "checkpoint/orchestrator/orchestrator.h"
+#include "checkpoint/programs/cuda_helper_client.h"
 #include "test/unit/checkpoint/fake_gpu.h"
 
 using namespace nvproxy;
