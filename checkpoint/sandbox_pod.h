@@ -12,13 +12,13 @@
 #include <vector>
 
 #include "checkpoint/config.h"
-#include "checkpoint/cuda_helper_client.h"
-#include "checkpoint/host_reservations.h"
-#include "checkpoint/memory_limits.h"
-#include "checkpoint/orchestrator.h"
+#include "checkpoint/orchestrator/orchestrator.h"
+#include "checkpoint/programs/cuda_helper_client.h"
 #include "checkpoint/sandbox_pod_tools.h"
 #include "checkpoint/sandbox_tools.h"
 #include "checkpoint/session_tools.h"
+#include "checkpoint/staging/host_reservations.h"
+#include "checkpoint/staging/memory_limits.h"
 #include "common/log.h"
 #include "common/process.h"
 

@@ -17,9 +17,9 @@
 #include <utility>
 #include <vector>
 
-#include "checkpoint/file_identity.h"
-#include "checkpoint/process_list.h"
-#include "checkpoint/release.h"
+#include "checkpoint/attempt/release.h"
+#include "checkpoint/process/file_identity.h"
+#include "checkpoint/process/process_list.h"
 #include "checkpoint/shared/comm_probe.h"
 #include "checkpoint/shared/cuda_toggler.h"
 #include "checkpoint/shared/gpu_usage.h"

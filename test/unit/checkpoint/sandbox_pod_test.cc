@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "checkpoint/image/image_record.h"
-#include "checkpoint/orchestrator.h"
+#include "checkpoint/orchestrator/orchestrator.h"
 #include "checkpoint/session.h"
 #include "common/fs.h"
 
