@@ -11,6 +11,7 @@
 #include "oci/replica_cgroup.h"
 #include "oci/spec.h"
 #include "shim/task/exec_table.h"
+#include "shim/task/pod_restore_nvproxy.h"
 #include "shim/task/restore_annotation.h"
 #include "shim/task/rootfs_diff.h"
 #include "shim/task/runsc_filestore.h"
@@ -398,7 +399,7 @@ void InitProcess::run_restore() {
                                                                           : std::filesystem::path(s.options.criu_work_path),
                             .pid_file = pid_file,
                             .console_socket = console,
-                            .extra_global = s.runtime_global,
+                            .extra_global = pod_sandbox_restore_flags(s, image, ctx_.env.log),
                             .no_pivot = s.options.no_pivot_root,
                             .stdio = stdio,
                             .leave_stopped = leave_stopped});

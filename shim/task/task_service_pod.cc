@@ -171,7 +171,8 @@ void TaskService::warn_pod_sandbox_without_nvproxy(const oci::Spec& spec, const 
     std::lock_guard lk(mu_);
     if (auto it = containers_.find(sandbox); it != containers_.end()) root = it->second;
   }
-  if (!root) return;  // not served here: its flags are unknown
+  if (!root) return;                      // not served here: its flags are unknown
+  if (root->setup().pod_restore) return;  // restored: its image decides (pod_restore_nvproxy.h)
   const auto& flags = root->setup().runtime_global;
   if (std::find(flags.begin(), flags.end(), "--nvproxy") != flags.end()) return;
   try {
