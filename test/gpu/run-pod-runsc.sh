@@ -13,6 +13,10 @@
 # image): RunPodSandbox, CreateContainer and StartContainer as for any pod. Checked on B: the front
 # end answers with A's device checksum, every process goes on from its checkpointed iteration (the
 # parent, both workers, the tokenizer, the sidecar's count), device data intact.
+# GPU2=1 (default): a third container, "gpu2", a plain CUDA process holding 512 MiB on the device
+# (shapes_workload.py single), so that the pod has two GPU containers: the checkpoint is one attempt
+# over both (every CUDA lock, in either container, before any checkpoint: checked in the shim's
+# log), and B restores it with the others. GPU2=0: the pod of two containers, as before.
 # Prints "RESULT PASS|FAIL name: detail" and one "FIGURES" line (crictl checkpoint s, push s, B's
 # restore s from RunPodSandbox to the last container started); logs to $OUT: both containerd logs
 # (with the shim's), runsc's logs, the image's record, the checkpoint's report.
@@ -43,6 +47,7 @@ W=${W:-/var/tmp/nvgpu-pod-runsc}
 PORT=18201
 REG=127.0.0.1:${REG_PORT:-5125}
 CKPT_OF=${CKPT_OF:-llm}
+GPU2=${GPU2:-1}
 mkdir -p "$OUTD"
 source "$REPO/test/gpu/lib/kit-containerd.sh" # kit_install, kit_shim_config; log, result, now, dt
 source "$REPO/test/gpu/lib/progress.sh"       # iter, ready, advancing, intact
@@ -83,6 +88,10 @@ if [[ $DRY == 1 ]]; then
   GPU_ENV='{"key": "NVIDIA_VISIBLE_DEVICES", "value": "0"}, {"key": "NVPROXY_FAKE_CUDA_DIR", "value": "/fakecuda"}, {"key": "PYTHONPATH", "value": "/probe/dry_torch"}'
   GPU_MOUNTS=", {\"container_path\": \"/fakecuda\", \"host_path\": \"$FAKE/cuda\"}, {\"container_path\": \"/fake\", \"host_path\": \"$FAKE/bin\", \"readonly\": true}"
   LLM_CMD="/fake/fake_cuda_app --dir /fakecuda --device /dev/fakegpu0 --map --children 2 & exec $PY /probe/shapes_workload.py sglang >/tmp/llm.log 2>&1"
+  mkdir -p "$FAKE/cuda2" && chmod 777 "$FAKE/cuda2"
+  GPU2_ENV='{"key": "NVIDIA_VISIBLE_DEVICES", "value": "0"}, {"key": "NVPROXY_FAKE_CUDA_DIR", "value": "/fakecuda2"}, {"key": "PYTHONPATH", "value": "/probe/dry_torch"}'
+  GPU2_MOUNTS=", {\"container_path\": \"/fakecuda2\", \"host_path\": \"$FAKE/cuda2\"}, {\"container_path\": \"/fake\", \"host_path\": \"$FAKE/bin\", \"readonly\": true}"
+  GPU2_CMD="/fake/fake_cuda_app --dir /fakecuda2 --device /dev/fakegpu0 --map & exec $PY /probe/shapes_workload.py single gpu2 512 >/tmp/gpu2.log 2>&1"
   EXTRA_CKPT=("lock_timeout_ms: 5000" 'device_globs: ["/dev/nvidia*", "/dev/fakegpu*"]')
   trap 'set +e; nv_run_deferred' EXIT
   SHM_COPY=${SHM_COPY:-0}
@@ -94,6 +103,8 @@ else
   GPU_ENV='{"key": "NVIDIA_VISIBLE_DEVICES", "value": "all"}'
   GPU_MOUNTS=""
   LLM_CMD="exec $PY /probe/shapes_workload.py sglang >/tmp/llm.log 2>&1"
+  GPU2_ENV=$GPU_ENV GPU2_MOUNTS=""
+  GPU2_CMD="exec $PY /probe/shapes_workload.py single gpu2 512 >/tmp/gpu2.log 2>&1"
   EXTRA_CKPT=("lock_timeout_ms: 10000")
   SHM_COPY=${SHM_COPY:-0}
   uname -r
@@ -117,7 +128,9 @@ shim_yaml() {
 }
 pod_json() {  # NAME [IMAGE]: a pod in the host's network (no CNI); with IMAGE, restored from it
   local ann=""
-  [[ -n ${2:-} ]] && ann=", \"annotations\": {\"restore.nvproxy.io/llm\": \"$2\", \"restore.nvproxy.io/client\": \"$2\"}"
+  local more=""
+  ((GPU2)) && more=", \"restore.nvproxy.io/gpu2\": \"${2:-}\""
+  [[ -n ${2:-} ]] && ann=", \"annotations\": {\"restore.nvproxy.io/llm\": \"$2\", \"restore.nvproxy.io/client\": \"$2\"$more}"
   mkdir -p "$W/logs/$1"
   printf '{"metadata": {"name": "%s", "namespace": "default", "uid": "uid-%s"}, "log_directory": "%s", "linux": {"security_context": {"namespace_options": {"network": 2}}}%s}\n' \
     "$1" "$1" "$W/logs/$1" "$ann" >"$W/pod-$1.json"
@@ -140,11 +153,25 @@ EOT
 }
 ctr_json llm ", $GPU_ENV" "$GPU_MOUNTS" "$LLM_CMD" >"$W/llm.json"
 ctr_json client "" "" "exec $PY /probe/http_client.py $PORT" >"$W/client.json"
+ctr_json gpu2 ", $GPU2_ENV" "$GPU2_MOUNTS" "$GPU2_CMD" >"$W/gpu2.json"
 FILES=("$H/parent.txt" "$H/worker0.txt" "$H/worker1.txt" "$H/tokenizer.txt" "$H/client.txt")
+((GPU2)) && FILES+=("$H/gpu2.txt")
+NCTR=$((2 + GPU2))
 iters() { local f; for f in "${FILES[@]}"; do iter "$f"; done | paste -sd/; }
 # The front end's answer "ITER S0 S", asked inside the sandbox (the pod's loopback is the sandbox's).
 http() { TMO=30 CRI exec "$1" "$PY" -c "import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:$PORT/', timeout=5).read().decode().strip())" 2>&1; }
-running() { (($(CRI ps -q --state running --pod "$1" 2>/dev/null | wc -l) == 2)); }
+running() { (($(CRI ps -q --state running --pod "$1" 2>/dev/null | wc -l) == NCTR)); }
+# create_gpu2 POD POD_JSON: the second GPU container, created and started (GPU2=1), its id in GPU2_ID.
+create_gpu2() {
+  GPU2_ID=""
+  ((GPU2)) || return 0
+  GPU2_ID=$(CRI create "$1" "$W/gpu2.json" "$2") && CRI start "$GPU2_ID" >/dev/null
+}
+# One attempt over both GPU containers: in the shim's log, every CUDA lock before any checkpoint.
+locks_first() {  # CONTAINERD_LOG
+  awk '/CUDA locked in container/ {l++; if (c) bad=1} /CUDA checkpointed in container/ {c++} END {
+    printf "%d locks, %d checkpoints%s", l, c, (bad ? ", a lock after a checkpoint" : ""); exit (bad || !l || !c) }' "$1"
+}
 past() {  # every progress file's iteration is at least the one of $1 (a/b/c/d/e), in order
   local -a a
   local i=0 f
@@ -190,9 +217,10 @@ cri_node a "$W/a/shim.yaml" "$CARRY/gpu-image.tar" "$CARRY/pause.tar" || fail_ex
 pod_json a
 s=$(now)
 P=$(CRI runp --runtime nvproxy "$W/pod-a.json") && LLM=$(CRI create "$P" "$W/llm.json" "$W/pod-a.json") &&
-  CLIENT=$(CRI create "$P" "$W/client.json" "$W/pod-a.json") && CRI start "$LLM" "$CLIENT" >/dev/null ||
+  CLIENT=$(CRI create "$P" "$W/client.json" "$W/pod-a.json") && CRI start "$LLM" "$CLIENT" >/dev/null &&
+  create_gpu2 "$P" "$W/pod-a.json" ||
   fail_exit start-a "$(grep -E 'level=error' "$W/a/containerd.log" | tail -3)"
-log "A: pod $P started in $(dt "$s" "$(now)") s: llm $LLM, client $CLIENT"
+log "A: pod $P started in $(dt "$s" "$(now)") s: llm $LLM, client $CLIENT${GPU2_ID:+, gpu2 $GPU2_ID}"
 if ! nv_wait_for -t "${READY_S:-240}" ready "${FILES[@]}"; then
   CRI exec "$LLM" cat /tmp/llm.log 2>&1 | tail -20
   fail_exit ready-a "not every process wrote its progress: $(ls "$H")"
@@ -201,7 +229,13 @@ if [[ $DRY == 1 ]]; then
   cuda_ready() { (($(find "$FAKE/cuda" -name '*.ready' | wc -l) >= 3)); }
   nv_wait_for -t 30 cuda_ready || fail_exit ready-a "the fake CUDA app did not start: $(ls "$FAKE/cuda")"
   mapfile -t CUDA_PIDS < <(nv_fake_cuda_pids)
-  log "A: fake CUDA processes (sandbox pids) ${CUDA_PIDS[*]}"
+  CUDA2_PIDS=()
+  if ((GPU2)); then
+    cuda2_ready() { find "$FAKE/cuda2" -name '*.ready' | grep -q .; }
+    nv_wait_for -t 30 cuda2_ready || fail_exit ready-a "gpu2's fake CUDA app did not start: $(ls "$FAKE/cuda2")"
+    mapfile -t CUDA2_PIDS < <(find "$FAKE/cuda2" -maxdepth 1 -name '*.cuda' -printf '%f\n' | sed 's/\.cuda$//')
+  fi
+  log "A: fake CUDA processes (sandbox pids) ${CUDA_PIDS[*]}${CUDA2_PIDS:+; in gpu2 ${CUDA2_PIDS[*]}}"
 fi
 advancing "${FILES[@]}" || fail_exit ready-a "not every process is progressing: $(iters)"
 # Far enough that a process started afresh on B could not have counted as far when B is checked.
@@ -225,7 +259,14 @@ if TMO=400 CRI checkpoint --export="$W/pod.tar" "$TARGET" >"$W/ckpt.out" 2>&1; t
   if [[ ${answer##* } == "$sum_a" ]] && advancing "${FILES[@]}" && intact "${FILES[@]}" && running "$P"; then
     result PASS checkpoint-a "crictl checkpoint of $CKPT_OF (the pod whole) in $FIG_CKPT s, archive $(du -h "$W/pod.tar" | cut -f1), store $(du -sh "$W/a/store" | cut -f1); the pod runs on: http [$answer], iterations $at -> $(iters)"
   else
-    result FAIL checkpoint-a "after the checkpoint: http [$answer], iterations $at -> $(iters), running $(CRI ps -q --state running --pod "$P" | wc -l) of 2"
+    result FAIL checkpoint-a "after the checkpoint: http [$answer], iterations $at -> $(iters), running $(CRI ps -q --state running --pod "$P" | wc -l) of $NCTR"
+  fi
+  if ((GPU2)); then
+    if order=$(locks_first "$W/a/containerd.log"); then
+      result PASS one-attempt "the pod's two GPU containers toggled as one: $order, every lock before any checkpoint"
+    else
+      result FAIL one-attempt "$order"
+    fi
   fi
 else
   CRI exec "$LLM" cat /tmp/llm.log 2>&1 | tail -5
@@ -280,6 +321,7 @@ restore_b() {
   if [[ $DRY == 1 ]]; then
     nv_fake_as_checkpointed "${CUDA_PIDS[@]}" # the fake driver's state as the image holds it
     : >"$FAKE/cuda/calls.log"
+    for p in "${CUDA2_PIDS[@]}"; do printf checkpointed >"$FAKE/cuda2/$p.state" && touch "$FAKE/cuda2/$p.closed"; done
   fi
   pod_json "$name" "$IMG"
   : >"$W/b-err"
@@ -288,7 +330,8 @@ restore_b() {
     { [[ $copy != 1 ]] || cp -a "$W/shm-a/." "$(pod_shm b "$P")/"; } &&
     LLM=$(CRI create "$P" "$W/llm.json" "$W/pod-$name.json" 2>>"$W/b-err") &&
     CLIENT=$(CRI create "$P" "$W/client.json" "$W/pod-$name.json" 2>>"$W/b-err") &&
-    CRI start "$LLM" >/dev/null 2>>"$W/b-err" && CRI start "$CLIENT" >/dev/null 2>>"$W/b-err"
+    CRI start "$LLM" >/dev/null 2>>"$W/b-err" && CRI start "$CLIENT" >/dev/null 2>>"$W/b-err" &&
+    create_gpu2 "$P" "$W/pod-$name.json" 2>>"$W/b-err"
   rc=$?
   e=$(now)
   if ((rc != 0)); then
@@ -308,7 +351,7 @@ restore_b() {
   past "$at" || { ok=0; why+="iterations $(iters) below the checkpointed $at; "; }
   advancing "${FILES[@]}" || { ok=0; why+="not every process is progressing ($(iters)); "; }
   intact "${FILES[@]}" || { ok=0; why+="device data changed: $(cat "$H"/parent.txt "$H"/worker*.txt | tr '\n' ' '); "; }
-  running "$P" || { ok=0; why+="$(CRI ps -q --state running --pod "$P" | wc -l) of 2 containers running; "; }
+  running "$P" || { ok=0; why+="$(CRI ps -q --state running --pod "$P" | wc -l) of $NCTR containers running; "; }
   answer_b=$(http "$LLM")
   [[ ${answer_b##* } == "$sum_a" ]] || { ok=0; why+="http [$answer_b], A's checksum $sum_a; "; }
   client_sum=$(awk '{print $NF}' "$H/client.txt" 2>/dev/null)
@@ -317,6 +360,9 @@ restore_b() {
     ok=0
     why+="fake CUDA: ${err##*FAIL: }; "
   fi
+  for p in "${CUDA2_PIDS[@]}"; do
+    [[ $(cat "$FAKE/cuda2/$p.state" 2>/dev/null) == running ]] || { ok=0; why+="gpu2's fake CUDA state of $p: $(cat "$FAKE/cuda2/$p.state" 2>/dev/null); "; }
+  done
   if ((ok)); then
     result PASS "$what" "B restored the pod from $IMG in $FIG_RESTORE s: http [$answer_b] with A's checksum $sum_a, iterations checkpointed at $at -> $(iters), the sidecar on ($(cut -d' ' -f1 "$H/client.txt") answers), device data intact"
     return 0
