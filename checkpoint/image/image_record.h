@@ -62,7 +62,7 @@ struct ImageRecord {
   std::vector<ImageReleased> released;  // version 2, written by 0.4.0 on; absent: none
   // What wrote the image (0.6.0 on; absent before, then nothing is checked): the runtime's kind and
   // version as it prints it, and the CRIU version (runc, crun). A restore on another node checks
-  // them before the runtime runs (checkpoint/session_restore.cc).
+  // them before the runtime runs (checkpoint/session/session_restore.cc).
   std::string runtime;          // "runc", "crun", "runsc"
   std::string runtime_version;  // "1.1.5+ds1", "release-20260817.0-70-g3c5eee17d"
   std::string criu_version;     // "4.2.1"

@@ -2,10 +2,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "checkpoint/host_assembly.h"
 #include "checkpoint/image/pod_shm.h"
-#include "checkpoint/sandbox_assembly.h"
-#include "checkpoint/sandbox_pod.h"
+#include "checkpoint/sandbox/sandbox_assembly.h"
+#include "checkpoint/sandbox/sandbox_pod.h"
+#include "checkpoint/session/host_assembly.h"
 #include "common/error.h"
 #include "common/fs.h"
 #include "gpu/device_request.h"

@@ -16,9 +16,9 @@
 
 #include "checkpoint/config.h"
 #include "checkpoint/image/pod_record.h"
-#include "checkpoint/session.h"
-#include "checkpoint/session_runtime.h"
-#include "checkpoint/session_tools.h"
+#include "checkpoint/session/session.h"
+#include "checkpoint/session/session_runtime.h"
+#include "checkpoint/session/session_tools.h"
 #include "common/log.h"
 #include "common/process.h"
 #include "oci/runtime.h"
@@ -43,7 +43,7 @@ struct SessionSubject {
   // it. Empty: `id`.
   std::string client_id;
   // A runsc pod of several GPU containers, checkpointed in one attempt over all of their processes
-  // (checkpoint/sandbox_pod.h): this container's name in the pod and the pod's further GPU
+  // (checkpoint/sandbox/sandbox_pod.h): this container's name in the pod and the pod's further GPU
   // containers (their bundles beside this one's). Empty: this container's processes alone.
   std::string pod_name;
   std::vector<checkpoint::PodMember> pod_gpus;

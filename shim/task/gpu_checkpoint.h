@@ -1,5 +1,5 @@
 // The CheckpointHooks the daemon uses: a thin adapter from the task layer's Container to the
-// checkpoint use case (checkpoint/session.h), through the one wiring of a session
+// checkpoint use case (checkpoint/session/session.h), through the one wiring of a session
 // (checkpoint_wiring.h); everything else about a checkpoint lives in checkpoint/.
 #pragma once
 

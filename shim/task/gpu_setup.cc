@@ -1,6 +1,6 @@
 #include "shim/task/gpu_setup.h"
 
-#include "checkpoint/sandbox_tools.h"
+#include "checkpoint/sandbox/sandbox_tools.h"
 #include "gpu/device_layer.h"
 #include "gpu/runsc_flags.h"
 #include "oci/runtime_flavor.h"
@@ -9,7 +9,7 @@ namespace nvproxy::shim {
 
 namespace {
 
-// Under runsc the shim's checkpoint asks its questions inside the sandbox (checkpoint/sandbox_tools.h):
+// Under runsc the shim's checkpoint asks its questions inside the sandbox (checkpoint/sandbox/sandbox_tools.h):
 // the container gets the agent, with its loader and libc, read-only at /.nvproxy.
 void add_sandbox_tools(const std::string& id, const std::filesystem::path& bundle, oci::Spec& spec, Logger& log) {
   auto dir = bundle / "nvproxy-sandbox-tools";

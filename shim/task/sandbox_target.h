@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <string>
 
-#include "checkpoint/sandbox_tools.h"
+#include "checkpoint/sandbox/sandbox_tools.h"
 #include "oci/runtime.h"
 
 namespace nvproxy::shim {

@@ -1,13 +1,13 @@
 // The host variant's one assembly (host_assembly.h) answers `diagnose` (the session's inspect) and
 // a checkpoint alike: a CRIU that cannot dump inet sockets on this kernel refuses both, with the
 // same reason, before anything is toggled. (The sandbox variant's twin is in sandbox_tools_test.)
-#include "checkpoint/host_assembly.h"
+#include "checkpoint/session/host_assembly.h"
 
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 
-#include "checkpoint/session.h"
+#include "checkpoint/session/session.h"
 #include "common/error.h"
 #include "fake_gpu.h"
 

@@ -17,7 +17,7 @@
 #include "checkpoint/image/criu_stats.h"
 #include "checkpoint/image/host_files.h"
 #include "checkpoint/image/image_record.h"
-#include "checkpoint/session.h"
+#include "checkpoint/session/session.h"
 #include "common/error.h"
 #include "common/scratch_dir.h"
 #include "test/unit/checkpoint/criu_encode.h"

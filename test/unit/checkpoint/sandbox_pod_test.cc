@@ -1,7 +1,7 @@
-// A gVisor pod's GPU containers toggled in one attempt (checkpoint/sandbox_pod_tools.h): fakes stand
+// A gVisor pod's GPU containers toggled in one attempt (checkpoint/sandbox/sandbox_pod_tools.h): fakes stand
 // in for each container's agent, each numbering its processes from 1 as a container of a sandbox
 // does; one Orchestrator runs over the composites, as PodSandboxAssembly assembles it.
-#include "checkpoint/sandbox_pod_tools.h"
+#include "checkpoint/sandbox/sandbox_pod_tools.h"
 
 #include <gtest/gtest.h>
 
@@ -16,7 +16,7 @@
 
 #include "checkpoint/image/image_record.h"
 #include "checkpoint/orchestrator/orchestrator.h"
-#include "checkpoint/session.h"
+#include "checkpoint/session/session.h"
 #include "common/fs.h"
 
 using namespace nvproxy;

@@ -1,4 +1,4 @@
-// The sandbox seams (checkpoint/sandbox_tools.h) against the real nvproxy-sandbox-agent and the fake
+// The sandbox seams (checkpoint/sandbox/sandbox_tools.h) against the real nvproxy-sandbox-agent and the fake
 // driver. A stub "runsc" stands in for `runsc exec`: it records its arguments and runs the agent
 // here, with libcuda.so.1 resolving to the fake libcuda, so the whole chain (argv, JSON answers,
 // driver refusals, deadlines) runs without gVisor.
@@ -12,9 +12,9 @@
 #include <map>
 #include <thread>
 
-#include "checkpoint/sandbox_assembly.h"
-#include "checkpoint/sandbox_tools.h"
-#include "checkpoint/session.h"
+#include "checkpoint/sandbox/sandbox_assembly.h"
+#include "checkpoint/sandbox/sandbox_tools.h"
+#include "checkpoint/session/session.h"
 #include "fake_gpu.h"
 
 using namespace nvproxy;

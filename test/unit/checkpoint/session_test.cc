@@ -1,7 +1,7 @@
-// A whole checkpoint session (checkpoint/session.h) against fakes: a runtime that records its verbs
+// A whole checkpoint session (checkpoint/session/session.h) against fakes: a runtime that records its verbs
 // (SessionRuntime), the fake CUDA driver through the real dlopen binding, real fake_cuda_app
 // processes and the real /proc scan. What the task layer's adapter adds is only which runtime.
-#include "checkpoint/session.h"
+#include "checkpoint/session/session.h"
 
 #include <gtest/gtest.h>
 

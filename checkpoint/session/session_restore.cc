@@ -9,7 +9,7 @@
 #include "checkpoint/image/image_record.h"
 #include "checkpoint/image/image_store.h"
 #include "checkpoint/preflight/restore_preflight.h"
-#include "checkpoint/session.h"
+#include "checkpoint/session/session.h"
 #include "checkpoint/staging/restore_staging.h"
 #include "common/error.h"
 #include "common/fs.h"

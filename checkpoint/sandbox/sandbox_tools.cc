@@ -1,4 +1,4 @@
-#include "checkpoint/sandbox_tools.h"
+#include "checkpoint/sandbox/sandbox_tools.h"
 
 #include <elf.h>
 #include <unistd.h>

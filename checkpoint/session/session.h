@@ -18,8 +18,8 @@
 #include "checkpoint/image/image_puller.h"
 #include "checkpoint/image/image_record.h"
 #include "checkpoint/image/pod_record.h"
-#include "checkpoint/session_runtime.h"
-#include "checkpoint/session_tools.h"
+#include "checkpoint/session/session_runtime.h"
+#include "checkpoint/session/session_tools.h"
 #include "common/error.h"
 #include "common/log.h"
 

@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "checkpoint/session_runtime.h"
+#include "checkpoint/session/session_runtime.h"
 #include "common/log.h"
 
 namespace nvproxy::checkpoint {

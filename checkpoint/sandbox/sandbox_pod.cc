@@ -1,4 +1,4 @@
-#include "checkpoint/sandbox_pod.h"
+#include "checkpoint/sandbox/sandbox_pod.h"
 
 namespace nvproxy::checkpoint {
 

@@ -1,4 +1,4 @@
-#include "checkpoint/thaw_guard.h"
+#include "checkpoint/session/thaw_guard.h"
 
 #include <exception>
 

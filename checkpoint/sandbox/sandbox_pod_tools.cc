@@ -1,4 +1,4 @@
-#include "checkpoint/sandbox_pod_tools.h"
+#include "checkpoint/sandbox/sandbox_pod_tools.h"
 
 #include <algorithm>
 

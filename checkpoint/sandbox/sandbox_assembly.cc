@@ -1,4 +1,4 @@
-#include "checkpoint/sandbox_assembly.h"
+#include "checkpoint/sandbox/sandbox_assembly.h"
 
 namespace nvproxy::checkpoint {
 

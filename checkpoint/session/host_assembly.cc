@@ -1,4 +1,4 @@
-#include "checkpoint/host_assembly.h"
+#include "checkpoint/session/host_assembly.h"
 
 #include <cstdlib>
 

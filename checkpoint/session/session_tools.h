@@ -17,7 +17,7 @@
 #include "checkpoint/orchestrator/orchestrator.h"
 #include "checkpoint/preflight/restore_preflight.h"
 #include "checkpoint/process/process_list.h"
-#include "checkpoint/session_runtime.h"
+#include "checkpoint/session/session_runtime.h"
 #include "checkpoint/shared/gpu_usage.h"
 #include "checkpoint/shared/holder_scan.h"
 #include "common/log.h"

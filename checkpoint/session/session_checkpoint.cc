@@ -11,8 +11,8 @@
 #include "checkpoint/image/image_store.h"
 #include "checkpoint/image/zero_pages.h"
 #include "checkpoint/preflight/space_check.h"
-#include "checkpoint/session.h"
-#include "checkpoint/thaw_guard.h"
+#include "checkpoint/session/session.h"
+#include "checkpoint/session/thaw_guard.h"
 #include "common/error.h"
 #include "common/fs.h"
 
