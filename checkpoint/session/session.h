@@ -10,6 +10,8 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -45,6 +47,10 @@ struct SessionTarget {
   // The pod whose sandbox a runsc checkpoint saves whole (image/pod_record.h): written into the
   // image's record. None: a container of its own.
   std::optional<PodRecord> pod;
+  // The container's OCI spec as JSON, read from its bundle by the task layer (checkpoint/ reads no
+  // spec itself): the bind mounts the image's host files are on (image/host_files.h). Throws
+  // Error; unset: an Error, so that the image lists no host files.
+  std::function<nlohmann::json()> spec;
 };
 
 struct SnapshotRequest {

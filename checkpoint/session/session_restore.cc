@@ -13,7 +13,6 @@
 #include "checkpoint/staging/restore_staging.h"
 #include "common/error.h"
 #include "common/fs.h"
-#include "oci/spec.h"
 
 namespace nvproxy::checkpoint {
 
@@ -178,12 +177,16 @@ void CheckpointSession::throw_removed(const Error& e, const std::string& oom) {
 }
 
 bool CheckpointSession::host_files_of(const std::filesystem::path& image, std::vector<HostFile>& out) {
+  auto spec = [&] {
+    if (!t_.spec) throw Error(Code::Internal, "container \"" + t_.id + "\": its spec was not handed to the session");
+    return t_.spec();
+  };
   if (std::filesystem::exists(image / "pstree.img")) {
-    out = on_bind_mounts(criu_open_files(image), oci::Spec::load(t_.bundle).json());
+    out = on_bind_mounts(criu_open_files(image), spec());
     return true;
   }
   if (!std::filesystem::exists(image / "checkpoint.img")) return false;  // nor runsc's state file
-  out = bind_mount_sources(oci::Spec::load(t_.bundle).json());
+  out = bind_mount_sources(spec());
   return true;
 }
 

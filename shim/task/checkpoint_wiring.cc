@@ -10,6 +10,7 @@
 #include "common/fs.h"
 #include "gpu/device_request.h"
 #include "gpu/record.h"
+#include "oci/spec.h"
 #include "shim/task/sandbox_target.h"
 
 namespace nvproxy::shim {
@@ -178,6 +179,7 @@ SessionWiring::SessionWiring(const SessionSubject& s, const oci::CheckpointFlags
                               .staging_margin = std::uint64_t{s.cfg.staging_margin_mib} << 20};
   if (restoring) t.requested_gpus = requested_gpus(s.bundle);
   t.pod = s.pod;
+  t.spec = [bundle = s.bundle] { return oci::Spec::load(bundle).json(); };
   session_ = std::make_unique<checkpoint::CheckpointSession>(std::move(t), *rt_, *tools_, log);
 }
 
