@@ -25,11 +25,22 @@ class RuntimeVerbs final : public checkpoint::SessionRuntime {
         id_(s.id),
         client_id_(s.client_id.empty() ? s.id : s.client_id),
         bundle_(s.bundle),
-        flags_(flags),
         pids_(s.pids),
         run_restore_(s.run_restore),
         runner_(runner),
-        log_(log) {}
+        log_(log) {
+    if (!flags) return;
+    // The snapshot's own choices, made here once: CRIU's work directory (runc, crun: its log stays
+    // in the bundle, where a failure's message quotes it from, since the image directory may go
+    // with a failed request) and whether zero pages stay out of the image.
+    flags_ = *flags;
+    if (flags_->work_path.empty() && rt_.kind() != oci::RuntimeKind::Runsc) {
+      flags_->work_path = (bundle_ / "criu-work").string();
+      std::error_code ec;
+      std::filesystem::create_directories(flags_->work_path, ec);
+    }
+    flags_->exclude_zero_pages = s.cfg.skip_zero_pages;
+  }
   std::vector<pid_t> ps() override {
     if (!pids_.empty()) return pids_;
     std::vector<pid_t> pids;
@@ -111,7 +122,7 @@ class RuntimeVerbs final : public checkpoint::SessionRuntime {
   std::string id_;
   std::string client_id_;  // whose state the client paused (SessionSubject::client_id)
   std::filesystem::path bundle_;
-  const oci::CheckpointFlags* flags_;
+  std::optional<oci::CheckpointFlags> flags_;  // the client's options, completed; none: no snapshot is taken
   std::vector<pid_t> pids_;
   std::function<void(const std::filesystem::path&, bool, const std::string&)> run_restore_;
   ProcessRunner& runner_;

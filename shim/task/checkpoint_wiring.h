@@ -51,7 +51,9 @@ struct SessionSubject {
 
 class SessionWiring {
  public:
-  // flags: the client's checkpoint options (null on restore and inspection: no snapshot is taken).
+  // flags: the client's checkpoint options as they came (null on restore and inspection: no
+  // snapshot is taken); the snapshot's own choices are made here, once (CRIU's work directory in the
+  // bundle when the client names none, checkpoint.skip_zero_pages, the pod's /dev/shm).
   // restoring: the restore preflight needs the GPUs the container asks for (from its bundle).
   SessionWiring(const SessionSubject& s, const oci::CheckpointFlags* flags, bool restoring, ProcessRunner& runner, Logger& log);
   ~SessionWiring();

@@ -480,17 +480,9 @@ void InitProcess::run_update(const nlohmann::json& resources) {
 }
 
 void InitProcess::run_checkpoint(const oci::CheckpointFlags& flags, bool paused) {
-  oci::CheckpointFlags f = flags;
-  // CRIU's log stays in the bundle (the image directory may go with a failed request), where a
-  // failure's message quotes it from.
-  if (f.work_path.empty() && ctx_.runtime->kind() != oci::RuntimeKind::Runsc) {
-    f.work_path = (ctx_.setup.bundle / "criu-work").string();
-    std::error_code ec;
-    std::filesystem::create_directories(f.work_path, ec);
-  }
-  f.exclude_zero_pages = ctx_.setup.config.checkpoint.skip_zero_pages;
-  // checkpoint.image_store is the session's to use (it puts the image there), as on restore.
-  ctx_.env.checkpoints.checkpoint(ctx_.container, f, paused);
+  // The client's options as they came: the snapshot's own choices (CRIU's work directory, zero
+  // pages, the pod's /dev/shm) and checkpoint.image_store are the session's (checkpoint_wiring.h).
+  ctx_.env.checkpoints.checkpoint(ctx_.container, flags, paused);
 }
 
 void InitProcess::run_delete() {
