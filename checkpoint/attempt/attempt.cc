@@ -110,9 +110,22 @@ std::variant<CheckpointOutcome, Orchestrator::Again> Orchestrator::Attempt::run(
     diag_.details["released"] = {{"processes", rel}, {"devices", c_->release.devices_text()}};
   }
   hold_staging();
+  // From the first lock to the snapshot (the phases' own files); Again ends the attempt early,
+  // everything toggled brought back.
   std::optional<Again> again;
   try {
-    again = toggle_and_snapshot(snapshot);
+    lock_all();
+    // A process listed at the scan may have opened the devices since (a worker importing its
+    // libraries then): newcomers are told by what held devices at the scan, not by what was listed.
+    std::vector<pid_t> holders_at_scan;
+    for (const auto& [pid, _] : c_->holders) holders_at_scan.push_back(pid);
+    if (auto fresh = hold_still(holders_at_scan); !fresh.empty()) again = take_in_newcomers(std::move(fresh));
+    if (!again) again = checkpoint_all();
+    if (!again) again = verify();
+    if (!again && !d_.space_as_allocated.empty())
+      if (auto r = o_.space_as_written(req_, pids_, *c_, d_.space_as_allocated, diag_.details, out_.phases))
+        throw rollback(std::move(r->processes), Code::FailedPrecondition, "refused", r->reason, true);
+    if (!again) again = take_snapshot(snapshot);
   } catch (const Error& e) {
     // Failures of the phases carry their diagnostic; anything else (the CUDA API gone, a scan
     // error) still must not leave processes toggled.
@@ -126,22 +139,6 @@ std::variant<CheckpointOutcome, Orchestrator::Again> Orchestrator::Attempt::run(
   staging_.end();
   done();
   return out_;
-}
-
-std::optional<Orchestrator::Again> Orchestrator::Attempt::toggle_and_snapshot(const ReleasingSnapshotFn& snapshot) {
-  lock_all();
-  // A process listed at the scan may have opened the devices since (a worker importing its
-  // libraries then): newcomers are told by what held devices at the scan, not by what was listed.
-  std::vector<pid_t> holders_at_scan;
-  for (const auto& [pid, _] : c_->holders) holders_at_scan.push_back(pid);
-  if (auto fresh = hold_still(holders_at_scan); !fresh.empty())
-    if (auto again = take_in_newcomers(std::move(fresh))) return again;
-  if (auto again = checkpoint_all()) return again;
-  if (auto again = verify()) return again;
-  if (!d_.space_as_allocated.empty())
-    if (auto r = o_.space_as_written(req_, pids_, *c_, d_.space_as_allocated, diag_.details, out_.phases))
-      throw rollback(std::move(r->processes), Code::FailedPrecondition, "refused", r->reason, true);
-  return take_snapshot(snapshot);
 }
 
 void Orchestrator::Attempt::scan() {

@@ -68,8 +68,6 @@ class Orchestrator::Attempt {
   std::optional<Again> decide();  // throws the refusal
   bool only_passing_holders();
   void hold_staging();
-  // From the first lock to the snapshot (the phases' own files); Again ends the attempt early.
-  std::optional<Again> toggle_and_snapshot(const ReleasingSnapshotFn& snapshot);
   void lock_all();                                                                        // attempt_toggle.cc
   std::optional<Again> checkpoint_all();                                                  // attempt_toggle.cc
   void resume();                                                                          // attempt_toggle.cc

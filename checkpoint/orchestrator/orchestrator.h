@@ -270,8 +270,6 @@ class Orchestrator {
     std::map<pid_t, std::chrono::steady_clock::time_point> since;
     std::chrono::steady_clock::time_point rescan_until;
   };
-  // checkpoint_around's attempts (again while processes start or end meanwhile), its OOM naming aside.
-  CheckpointOutcome checkpoint_attempts(const CheckpointRequest& req, const ReleasingSnapshotFn& snapshot);
   // Which of `pids` have ended, and why: the process holds say (host pids); without them (a
   // sandbox's pids) a pid no longer among the container's processes has ended. Each is given
   // `grace` to go: a toggle fails while its process is ending (its CUDA already torn down).
