@@ -385,7 +385,7 @@ void InitProcess::run_start() {
 void InitProcess::run_restore() {
   const ContainerSetup& s = ctx_.setup;
   oci::Runtime& rt = *ctx_.runtime;
-  // The checkpoint session owns the restore (checkpoint/session.h); the runtime's part runs here,
+  // The checkpoint session owns the restore (checkpoint/session/session.h); the runtime's part runs here,
   // where the task's process, its stdio and its pid are.
   ctx_.env.checkpoints.restore(
       ctx_.container, s.checkpoint, [&](const std::filesystem::path& image, bool leave_stopped, const std::string& taken_from) {
