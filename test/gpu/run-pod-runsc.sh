@@ -283,11 +283,17 @@ if [[ $DRY == 1 ]]; then
   ((locks == 3)) || fail_exit checkpoint-a "$locks successful CUDA locks in the fake driver's log, not 3"
 fi
 tar -xOf "$W/pod.tar" checkpoint/nvproxy-cuda.json >"$OUTD/nvproxy-cuda.json" 2>/dev/null
+# The image's own record names the pod; each further GPU container's processes are in its own
+# record (pod-cuda/NAME/ in the store's entry): llm's three and gpu2's one in all.
+mapfile -t more_recs < <(find "$W/a/store" -path '*/pod-cuda/*/nvproxy-cuda.json' 2>/dev/null)
 rec=$("$PY" -c 'import json,sys; r=json.load(open(sys.argv[1])); p=r.get("pod") or {}
-print(",".join(sorted(c["name"] for c in p.get("containers", []) if not c.get("sandbox"))), r.get("cuda_processes"),
-      ",".join("%s:%s" % (c["name"], c.get("gpus")) for c in p.get("containers", []) if not c.get("sandbox")))' "$OUTD/nvproxy-cuda.json" 2>&1)
-if [[ $rec == "client,llm 3 "* ]]; then
-  result PASS record "the image's record names the pod (client, llm) and 3 CUDA processes of llm; GPUs per container ${rec##* }"
+n=sum(json.load(open(f)).get("cuda_processes") or 0 for f in sys.argv[1:])
+print(",".join(sorted(c["name"] for c in p.get("containers", []) if not c.get("sandbox"))), n,
+      ",".join("%s:%s" % (c["name"], c.get("gpus")) for c in p.get("containers", []) if not c.get("sandbox")))' "$OUTD/nvproxy-cuda.json" "${more_recs[@]}" 2>&1)
+want="client,llm 3 "
+((GPU2)) && want="client,gpu2,llm 4 "
+if [[ $rec == "$want"* ]]; then
+  result PASS record "the image's records name the pod (${want%% *}) and ${want#* } CUDA processes; GPUs per container ${rec##* }"
 else
   result FAIL record "the image's record: [$rec]"
 fi
