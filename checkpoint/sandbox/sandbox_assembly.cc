@@ -2,6 +2,22 @@
 
 namespace nvproxy::checkpoint {
 
+OrchestratorTools sandbox_orchestrator_tools(ProcessLister& lister, HolderScanner& scanner, CudaToggler* toggler,
+                                             GpuUsageProbe& probe, CommProbe& comm, FileIdentity& files, MemoryProbe& memory,
+                                             HostReservations& reservations) {
+  return {.lister = &lister,
+          .scanner = &scanner,
+          .toggler = toggler,
+          .probe = &probe,
+          .comm = &comm,
+          .hold_unavailable = "gVisor's sandbox processes are not the host's to stop, and runsc checkpoints the sandbox whole",
+          .files = &files,
+          .release_unavailable = "",
+          .release_way = ReleaseWay::InPlace,
+          .memory = &memory,
+          .reservations = &reservations};
+}
+
 SandboxAssembly::SandboxAssembly(const CheckpointConfig& cfg, SandboxTarget t, ProcessRunner& runner, Logger& log)
     : agent_(runner, std::move(t)),
       lister_(agent_),
@@ -15,19 +31,7 @@ SandboxAssembly::SandboxAssembly(const CheckpointConfig& cfg, SandboxTarget t, P
       host_usage_(make_cuda_helper(cfg, runner)),
       memory_(cfg.host_meminfo),
       reservations_(cfg.staging_account),
-      orch_(cfg,
-            OrchestratorTools{.lister = &lister_,
-                              .scanner = &scanner_,
-                              .toggler = toggler_.get(),
-                              .probe = &probe_,
-                              .comm = &comm_,
-                              .hold_unavailable = "gVisor's sandbox processes are not the host's to stop, and runsc "
-                                                  "checkpoints the sandbox whole",
-                              .files = &files_,
-                              .release_unavailable = "",
-                              .release_way = ReleaseWay::InPlace,
-                              .memory = &memory_,
-                              .reservations = &reservations_},
+      orch_(cfg, sandbox_orchestrator_tools(lister_, scanner_, toggler_.get(), probe_, comm_, files_, memory_, reservations_),
             log) {}
 
 ProcessIdentity SandboxAssembly::identify(pid_t pid) {

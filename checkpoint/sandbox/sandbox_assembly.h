@@ -22,6 +22,13 @@
 
 namespace nvproxy::checkpoint {
 
+// The orchestrator's tools over a gVisor sandbox, one container's (SandboxAssembly) or a pod's
+// (sandbox_pod.h): nothing holds the sandbox's processes still, since runsc checkpoints it whole,
+// and forked children's inherited device files are released in place.
+OrchestratorTools sandbox_orchestrator_tools(ProcessLister& lister, HolderScanner& scanner, CudaToggler* toggler,
+                                             GpuUsageProbe& probe, CommProbe& comm, FileIdentity& files, MemoryProbe& memory,
+                                             HostReservations& reservations);
+
 class SandboxAssembly final : public SessionTools {
  public:
   SandboxAssembly(const CheckpointConfig& cfg, SandboxTarget target, ProcessRunner& runner, Logger& log);

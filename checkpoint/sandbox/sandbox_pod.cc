@@ -1,5 +1,7 @@
 #include "checkpoint/sandbox/sandbox_pod.h"
 
+#include "checkpoint/sandbox/sandbox_assembly.h"
+
 namespace nvproxy::checkpoint {
 
 struct PodSandboxAssembly::Member {
@@ -57,19 +59,7 @@ PodSandboxAssembly::PodSandboxAssembly(const CheckpointConfig& cfg, std::vector<
       host_usage_(make_cuda_helper(cfg, runner)),
       memory_(cfg.host_meminfo),
       reservations_(cfg.staging_account),
-      orch_(cfg,
-            OrchestratorTools{.lister = &lister_,
-                              .scanner = &scanner_,
-                              .toggler = toggler_.get(),
-                              .probe = &probe_,
-                              .comm = &comm_,
-                              .hold_unavailable = "gVisor's sandbox processes are not the host's to stop, and runsc "
-                                                  "checkpoints the sandbox whole",
-                              .files = &files_,
-                              .release_unavailable = "",
-                              .release_way = ReleaseWay::InPlace,
-                              .memory = &memory_,
-                              .reservations = &reservations_},
+      orch_(cfg, sandbox_orchestrator_tools(lister_, scanner_, toggler_.get(), probe_, comm_, files_, memory_, reservations_),
             log) {
   // The composites hold references to seams_, filled here (before any call reaches them).
   for (auto& c : containers) {
