@@ -342,7 +342,9 @@ void Runtime::checkpoint(const std::string& id, const CheckpointFlags& f) {
     std::filesystem::create_directories(f.work_path);
     const bool gate = cfg_.write_after_cuda_resume && criu_has_write_gate();
     resumed.emplace(std::filesystem::path(f.work_path) / "nvproxy-resumed.fifo",
-                    gate ? std::filesystem::path(f.work_path) / "nvproxy-write-gate.fifo" : std::filesystem::path(), [&] {
+                    gate ? std::filesystem::path(f.work_path) / "nvproxy-write-gate.fifo" : std::filesystem::path(),
+                    // `gate` by value: the watch outlives this block (it is told on its own thread)
+                    [&, gate] {
                       log_.info("checkpoint of \"" + id + "\": CRIU runs the processes again; their pages are still " +
                                 (gate ? "to be written (once CUDA is back)" : "being written"));
                       f.on_resumed();
