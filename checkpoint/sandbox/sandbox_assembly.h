@@ -29,6 +29,23 @@ OrchestratorTools sandbox_orchestrator_tools(ProcessLister& lister, HolderScanne
                                              GpuUsageProbe& probe, CommProbe& comm, FileIdentity& files, MemoryProbe& memory,
                                              HostReservations& reservations);
 
+// One container's questions inside a gVisor sandbox, each asked of its agent: what SandboxAssembly
+// asks of its container, and a pod's assembly of each of its GPU containers (sandbox_pod.h). The
+// seams refer to the agent and to each other, so the set stays where it was made.
+struct SandboxContainerTools {
+  SandboxContainerTools(const CheckpointConfig& cfg, SandboxTarget target, ProcessRunner& runner);
+  SandboxContainerTools(const SandboxContainerTools&) = delete;
+  SandboxContainerTools& operator=(const SandboxContainerTools&) = delete;
+
+  SandboxAgent agent;
+  SandboxLister lister;
+  SandboxHolderScanner scanner;
+  std::unique_ptr<SandboxCudaToggler> toggler;  // null with checkpoint.cuda: none
+  SandboxGpuProbe probe;
+  SandboxCommProbe comm;
+  SandboxFileIdentity files;
+};
+
 class SandboxAssembly final : public SessionTools {
  public:
   SandboxAssembly(const CheckpointConfig& cfg, SandboxTarget target, ProcessRunner& runner, Logger& log);
@@ -36,9 +53,9 @@ class SandboxAssembly final : public SessionTools {
   SandboxAssembly& operator=(const SandboxAssembly&) = delete;
 
   Orchestrator& orchestrator() override { return orch_; }
-  ProcessLister& lister() override { return lister_; }
-  HolderScanner& scanner() override { return scanner_; }
-  [[nodiscard]] bool toggles_cuda() const override { return toggler_ != nullptr; }
+  ProcessLister& lister() override { return c_.lister; }
+  HolderScanner& scanner() override { return c_.scanner; }
+  [[nodiscard]] bool toggles_cuda() const override { return c_.toggler != nullptr; }
   [[nodiscard]] bool host_view() const override { return false; }
   GpuUsageProbe* host_facts() override { return nullptr; }  // NVML's pids are not the sandbox's
   GpuUsageProbe* sandbox_usage() override { return &host_usage_; }
@@ -51,13 +68,7 @@ class SandboxAssembly final : public SessionTools {
   ReleasePlan release_before_snapshot(const ReleasePlan& plan) override;
 
  private:
-  SandboxAgent agent_;
-  SandboxLister lister_;
-  SandboxHolderScanner scanner_;
-  std::unique_ptr<SandboxCudaToggler> toggler_;  // null with checkpoint.cuda: none
-  SandboxGpuProbe probe_;
-  SandboxCommProbe comm_;
-  SandboxFileIdentity files_;
+  SandboxContainerTools c_;
   HelperGpuUsageProbe host_usage_;  // the host's NVML, where the sentry holds the sandbox's device memory
   HostMemoryProbe memory_;
   HostReservations reservations_;

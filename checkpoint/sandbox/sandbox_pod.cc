@@ -6,34 +6,19 @@ namespace nvproxy::checkpoint {
 
 struct PodSandboxAssembly::Member {
   Member(const CheckpointConfig& cfg, PodSandboxContainer c, ProcessRunner& runner)
-      : name(std::move(c.name)),
-        agent(runner, std::move(c.target)),
-        lister(agent),
-        scanner(agent, cfg.device_globs),
-        toggler(cfg.cuda == "none"
-                    ? nullptr
-                    : std::make_unique<SandboxCudaToggler>(agent, std::chrono::milliseconds(cfg.snapshot_timeout_ms))),
-        probe(lister, scanner),
-        comm(scanner),
-        files(agent, cfg.device_globs) {}
+      : name(std::move(c.name)), t(cfg, std::move(c.target), runner) {}
   std::string name;
-  SandboxAgent agent;
-  SandboxLister lister;
-  SandboxHolderScanner scanner;
-  std::unique_ptr<SandboxCudaToggler> toggler;
-  SandboxGpuProbe probe;
-  SandboxCommProbe comm;
-  SandboxFileIdentity files;
+  SandboxContainerTools t;
 
   PodMemberTools seams() {
     return {.name = name,
-            .lister = &lister,
-            .scanner = &scanner,
-            .toggler = toggler.get(),
-            .probe = &probe,
-            .comm = &comm,
-            .files = &files,
-            .drop = [this](const ReleasePlan& plan) { drop_in_sandbox(agent, plan, agent.target().timeout); }};
+            .lister = &t.lister,
+            .scanner = &t.scanner,
+            .toggler = t.toggler.get(),
+            .probe = &t.probe,
+            .comm = &t.comm,
+            .files = &t.files,
+            .drop = [this](const ReleasePlan& plan) { drop_in_sandbox(t.agent, plan, t.agent.target().timeout); }};
   }
 };
 
